@@ -1,0 +1,24 @@
+"""sklearn_dpu: differentially private and unlearnable scikit-learn estimators."""
+
+from .exceptions import (
+    BudgetExceededError,
+    PersistenceError,
+    PrivacyLeakWarning,
+    StateVersionError,
+    UnlearningError,
+)
+from .linear_model import DPLinearRegression
+from .privacy import PrivacyBudget
+
+__version__ = "0.1.0.dev0"
+
+__all__ = [
+    "BudgetExceededError",
+    "DPLinearRegression",
+    "PersistenceError",
+    "PrivacyBudget",
+    "PrivacyLeakWarning",
+    "StateVersionError",
+    "UnlearningError",
+    "__version__",
+]

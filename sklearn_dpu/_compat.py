@@ -1,0 +1,15 @@
+"""The one place that touches scikit-learn helpers which are not fully public.
+
+Everything else in sklearn_dpu imports these names from here, so a change in a
+scikit-learn release is mended in a single file.
+"""
+
+from sklearn.base import _fit_context
+from sklearn.utils._param_validation import (
+    HasMethods,
+    Interval,
+    RealNotInt,
+    StrOptions,
+)
+
+__all__ = ["HasMethods", "Interval", "RealNotInt", "StrOptions", "_fit_context"]

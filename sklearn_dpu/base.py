@@ -1,0 +1,96 @@
+"""Behaviour shared by every private estimator: the ledger, the budget, persistence."""
+
+import warnings
+from contextlib import contextmanager
+
+from .exceptions import BudgetExceededError, PrivacyLeakWarning, StateVersionError
+from .privacy.ledger import Release, charge_increment, privacy_spent, worst_case_events
+
+__all__ = ["PrivateEstimatorMixin", "STATE_FORMAT_VERSION"]
+
+#: Format of the estimator state written by pickle, joblib and skops. Bump it
+#: when a fitted attribute changes meaning or layout.
+STATE_FORMAT_VERSION = 1
+
+
+class PrivateEstimatorMixin:
+    """Ledger, budget and versioned persistence for sklearn_dpu estimators.
+
+    Subclasses have ``delta`` and ``budget`` parameters, and keep every release
+    in ``privacy_ledger_`` (a list of plain dicts, see
+    :class:`~sklearn_dpu.privacy.ledger.Release`).
+    """
+
+    @contextmanager
+    def _atomic(self):
+        """Restore the fitted attributes if the block raises.
+
+        Methods that mutate nested state (the registry, the statistics) do so
+        only after every check that can fail, so a shallow snapshot of the
+        attributes is enough to leave a failed call without effect.
+        """
+        snapshot = dict(self.__dict__)
+        try:
+            yield
+        except BaseException:
+            self.__dict__.clear()
+            self.__dict__.update(snapshot)
+            raise
+
+    def _budget_increment(self, planned: list[Release], restart: bool) -> list:
+        """Events to charge the budget for ``planned`` releases.
+
+        Computed from parameters and the ledger only, so it can run, and the
+        budget can refuse, before any data is read.
+        """
+        before = [] if restart else list(getattr(self, "privacy_ledger_", []))
+        after = [*before, *planned]
+        return charge_increment(
+            worst_case_events(before, self.delta), worst_case_events(after, self.delta)
+        )
+
+    def _check_budget(self, increment: list, what: str) -> None:
+        if self.budget is not None and increment:
+            self.budget.check(increment, f"{type(self).__name__}.{what}")
+
+    def _charge_budget(self, increment: list, what: str, mandatory: bool = False) -> None:
+        """Spend ``increment``. A mandatory charge (a deletion's re-release) is
+        recorded even past the cap: a deletion is never refused, and the true
+        spend must show in the ledger."""
+        if self.budget is None or not increment:
+            return
+        description = f"{type(self).__name__}.{what}"
+        try:
+            self.budget.charge(increment, description)
+        except BudgetExceededError:
+            if not mandatory:
+                raise
+            self.budget.charge_over_cap(increment, description)
+            warnings.warn(
+                f"{description} re-released the model past the budget cap of "
+                f"{self.budget.path}: deletions are never refused. Further fits on "
+                "this budget will be refused.",
+                PrivacyLeakWarning,
+                stacklevel=3,
+            )
+
+    def _set_ledger(self, ledger: list[dict]) -> None:
+        self.privacy_ledger_ = ledger
+        self.privacy_spent_ = privacy_spent(ledger, self.delta)
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        return {
+            **state,
+            "_sklearn_dpu_state_format": STATE_FORMAT_VERSION,
+        }
+
+    def __setstate__(self, state):
+        state = dict(state)
+        version = state.pop("_sklearn_dpu_state_format", None)
+        if version != STATE_FORMAT_VERSION:
+            raise StateVersionError(
+                f"this {type(self).__name__} was saved with state format {version!r}; "
+                f"this sklearn_dpu reads format {STATE_FORMAT_VERSION}"
+            )
+        super().__setstate__(state)

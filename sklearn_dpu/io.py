@@ -1,0 +1,89 @@
+"""Save and load estimators through skops, with sklearn_dpu's own types trusted.
+
+skops never unpickles: loading instantiates only the types it is told to
+trust, so a file from someone else cannot run code. :func:`load` trusts
+scikit-learn and numpy types (skops' defaults) and the library types in
+:data:`TRUSTED_TYPES`; anything else must be reviewed and passed explicitly.
+
+A saved estimator holds its deletion metadata: the clipped training rows
+that :meth:`delete_samples` needs. Treat the file as you treat the data.
+"""
+
+import os
+
+import skops.io
+
+from .exceptions import PersistenceError, StateVersionError
+
+__all__ = ["TRUSTED_TYPES", "load", "save"]
+
+#: Fully qualified names of the library's types that may appear in a saved
+#: estimator; :func:`load` trusts exactly these (plus skops' defaults).
+TRUSTED_TYPES = (
+    "sklearn_dpu.linear_model._dp_linear.DPLinearRegression",
+    "sklearn_dpu.linear_model._dp_linear.LinearStatisticsState",
+    "sklearn_dpu.preprocessing._public_bounds.PublicBoundsScaler",
+    "sklearn_dpu.privacy.budget.PrivacyBudget",
+    "sklearn_dpu.privacy.ledger.PrivacySpent",
+    "sklearn_dpu.privacy.mechanisms.GaussianMechanism",
+    "sklearn_dpu.privacy.tree_aggregation.TreeAggregator",
+    "sklearn_dpu.privacy.tree_aggregation.TreeNode",
+    "sklearn_dpu.unlearning.report.DeletionReport",
+    "sklearn_dpu.unlearning.state.SampleRegistry",
+)
+
+
+def save(estimator, file) -> None:
+    """Write ``estimator`` (any scikit-learn object) to ``file`` in skops format.
+
+    Parameters
+    ----------
+    estimator : object
+    file : str, os.PathLike or file-like
+    """
+    skops.io.dump(estimator, file)
+
+
+def load(file, *, trusted=()):
+    """Load an estimator written by :func:`save`.
+
+    Parameters
+    ----------
+    file : str, os.PathLike or file-like
+    trusted : sequence of str, default=()
+        Further type names to trust, after review.
+
+    Returns
+    -------
+    object
+
+    Raises
+    ------
+    PersistenceError
+        The file is missing, corrupted, not a skops file, or holds an
+        untrusted type. Nothing is instantiated in that case.
+    StateVersionError
+        The file holds a state format this release does not read.
+    """
+    try:
+        found = skops.io.get_untrusted_types(file=file)
+    except FileNotFoundError:
+        raise
+    except Exception as err:
+        raise PersistenceError(f"{_name(file)} is not a readable skops file: {err}") from err
+    untrusted = sorted(set(found) - set(TRUSTED_TYPES) - set(trusted))
+    if untrusted:
+        raise PersistenceError(
+            f"{_name(file)} holds types that are not trusted: {untrusted}. Review them "
+            "and pass them in trusted= to load the file."
+        )
+    try:
+        return skops.io.load(file, trusted=found)
+    except StateVersionError:
+        raise
+    except Exception as err:
+        raise PersistenceError(f"{_name(file)} could not be loaded: {err}") from err
+
+
+def _name(file) -> str:
+    return os.fspath(file) if isinstance(file, str | os.PathLike) else "the file"

@@ -1,0 +1,5 @@
+"""Private linear models."""
+
+from ._dp_linear import DPLinearRegression
+
+__all__ = ["DPLinearRegression"]

@@ -1,0 +1,142 @@
+"""Exact sufficient statistics of clipped linear-regression data, and their private solve.
+
+A training row ``(x, y)`` is clipped to the public bounds and normalized to
+``u = (x / feature_norm, [1], (y - center) / half_range)``, so that
+``||x / feature_norm|| <= 1`` and ``|(y - center) / half_range| <= 1``. Its
+contribution to the Gram matrix ``sum u u^T`` then has Frobenius norm
+``||u||^2 <= 2 + fit_intercept``: that is the add/remove sensitivity of the
+released statistic, whatever the data.
+
+Stored rows are coded in fixed point (:func:`~sklearn_dpu.privacy.clipping.to_fixed_point`),
+and the Gram matrix is kept as exact integers. Removing a row is then an exact
+integer subtraction: after a deletion the statistic is bit-for-bit the one a
+fresh fit on the remaining rows computes, with nothing of the deleted row left
+in its rounding.
+
+References
+----------
+.. [Wang18] Y.-X. Wang, "Revisiting differentially private linear regression:
+   optimal and adaptive prediction & estimation in unbounded domain", UAI 2018,
+   Algorithm 2 (AdaSSP).
+.. [Sheffet17] O. Sheffet, "Differentially private ordinary least squares",
+   ICML 2017.
+"""
+
+import numpy as np
+
+from ..privacy.clipping import FIXED_POINT_BITS, clip_rows_l2, to_fixed_point
+
+__all__ = [
+    "GRAM_SCALE",
+    "contribution_bound",
+    "encode_rows",
+    "gram_of_codes",
+    "solve_noisy_gram",
+]
+
+_ONE = 1 << FIXED_POINT_BITS
+#: Real value of one unit of the integer Gram matrix.
+GRAM_SCALE = 2.0 ** (-2 * FIXED_POINT_BITS)
+# Rows per BLAS block: every partial sum of code products stays below
+# 2**16 * 2**28 = 2**44 < 2**53, so float64 sums of them are exact integers.
+_BLOCK = 1 << 16
+
+
+def contribution_bound(fit_intercept: bool) -> float:
+    """Bound on ``||u u^T||_F = ||u||^2`` for one normalized row."""
+    return 3.0 if fit_intercept else 2.0
+
+
+def encode_rows(X, y, feature_norm, center, half_range) -> np.ndarray:
+    """Clip, normalize and fixed-point code rows as ``[x / feature_norm, y_normalized]``.
+
+    Returns
+    -------
+    ndarray of shape (n_samples, n_features + 1), dtype int16
+    """
+    x = clip_rows_l2(np.asarray(X, dtype=np.float64), feature_norm) / feature_norm
+    t = np.clip((np.asarray(y, dtype=np.float64) - center) / half_range, -1.0, 1.0)
+    return to_fixed_point(np.column_stack([x, t]))
+
+
+def gram_of_codes(codes: np.ndarray, fit_intercept: bool) -> np.ndarray:
+    """Exact integer Gram matrix of coded rows, with the intercept column inserted.
+
+    The layout is ``[features, (intercept), target]``, matching
+    :func:`solve_noisy_gram`.
+
+    Parameters
+    ----------
+    codes : ndarray of int16, shape (n_samples, n_features + 1)
+    fit_intercept : bool
+
+    Returns
+    -------
+    ndarray of int64, shape (q, q) with ``q = n_features + 1 + fit_intercept``
+    """
+    width = codes.shape[1]
+    inner = np.zeros((width, width), dtype=np.int64)
+    sums = np.zeros(width, dtype=np.int64)
+    for start in range(0, len(codes), _BLOCK):
+        block = codes[start : start + _BLOCK].astype(np.float64)
+        inner += (block.T @ block).astype(np.int64)
+        sums += block.sum(axis=0).astype(np.int64)
+    if not fit_intercept:
+        return inner
+    q = width + 1
+    gram = np.zeros((q, q), dtype=np.int64)
+    features = np.r_[0 : width - 1]
+    gram[np.ix_(features, features)] = inner[:-1, :-1]
+    gram[features, -1] = gram[-1, features] = inner[:-1, -1]
+    gram[-1, -1] = inner[-1, -1]
+    gram[width - 1, features] = gram[features, width - 1] = _ONE * sums[:-1]
+    gram[width - 1, -1] = gram[-1, width - 1] = _ONE * sums[-1]
+    gram[width - 1, width - 1] = _ONE * _ONE * len(codes)
+    return gram
+
+
+def noise_spectral_bound(sigma: float, size: int, failure: float = 1e-3) -> float:
+    """High-probability bound on the spectral norm of the symmetric Gram noise.
+
+    The noise has variance ``sigma**2`` on the diagonal and ``sigma**2 / 2``
+    off it, so ``E ||E|| <= 2 sqrt(size sigma**2 / 2)``; ``||E||`` is
+    1-Lipschitz in the isometric coordinates where the noise is
+    ``N(0, sigma**2 I)``, so it exceeds its mean by ``sigma t`` with
+    probability at most ``exp(-t**2 / 2)``. Uses only public quantities.
+    """
+    return sigma * (np.sqrt(2.0 * size) + np.sqrt(2.0 * np.log(1.0 / failure)))
+
+
+def solve_noisy_gram(noisy_gram, n_coef, ridge, sigma) -> np.ndarray:
+    """Least squares from a released Gram matrix, safe against indefinite noise.
+
+    With ``A`` the released ``X^T X`` block and ``b`` the ``X^T y`` block,
+    returns ``(A + ridge_diag + lam I)^{-1} b`` where ``lam`` lifts the smallest
+    eigenvalue of the (ridged) released ``A`` to the spectral bound of the
+    noise, so the system is positive definite with high probability margin
+    and cannot blow up. This is AdaSSP's eigenvalue-floor rule [Wang18]_, with
+    the smallest eigenvalue read off the released matrix (post-processing)
+    instead of paying for a separate release.
+
+    Parameters
+    ----------
+    noisy_gram : ndarray of shape (n_coef + 1, n_coef + 1)
+    n_coef : int
+        Coefficients, the intercept included.
+    ridge : ndarray of shape (n_coef,)
+        Data-independent penalty added to the diagonal.
+    sigma : float
+        Noise standard deviation on the Gram diagonal.
+
+    Returns
+    -------
+    ndarray of shape (n_coef,)
+    """
+    A = noisy_gram[:n_coef, :n_coef] + np.diag(ridge)
+    b = noisy_gram[:n_coef, n_coef]
+    eigenvalues, eigenvectors = np.linalg.eigh(A)
+    floor = noise_spectral_bound(sigma, n_coef) if sigma > 0 else 0.0
+    lift = max(0.0, floor - eigenvalues[0])
+    shifted = eigenvalues + lift
+    safe = np.where(shifted > 0, shifted, np.inf)  # only when sigma = 0 and A is singular
+    return eigenvectors @ ((eigenvectors.T @ b) / safe)

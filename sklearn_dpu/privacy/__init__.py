@@ -1,0 +1,33 @@
+"""The privacy core: mechanisms, calibration, accounting, ledgers and budgets.
+
+Nothing here depends on the rest of sklearn_dpu.
+"""
+
+from .budget import PrivacyBudget
+from .calibration import calibrate_noise_multiplier, gaussian_noise_multiplier
+from .ledger import PrivacySpent, Release, privacy_spent
+from .mechanisms import (
+    ExponentialMechanism,
+    GaussianMechanism,
+    GeneralizedExponentialMechanism,
+    LaplaceMechanism,
+    PermuteAndFlip,
+    ReportNoisyMax,
+    pure_dp_event,
+)
+
+__all__ = [
+    "ExponentialMechanism",
+    "GaussianMechanism",
+    "GeneralizedExponentialMechanism",
+    "LaplaceMechanism",
+    "PermuteAndFlip",
+    "PrivacyBudget",
+    "PrivacySpent",
+    "Release",
+    "ReportNoisyMax",
+    "calibrate_noise_multiplier",
+    "gaussian_noise_multiplier",
+    "privacy_spent",
+    "pure_dp_event",
+]

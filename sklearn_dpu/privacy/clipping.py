@@ -1,0 +1,68 @@
+"""Clipping to data-independent bounds, and the fixed-point code used for exact
+statistics.
+
+Every function here is silent: how many rows were clipped depends on private
+values, so it is never reported, warned about or stored (digest ``diss_dp.md``
+§4, assumptions A1-A2).
+"""
+
+import numpy as np
+
+__all__ = ["clip_rows_l2", "clip_to_interval", "to_fixed_point", "FIXED_POINT_BITS"]
+
+#: Bits after the binary point of the fixed-point code. With values in [-1, 1]
+#: a code fits in int16, a product of two codes in 2**28, and 2**24 products sum
+#: exactly in float64 (2**52 < 2**53), so BLAS sums of codes are exact integers.
+FIXED_POINT_BITS = 14
+
+# Rounding the scaling factor could push a clipped norm a few ulps above the
+# bound; aiming slightly inside keeps ``norm <= max_norm`` exact.
+_INSIDE = 1.0 - 1e-12
+
+
+def clip_rows_l2(X: np.ndarray, max_norm: float) -> np.ndarray:
+    """Scale every row of ``X`` with Euclidean norm above ``max_norm`` onto the sphere.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)
+        Not modified.
+    max_norm : float
+        Public bound; must not be computed from ``X``.
+
+    Returns
+    -------
+    ndarray of shape (n_samples, n_features)
+        A new array whose rows have norm at most ``max_norm``.
+    """
+    norms = np.sqrt(np.einsum("ij,ij->i", X, X))
+    scale = np.minimum(1.0, (max_norm * _INSIDE) / np.maximum(norms, np.finfo(float).tiny))
+    return X * scale[:, None]
+
+
+def clip_to_interval(y: np.ndarray, low: float, high: float) -> np.ndarray:
+    """Clip values to the public interval ``[low, high]`` (a new array)."""
+    return np.clip(y, low, high)
+
+
+def to_fixed_point(A: np.ndarray, bits: int = FIXED_POINT_BITS) -> np.ndarray:
+    """Encode values in [-1, 1] as int16 multiples of ``2**-bits``, rounding toward zero.
+
+    Rounding toward zero never increases an absolute value, so a row norm bound
+    that held before encoding still holds after it, and sensitivities computed
+    for the real values stay valid for the codes.
+
+    Parameters
+    ----------
+    A : ndarray
+        Values in [-1, 1].
+    bits : int, default=FIXED_POINT_BITS
+        At most 14, so that codes fit in int16.
+
+    Returns
+    -------
+    ndarray of dtype int16
+    """
+    if not 0 < bits <= 14:
+        raise ValueError(f"bits must be in (0, 14], got {bits}")
+    return np.trunc(np.clip(A, -1.0, 1.0) * (1 << bits)).astype(np.int16)

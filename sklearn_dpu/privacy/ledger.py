@@ -1,0 +1,173 @@
+"""What an estimator released: a list of :class:`Release` records.
+
+A record says which mechanism ran, its ``dp_accounting`` event, and which
+chunks of the data it touched. Chunks are the blocks in which data arrived
+(``fit`` is chunk 1, each later ``partial_fit`` call the next one). Knowing the
+chunks lets the ledger apply parallel composition: a record's privacy loss is
+the composition of only the releases that touched its chunk, so releases built
+by tree aggregation cost a logarithmic, not linear, number of compositions.
+
+Records are stored in estimators (``privacy_ledger_``) as plain dicts, so they
+survive pickling, JSON and skops without trusting any extra type. Decoding an
+event only ever instantiates classes of ``dp_accounting.dp_event``.
+"""
+
+import json
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from dp_accounting import dp_event
+
+from .accounting import NEIGHBORING_RELATION, epsilon_spent, gaussian_precision
+
+__all__ = [
+    "PrivacySpent",
+    "Release",
+    "charge_increment",
+    "event_from_dict",
+    "event_to_dict",
+    "privacy_spent",
+    "worst_case_events",
+]
+
+
+class PrivacySpent(NamedTuple):
+    """The (epsilon, delta) of everything an estimator or budget released."""
+
+    epsilon: float
+    delta: float
+
+
+def event_to_dict(event: dp_event.DpEvent) -> dict:
+    """Encode a ``dp_accounting`` event as nested plain dicts and lists."""
+    return _plain(event.to_named_tuple())
+
+
+def _plain(value):
+    if hasattr(value, "_fields"):
+        return {name: _plain(getattr(value, name)) for name in value._fields}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def event_from_dict(data: dict) -> dp_event.DpEvent:
+    """Decode :func:`event_to_dict` output; only ``dp_accounting.dp_event`` classes."""
+    if data.get("module_name") != dp_event.__name__:
+        raise ValueError(f"not a dp_accounting event: {data.get('module_name')!r}")
+    cls = getattr(dp_event, data["class_name"], None)
+    if not (isinstance(cls, type) and issubclass(cls, dp_event.DpEvent)):
+        raise ValueError(f"unknown dp_accounting event {data['class_name']!r}")
+    fields = {}
+    for key, value in data.items():
+        if key in ("module_name", "class_name"):
+            continue
+        if isinstance(value, dict):
+            value = event_from_dict(value)
+        elif isinstance(value, list):
+            value = [event_from_dict(v) if isinstance(v, dict) else v for v in value]
+        fields[key] = value
+    return cls(**fields)
+
+
+@dataclass(frozen=True)
+class Release:
+    """One release: the mechanism, its event and the chunks whose records it used.
+
+    Parameters
+    ----------
+    mechanism : str
+        What was released and how, in words.
+    event : dp_accounting.dp_event.DpEvent
+    chunks : tuple of (int, int)
+        First and last chunk (inclusive) whose records the release depends on.
+    reference : str
+        The theorem the privacy of this release rests on.
+    """
+
+    mechanism: str
+    event: dp_event.DpEvent
+    chunks: tuple[int, int]
+    reference: str
+
+    def to_dict(self) -> dict:
+        return {
+            "mechanism": self.mechanism,
+            "event": event_to_dict(self.event),
+            "chunks": [int(self.chunks[0]), int(self.chunks[1])],
+            "reference": self.reference,
+            "neighboring_relation": NEIGHBORING_RELATION.name,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Release":
+        return cls(
+            mechanism=data["mechanism"],
+            event=event_from_dict(data["event"]),
+            chunks=(int(data["chunks"][0]), int(data["chunks"][1])),
+            reference=data["reference"],
+        )
+
+
+def _releases(entries: Iterable) -> list[Release]:
+    return [e if isinstance(e, Release) else Release.from_dict(e) for e in entries]
+
+
+def worst_case_events(entries: Iterable, delta: float) -> list[dp_event.DpEvent]:
+    """Events that touched the most exposed chunk (largest composed epsilon).
+
+    Parameters
+    ----------
+    entries : iterable of Release or dict
+    delta : float
+
+    Returns
+    -------
+    list of dp_accounting.dp_event.DpEvent
+    """
+    releases = _releases(entries)
+    if not releases:
+        return []
+    opening, closing = defaultdict(list), defaultdict(list)
+    for i, release in enumerate(releases):
+        opening[release.chunks[0]].append(i)
+        closing[release.chunks[1] + 1].append(i)
+    groups: dict[frozenset, list] = {}
+    active: set[int] = set()
+    for chunk in sorted(opening.keys() | closing.keys()):
+        active.difference_update(closing[chunk])
+        active.update(opening[chunk])
+        key = frozenset(active)
+        if key and key not in groups:
+            groups[key] = [releases[i].event for i in sorted(active)]
+    candidates = list(groups.values())
+    precisions = [gaussian_precision(events) for events in candidates]
+    if all(p is not None for p in precisions):
+        return candidates[max(range(len(candidates)), key=precisions.__getitem__)]
+    return max(candidates, key=lambda events: epsilon_spent(events, delta))
+
+
+def privacy_spent(entries: Iterable, delta: float) -> PrivacySpent:
+    """(epsilon, delta) of a ledger under parallel composition across chunks."""
+    return PrivacySpent(epsilon_spent(worst_case_events(entries, delta), delta), delta)
+
+
+def charge_increment(
+    before: Sequence[dp_event.DpEvent], after: Sequence[dp_event.DpEvent]
+) -> list[dp_event.DpEvent]:
+    """Events to charge a shared budget when a ledger's worst case moves.
+
+    The multiset difference ``after - before`` (events compared by value).
+    Summed over a ledger's history
+    these increments contain every worst-case set the ledger ever had, so the
+    budget's total is never below the estimator's own ``privacy_spent_``.
+    """
+    def key(event):
+        return json.dumps(event_to_dict(event), sort_keys=True)
+
+    by_key = {key(event): event for event in after}
+    missing = Counter(map(key, after))
+    missing.subtract(Counter(map(key, before)))
+    return [by_key[k] for k, count in missing.items() for _ in range(max(count, 0))]

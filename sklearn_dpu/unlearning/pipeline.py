@@ -1,0 +1,124 @@
+"""Deleting samples through meta-estimators.
+
+``Pipeline`` cannot route a ``delete_samples`` call (it is not one of
+scikit-learn's routed methods), and a deletion is only as complete as the
+least deletable step: a ``StandardScaler`` fitted on the deleted rows still
+remembers their mean. :func:`delete_samples` finds every step, deletes
+through those that can, and names those that hold data-derived state they
+cannot unlearn.
+"""
+
+import warnings
+
+from sklearn.pipeline import Pipeline
+from sklearn.utils import get_tags
+
+from ..exceptions import UnlearningError
+
+__all__ = ["IncompleteUnlearningWarning", "delete_samples", "unlearnable_steps"]
+
+
+class IncompleteUnlearningWarning(UserWarning):
+    """A deletion went through, but some step still holds data-derived state."""
+
+
+def _learns_nothing(step) -> bool:
+    if step is None or step == "passthrough":
+        return True
+    try:
+        return get_tags(step).requires_fit is False
+    except (AttributeError, TypeError):
+        return False
+
+
+def _walk(estimator, path):
+    """Yield ``(path, step)`` for leaves of nested pipelines, in order."""
+    if isinstance(estimator, Pipeline):
+        for name, step in estimator.steps:
+            yield from _walk(step, f"{path}.{name}" if path else name)
+    else:
+        yield path or type(estimator).__name__, estimator
+
+
+def unlearnable_steps(estimator) -> list[str]:
+    """Names of the steps that keep data-derived state and cannot delete.
+
+    A step is fine if it has ``delete_samples`` or learns nothing (tag
+    ``requires_fit=False``, ``'passthrough'``). Meta-estimators may declare
+    what they cannot unlearn with an ``unlearnable_state()`` method (for
+    example a search's data-dependent choice of hyper-parameters).
+
+    Parameters
+    ----------
+    estimator : estimator or Pipeline
+
+    Returns
+    -------
+    list of str
+        ``"pipeline.step"`` paths, with the reason.
+    """
+    names = []
+    for path, step in _walk(estimator, ""):
+        if hasattr(step, "unlearnable_state"):
+            names.extend(f"{path}: {what}" for what in step.unlearnable_state())
+        if not (hasattr(step, "delete_samples") or _learns_nothing(step)):
+            names.append(f"{path} ({type(step).__name__} keeps what it learned from the data)")
+    return names
+
+
+def delete_samples(estimator, sample_ids, *, on_unlearnable="raise"):
+    """Delete samples from every deletable step of ``estimator``.
+
+    Parameters
+    ----------
+    estimator : estimator or Pipeline
+        Fitted; steps with ``delete_samples`` must know the same sample ids.
+    sample_ids : iterable of hashable
+    on_unlearnable : {"raise", "warn"}, default="raise"
+        What to do when a step holds data-derived state it cannot unlearn:
+        raise :class:`~sklearn_dpu.exceptions.UnlearningError` before
+        touching anything, or delete what can be deleted and warn with
+        :class:`IncompleteUnlearningWarning` naming the steps.
+
+    Returns
+    -------
+    estimator
+        The same object.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.pipeline import make_pipeline
+    >>> from sklearn_dpu.linear_model import DPLinearRegression
+    >>> from sklearn_dpu.preprocessing import PublicBoundsScaler
+    >>> from sklearn_dpu.unlearning import delete_samples
+    >>> X, y = np.random.default_rng(0).uniform(-1, 1, (100, 2)), np.zeros(100)
+    >>> pipe = make_pipeline(PublicBoundsScaler(), DPLinearRegression(random_state=0))
+    >>> pipe = delete_samples(pipe.fit(X, y), [3, 4])
+    >>> pipe[-1].deletion_log_[-1].n_deleted
+    2
+    """
+    if on_unlearnable not in ("raise", "warn"):
+        raise ValueError(f"on_unlearnable must be 'raise' or 'warn', got {on_unlearnable!r}")
+    sample_ids = list(sample_ids)
+    deletable = [(p, s) for p, s in _walk(estimator, "") if hasattr(s, "delete_samples")]
+    if not deletable:
+        raise UnlearningError(f"no step of {type(estimator).__name__} can delete samples")
+    blocked = unlearnable_steps(estimator)
+    if blocked and on_unlearnable == "raise":
+        raise UnlearningError(
+            "these steps hold data-derived state they cannot unlearn: "
+            + "; ".join(blocked)
+            + ". Replace them (e.g. PublicBoundsScaler for a fitted scaler) or pass "
+            "on_unlearnable='warn' to delete from the other steps."
+        )
+    for _, step in deletable:
+        step.delete_samples(sample_ids)
+    if blocked:
+        warnings.warn(
+            "deleted, but these steps still hold what they learned from the deleted "
+            "samples: " + "; ".join(blocked),
+            IncompleteUnlearningWarning,
+            stacklevel=2,
+        )
+    return estimator

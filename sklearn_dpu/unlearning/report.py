@@ -1,0 +1,69 @@
+"""What a deletion did: one :class:`DeletionReport` per ``delete_samples`` call."""
+
+from dataclasses import asdict, dataclass, field
+
+__all__ = ["DeletionReport"]
+
+
+@dataclass(frozen=True)
+class DeletionReport:
+    """Record of one ``delete_samples`` call, appended to ``deletion_log_``.
+
+    It names no deleted id and holds no value derived from a deleted row.
+
+    Attributes
+    ----------
+    n_deleted : int
+        How many samples the call removed.
+    method : {"exact", "certified", "retrain"}
+        How the model was brought to its post-deletion state.
+    guarantee : str
+        The guarantee in words.
+    deletion_epsilon : float or None
+        For ``certified``: epsilon of the indistinguishability from a retrain
+        (with ``deletion_delta``). ``None`` for exact methods.
+    deletion_delta : float or None
+    rerelease_epsilon : float or None
+        Privacy cost (toward the remaining samples) of the model released after
+        the deletion, alone; ``None`` if nothing was re-released.
+    cost : dict
+        What the deletion cost: ``wall_time_s`` and method-specific counts
+        (e.g. ``recomputed_steps``, ``gradient_evaluations``, ``flops``).
+    retrain_cost : dict
+        The same quantities for a full retrain on the remaining samples
+        (estimated from public sizes, not run).
+    reason : str
+        Why this method was chosen.
+    """
+
+    n_deleted: int
+    method: str
+    guarantee: str
+    cost: dict = field(default_factory=dict)
+    retrain_cost: dict = field(default_factory=dict)
+    deletion_epsilon: float | None = None
+    deletion_delta: float | None = None
+    rerelease_epsilon: float | None = None
+    reason: str = ""
+
+    def as_dict(self) -> dict:
+        """The report as plain types (for logs and JSON)."""
+        return asdict(self)
+
+    def summary(self) -> str:
+        """One human-readable paragraph."""
+        speedup = ""
+        own, full = self.cost.get("wall_time_s"), self.retrain_cost.get("wall_time_s")
+        if own and full:
+            speedup = f" ({full / own:.0f}x faster than retraining, est.)"
+        lines = [
+            f"deleted {self.n_deleted} sample(s) by {self.method} unlearning{speedup}",
+            f"guarantee: {self.guarantee}",
+        ]
+        if self.deletion_epsilon is not None:
+            lines.append(f"deletion (eps, delta) = ({self.deletion_epsilon:.4g}, {self.deletion_delta:g})")
+        if self.rerelease_epsilon is not None:
+            lines.append(f"re-release cost to remaining samples: eps = {self.rerelease_epsilon:.4g}")
+        if self.reason:
+            lines.append(f"why: {self.reason}")
+        return "\n".join(lines)

@@ -1,0 +1,40 @@
+"""scikit-learn's estimator checks on every estimator and transformer of the library."""
+
+import pytest
+from sklearn.utils.estimator_checks import (
+    check_dataframe_column_names_consistency,
+    check_param_validation,
+    parametrize_with_checks,
+)
+
+from sklearn_dpu.linear_model import DPLinearRegression
+from sklearn_dpu.preprocessing import PublicBoundsScaler
+
+ESTIMATORS = [
+    DPLinearRegression(),
+    DPLinearRegression(solver="noisy_gd", max_iter=50),
+    PublicBoundsScaler(),
+]
+
+# Checks an estimator cannot pass, with the reason. Empty: every check passes.
+EXPECTED_FAILURES: dict = {}
+
+
+@parametrize_with_checks(
+    ESTIMATORS,
+    expected_failed_checks=lambda est: EXPECTED_FAILURES.get(type(est), {}),
+    xfail_strict=True,
+)
+def test_sklearn_checks(estimator, check):
+    check(estimator)
+
+
+@pytest.mark.parametrize("estimator", ESTIMATORS, ids=repr)
+def test_param_validation(estimator):
+    check_param_validation(type(estimator).__name__, estimator)
+
+
+@pytest.mark.parametrize("estimator", ESTIMATORS, ids=repr)
+def test_dataframe_column_names(estimator):
+    pytest.importorskip("pandas")
+    check_dataframe_column_names_consistency(type(estimator).__name__, estimator)
