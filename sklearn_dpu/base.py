@@ -3,6 +3,8 @@
 import warnings
 from contextlib import contextmanager
 
+from sklearn.utils.validation import check_is_fitted
+
 from .exceptions import BudgetExceededError, PrivacyLeakWarning, StateVersionError
 from .privacy.ledger import Release, charge_increment, privacy_spent, worst_case_events
 
@@ -43,6 +45,8 @@ class PrivateEstimatorMixin:
         Computed from parameters and the ledger only, so it can run, and the
         budget can refuse, before any data is read.
         """
+        if self.budget is None:
+            return []
         before = [] if restart else list(getattr(self, "privacy_ledger_", []))
         after = [*before, *planned]
         return charge_increment(
@@ -76,7 +80,16 @@ class PrivateEstimatorMixin:
 
     def _set_ledger(self, ledger: list[dict]) -> None:
         self.privacy_ledger_ = ledger
-        self.privacy_spent_ = privacy_spent(ledger, self.delta)
+
+    @property
+    def privacy_spent_(self):
+        """(epsilon, delta) of everything released, composed from ``privacy_ledger_``.
+
+        Computed on access by the accountant (parallel composition over the
+        arrival chunks), so releases do not pay for it.
+        """
+        check_is_fitted(self, "privacy_ledger_")
+        return privacy_spent(self.privacy_ledger_, self.delta)
 
     def __getstate__(self):
         state = super().__getstate__()

@@ -22,7 +22,7 @@ from ._noisy_gd import gd_noise_multipliers, noisy_projected_gd
 from ._sufficient_statistics import (
     GRAM_SCALE,
     contribution_bound,
-    encode_rows,
+    encode_with_gram,
     gram_of_codes,
     solve_noisy_gram,
 )
@@ -320,7 +320,9 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         self._charge_budget(increment, "fit")
 
         started = time.perf_counter()
-        codes = encode_rows(X, y, self.feature_norm, center, half_range)
+        codes, gram = encode_with_gram(
+            X, y, self.feature_norm, center, half_range, self.fit_intercept
+        )
         registry.add(ids, codes, chunk=1)
         state = LinearStatisticsState(
             registry=registry,
@@ -331,7 +333,6 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
             half_range=half_range,
             noise_multiplier=multiplier,
         )
-        gram = gram_of_codes(codes, self.fit_intercept)
         rng = release_generator(self.random_state, 0)
         if self.solver == "ssp":
             state.statistics = self._new_tree(multiplier)
@@ -391,8 +392,9 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         )
         self._charge_budget(increment, "partial_fit")
 
-        codes = encode_rows(X, y, self.feature_norm, state.center, state.half_range)
-        gram = gram_of_codes(codes, self.fit_intercept)
+        codes, gram = encode_with_gram(
+            X, y, self.feature_norm, state.center, state.half_range, self.fit_intercept
+        )
         rng = release_generator(self.random_state, len(self.privacy_ledger_))
         registry.add(ids, codes, chunk=chunk)
         if self.solver == "ssp":

@@ -30,6 +30,7 @@ __all__ = [
     "GRAM_SCALE",
     "contribution_bound",
     "encode_rows",
+    "encode_with_gram",
     "gram_of_codes",
     "solve_noisy_gram",
 ]
@@ -40,6 +41,7 @@ GRAM_SCALE = 2.0 ** (-2 * FIXED_POINT_BITS)
 # Rows per BLAS block: every partial sum of code products stays below
 # 2**16 * 2**28 = 2**44 < 2**53, so float64 sums of them are exact integers.
 _BLOCK = 1 << 16
+_ENCODE_BLOCK = 1 << 13
 
 
 def contribution_bound(fit_intercept: bool) -> float:
@@ -57,6 +59,31 @@ def encode_rows(X, y, feature_norm, center, half_range) -> np.ndarray:
     x = clip_rows_l2(np.asarray(X, dtype=np.float64), feature_norm) / feature_norm
     t = np.clip((np.asarray(y, dtype=np.float64) - center) / half_range, -1.0, 1.0)
     return to_fixed_point(np.column_stack([x, t]))
+
+
+def encode_with_gram(X, y, feature_norm, center, half_range, fit_intercept):
+    """:func:`encode_rows` and :func:`gram_of_codes` in one pass over row blocks.
+
+    Working block by block keeps every temporary in cache; at a million rows
+    this is several times faster than encoding the whole array first.
+
+    Returns
+    -------
+    codes : ndarray of int16, shape (n_samples, n_features + 1)
+    gram : ndarray of int64
+    """
+    n, d = X.shape
+    codes = np.empty((n, d + 1), dtype=np.int16)
+    inner = np.zeros((d + 1, d + 1), dtype=np.int64)
+    sums = np.zeros(d + 1, dtype=np.int64)
+    for start in range(0, n, _ENCODE_BLOCK):
+        stop = min(n, start + _ENCODE_BLOCK)
+        block = encode_rows(X[start:stop], y[start:stop], feature_norm, center, half_range)
+        codes[start:stop] = block
+        values = block.astype(np.float64)
+        inner += (values.T @ values).astype(np.int64)
+        sums += values.sum(axis=0).astype(np.int64)
+    return codes, _with_intercept(inner, sums, n) if fit_intercept else inner
 
 
 def gram_of_codes(codes: np.ndarray, fit_intercept: bool) -> np.ndarray:
@@ -81,17 +108,20 @@ def gram_of_codes(codes: np.ndarray, fit_intercept: bool) -> np.ndarray:
         block = codes[start : start + _BLOCK].astype(np.float64)
         inner += (block.T @ block).astype(np.int64)
         sums += block.sum(axis=0).astype(np.int64)
-    if not fit_intercept:
-        return inner
-    q = width + 1
-    gram = np.zeros((q, q), dtype=np.int64)
+    return _with_intercept(inner, sums, len(codes)) if fit_intercept else inner
+
+
+def _with_intercept(inner: np.ndarray, sums: np.ndarray, n_rows: int) -> np.ndarray:
+    """Insert the constant column (code ``_ONE``) before the target column."""
+    width = inner.shape[0]
+    gram = np.zeros((width + 1, width + 1), dtype=np.int64)
     features = np.r_[0 : width - 1]
     gram[np.ix_(features, features)] = inner[:-1, :-1]
     gram[features, -1] = gram[-1, features] = inner[:-1, -1]
     gram[-1, -1] = inner[-1, -1]
     gram[width - 1, features] = gram[features, width - 1] = _ONE * sums[:-1]
     gram[width - 1, -1] = gram[-1, width - 1] = _ONE * sums[-1]
-    gram[width - 1, width - 1] = _ONE * _ONE * len(codes)
+    gram[width - 1, width - 1] = _ONE * _ONE * n_rows
     return gram
 
 

@@ -19,6 +19,7 @@ References
 
 import math
 from collections.abc import Iterable
+from functools import lru_cache
 
 from dp_accounting import dp_event
 from dp_accounting.gaussian_mechanism import get_epsilon_gaussian
@@ -55,6 +56,13 @@ def gaussian_precision(events: Iterable[dp_event.DpEvent]) -> float | None:
     return total
 
 
+@lru_cache(maxsize=1024)
+def _gaussian_epsilon(precision: float, delta: float) -> float:
+    # Pure function of two floats, and the same values recur (one release of
+    # a given estimator, a deletion's re-release), so caching is exact.
+    return float(get_epsilon_gaussian(precision**-0.5, delta))
+
+
 def epsilon_spent(events: Iterable[dp_event.DpEvent], delta: float) -> float:
     """Epsilon at ``delta`` of the adaptive composition of ``events``.
 
@@ -75,7 +83,7 @@ def epsilon_spent(events: Iterable[dp_event.DpEvent], delta: float) -> float:
             return 0.0
         if math.isinf(precision):
             return math.inf
-        return float(get_epsilon_gaussian(precision**-0.5, delta))
+        return _gaussian_epsilon(precision, delta)
     composed = dp_event.ComposedDpEvent(events)
     pld = PLDAccountant(NEIGHBORING_RELATION)
     if pld.supports(composed):

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+import attr
 from dp_accounting import dp_event
 
 from .accounting import NEIGHBORING_RELATION, epsilon_spent, gaussian_precision
@@ -41,16 +42,20 @@ class PrivacySpent(NamedTuple):
 
 
 def event_to_dict(event: dp_event.DpEvent) -> dict:
-    """Encode a ``dp_accounting`` event as nested plain dicts and lists."""
-    return _plain(event.to_named_tuple())
+    """Encode a ``dp_accounting`` event as nested plain dicts and lists.
 
-
-def _plain(value):
-    if hasattr(value, "_fields"):
-        return {name: _plain(getattr(value, name)) for name in value._fields}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value
+    The layout is that of ``DpEvent.to_named_tuple`` (``module_name``,
+    ``class_name`` and the attrs fields), built directly because creating a
+    named-tuple class per call is slow on a deletion's hot path.
+    """
+    data = {"module_name": type(event).__module__, "class_name": type(event).__name__}
+    for name, value in attr.asdict(event, recurse=False).items():
+        if isinstance(value, dp_event.DpEvent):
+            value = event_to_dict(value)
+        elif isinstance(value, list | tuple):
+            value = [event_to_dict(v) if isinstance(v, dp_event.DpEvent) else v for v in value]
+        data[name] = value
+    return data
 
 
 def event_from_dict(data: dict) -> dp_event.DpEvent:
