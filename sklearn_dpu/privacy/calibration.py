@@ -13,6 +13,7 @@ References
 """
 
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 
 from dp_accounting import dp_event, mechanism_calibration
 from dp_accounting.gaussian_mechanism import get_epsilon_gaussian, get_sigma_gaussian
@@ -27,6 +28,7 @@ __all__ = ["calibrate_noise_multiplier", "gaussian_noise_multiplier"]
 _SAFETY = 1.0 + 1e-9
 
 
+@lru_cache(maxsize=256)
 def gaussian_noise_multiplier(epsilon: float, delta: float, compositions: int = 1) -> float:
     """Noise multiplier that makes ``compositions`` Gaussian releases (eps, delta)-DP.
 
@@ -47,6 +49,10 @@ def gaussian_noise_multiplier(epsilon: float, delta: float, compositions: int = 
     -------
     float
         ``sigma / contribution_bound`` for each release.
+
+    Notes
+    -----
+    Cached: it is a pure function and every fit of an estimator asks for it.
     """
     if not epsilon > 0:
         raise ValueError(f"epsilon must be > 0, got {epsilon}")

@@ -1,0 +1,127 @@
+"""Persistence: skops with the library's types trusted, versioned state, clear errors."""
+
+import pickle
+
+import numpy as np
+import pytest
+import skops.io
+from sklearn.base import BaseEstimator, TransformerMixin, clone
+from sklearn.pipeline import make_pipeline
+
+from sklearn_dpu import PersistenceError, PrivacyBudget, StateVersionError
+from sklearn_dpu import base as dpu_base
+from sklearn_dpu import io as dpu_io
+from sklearn_dpu.linear_model import DPLinearRegression
+from sklearn_dpu.preprocessing import PublicBoundsScaler
+from sklearn_dpu.unlearning.state import SampleRegistry
+
+from .test_estimator_checks import ESTIMATORS
+
+
+def _data():
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, size=(60, 3))
+    return X, X @ [0.3, 0.1, -0.2]
+
+
+def _exercised(estimator):
+    """Fit, stream and delete, so every state type appears."""
+    X, y = _data()
+    estimator = estimator.fit(X[:40], y[:40])
+    if hasattr(estimator, "partial_fit"):
+        estimator.partial_fit(X[40:], y[40:])
+    if hasattr(estimator, "delete_samples"):
+        estimator.delete_samples([0, 41])
+    return estimator
+
+
+@pytest.mark.parametrize("estimator", ESTIMATORS, ids=repr)
+def test_trusted_types_cover_every_fitted_estimator(tmp_path, estimator):
+    path = tmp_path / "model.skops"
+    estimator = clone(estimator)
+    if "random_state" in estimator.get_params():
+        estimator.set_params(random_state=0)
+    fitted = _exercised(estimator)
+    dpu_io.save(fitted, path)
+    untrusted = set(skops.io.get_untrusted_types(file=path))
+    assert untrusted <= set(dpu_io.TRUSTED_TYPES), untrusted - set(dpu_io.TRUSTED_TYPES)
+    loaded = dpu_io.load(path)
+    X, _ = _data()
+    method = "predict" if hasattr(fitted, "predict") else "transform"
+    np.testing.assert_array_equal(getattr(loaded, method)(X), getattr(fitted, method)(X))
+
+
+def test_pipeline_with_a_budget_round_trips(tmp_path, budget_path):
+    X, y = _data()
+    budget = PrivacyBudget(epsilon=10.0, delta=1e-5, path=budget_path)
+    pipe = make_pipeline(PublicBoundsScaler(), DPLinearRegression(budget=budget, random_state=0))
+    pipe.fit(X, y)
+    dpu_io.save(pipe, tmp_path / "pipe.skops")
+    loaded = dpu_io.load(tmp_path / "pipe.skops")
+    assert loaded[-1].budget.path == budget.path
+    loaded[-1].delete_samples([3])
+    assert len(budget.history()) == 2
+
+
+@pytest.mark.parametrize(
+    "corrupt",
+    [
+        lambda blob: blob[: len(blob) // 2],
+        lambda blob: b"not a zip file at all",
+        lambda blob: blob.replace(b"schema.json", b"schemb.json"),
+    ],
+    ids=["truncated", "garbage", "broken-archive"],
+)
+def test_corrupted_files_fail_clearly(tmp_path, corrupt):
+    path = tmp_path / "model.skops"
+    dpu_io.save(_exercised(DPLinearRegression(random_state=0)), path)
+    path.write_bytes(corrupt(path.read_bytes()))
+    before = path.read_bytes()
+    with pytest.raises(PersistenceError, match="model.skops"):
+        dpu_io.load(path)
+    assert path.read_bytes() == before
+
+
+def test_missing_file_is_a_file_not_found_error(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        dpu_io.load(tmp_path / "nope.skops")
+
+
+def test_future_estimator_format_is_refused(tmp_path, monkeypatch):
+    fitted = _exercised(DPLinearRegression(random_state=0))
+    monkeypatch.setattr(dpu_base, "STATE_FORMAT_VERSION", 99)
+    dpu_io.save(fitted, tmp_path / "future.skops")
+    blob = pickle.dumps(fitted)
+    monkeypatch.undo()
+    with pytest.raises(StateVersionError, match="format 99"):
+        dpu_io.load(tmp_path / "future.skops")
+    with pytest.raises(StateVersionError, match="format 99"):
+        pickle.loads(blob)
+
+
+def test_future_metadata_format_is_refused(monkeypatch):
+    fitted = _exercised(DPLinearRegression(random_state=0))
+    monkeypatch.setattr(SampleRegistry, "FORMAT_VERSION", 7)
+    blob = pickle.dumps(fitted)
+    monkeypatch.undo()
+    with pytest.raises(StateVersionError, match="SampleRegistry state has format version 7"):
+        pickle.loads(blob)
+
+
+class Doubler(TransformerMixin, BaseEstimator):
+    def fit(self, X, y=None):
+        return self
+
+    def transform(self, X):
+        return 2 * np.asarray(X)
+
+
+def test_untrusted_types_are_named_and_can_be_trusted_explicitly(tmp_path):
+    X, y = _data()
+    pipe = make_pipeline(Doubler(), DPLinearRegression(random_state=0)).fit(X, y)
+    dpu_io.save(pipe, tmp_path / "pipe.skops")
+    name = f"{__name__}.Doubler"
+    with pytest.raises(PersistenceError, match=name):
+        dpu_io.load(tmp_path / "pipe.skops")
+    loaded = dpu_io.load(tmp_path / "pipe.skops", trusted=[name])
+    np.testing.assert_array_equal(loaded.predict(X), pipe.predict(X))
