@@ -8,6 +8,7 @@ from .exceptions import (
     UnlearningError,
 )
 from .linear_model import DPLinearRegression
+from .model_selection import PrivateGridSearch
 from .privacy import PrivacyBudget
 
 __version__ = "0.1.0.dev0"
@@ -18,6 +19,7 @@ __all__ = [
     "PersistenceError",
     "PrivacyBudget",
     "PrivacyLeakWarning",
+    "PrivateGridSearch",
     "StateVersionError",
     "UnlearningError",
     "__version__",

@@ -1,9 +1,10 @@
 """A tour of sklearn_dpu on scikit-learn's diabetes data (the README's first command).
 
-Run ``python -m sklearn_dpu.demo [--output-dir DIR]``. It trains a private
-model under a shared privacy budget, deletes patients, saves and reloads the
-model, deletes again after the reload, prints a privacy and deletion report,
-and saves a plot of accuracy against epsilon.
+Run ``python -m sklearn_dpu.demo [--output-dir DIR]``. Under one shared privacy
+budget it chooses the clipping bound by a private search, trains the private
+model, deletes patients, saves and reloads the model, deletes again after the
+reload, prints a privacy and deletion report, and saves a plot of accuracy
+against epsilon.
 """
 
 import argparse
@@ -18,6 +19,7 @@ from sklearn.pipeline import make_pipeline
 
 from . import io
 from .linear_model import DPLinearRegression
+from .model_selection import PrivateGridSearch
 from .preprocessing import PublicBoundsScaler
 from .privacy import PrivacyBudget
 from .unlearning import delete_samples
@@ -27,22 +29,23 @@ from .unlearning import delete_samples
 # disease-progression target is a score between 25 and 346.
 FEATURE_BOUNDS = (-0.2, 0.2)
 TARGET_RANGE = (25.0, 346.0)
-# After scaling to [-1, 1], most patients' rows have norm below 2; longer
-# rows are clipped. A public choice: sqrt(10) would never clip but costs noise.
-FEATURE_NORM = 2.0
+# After scaling to [-1, 1] a row of 10 features has norm at most sqrt(10);
+# a smaller bound clips long rows but needs less noise. The demo lets a
+# private search choose among these.
+FEATURE_NORMS = [1.0, 2.0, 3.2]
 
 
 def _section(title: str) -> None:
     print(f"\n== {title} " + "=" * max(0, 66 - len(title)))
 
 
-def _private_model(epsilon, budget=None, random_state=None):
+def _private_model(epsilon, feature_norm, budget=None, random_state=None):
     return make_pipeline(
         PublicBoundsScaler(bounds=FEATURE_BOUNDS),
         DPLinearRegression(
             epsilon=epsilon,
             delta=1e-5,
-            feature_norm=FEATURE_NORM,
+            feature_norm=feature_norm,
             target_bound=TARGET_RANGE,
             budget=budget,
             random_state=random_state,
@@ -50,12 +53,14 @@ def _private_model(epsilon, budget=None, random_state=None):
     )
 
 
-def _accuracy_curve(X_train, y_train, X_test, y_test, epsilons, repeats):
+def _accuracy_curve(X_train, y_train, X_test, y_test, feature_norm, epsilons, repeats):
     """Median and quartiles of test R^2 over independent private fits."""
     curve = []
     for epsilon in epsilons:
         scores = [
-            _private_model(epsilon, random_state=seed).fit(X_train, y_train).score(X_test, y_test)
+            _private_model(epsilon, feature_norm, random_state=seed)
+            .fit(X_train, y_train)
+            .score(X_test, y_test)
             for seed in range(repeats)
         ]
         curve.append(np.percentile(scores, [25, 50, 75]))
@@ -98,23 +103,44 @@ def main(argv=None) -> None:
         X, y, patient_ids, test_size=0.25, random_state=0
     )
 
-    _section("1. A private fit under a shared budget")
     ledger_path = out / "budget.sqlite"
     ledger_path.unlink(missing_ok=True)
-    budget = PrivacyBudget(epsilon=3.0, delta=1e-5, path=ledger_path)
-    model = _private_model(epsilon=1.0, budget=budget)
+    budget = PrivacyBudget(epsilon=4.0, delta=1e-5, path=ledger_path)
+    print(f"training rows: {len(y_train)}, features: {X.shape[1]}; "
+          f"shared budget: eps <= {budget.epsilon:g} at delta = {budget.delta:g} ({ledger_path})")
+
+    _section("1. Choosing the clipping bound by a private search")
+    search = make_pipeline(
+        PublicBoundsScaler(bounds=FEATURE_BOUNDS),
+        PrivateGridSearch(
+            DPLinearRegression(epsilon=1.0, target_bound=TARGET_RANGE, budget=budget),
+            {"feature_norm": FEATURE_NORMS},
+            selection_epsilon=0.5,
+            budget=budget,
+        ),
+    )
+    search.fit(X_train, y_train)
+    chosen = search[-1].best_params_["feature_norm"]
+    print(f"candidates feature_norm in {FEATURE_NORMS}, each trained at eps = 1 on half "
+          "the rows, one chosen at eps = 0.5 on the other half")
+    print(f"chosen feature_norm = {chosen}; the search cost eps = "
+          f"{search[-1].privacy_spent_.epsilon:.3f} (the larger of its two halves)")
+    # The search's selected candidate stores training rows for deletion; keep
+    # only the choice, so that a deletion request has one model to reach.
+    del search
+
+    _section("2. A private fit under the shared budget")
+    model = _private_model(epsilon=1.0, feature_norm=chosen, budget=budget)
     model.fit(X_train, y_train, dplinearregression__sample_id=ids_train)
     reg = model[-1]
     baseline = LinearRegression().fit(X_train, y_train).score(X_test, y_test)
-    print(f"training rows: {len(y_train)}, features: {X.shape[1]}")
     print(f"test R^2  private (eps = 1): {model.score(X_test, y_test):.3f}   "
           f"non-private: {baseline:.3f}")
     print(f"privacy spent by the model: eps = {reg.privacy_spent_.epsilon:.3f}, "
           f"delta = {reg.privacy_spent_.delta:g}")
-    print(f"budget {ledger_path}: spent eps = {budget.spent().epsilon:.3f} of "
-          f"{budget.epsilon:g}")
+    print(f"budget spent so far (search + fit): eps = {budget.spent().epsilon:.3f}")
 
-    _section("2. Deleting patients (exact unlearning)")
+    _section("3. Deleting patients (exact unlearning)")
     leaving = list(ids_train[:10])
     delete_samples(model, leaving)
     report = reg.deletion_log_[-1]
@@ -122,7 +148,7 @@ def main(argv=None) -> None:
     print(f"test R^2 after deletion: {model.score(X_test, y_test):.3f}")
     print(f"budget after the re-release: eps = {budget.spent().epsilon:.3f}")
 
-    _section("3. Save, reload, and delete again")
+    _section("4. Save, reload, and delete again")
     path = out / "diabetes_model.skops"
     io.save(model, path)
     reloaded = io.load(path)
@@ -136,7 +162,7 @@ def main(argv=None) -> None:
     print(f"prediction for a new patient: {reloaded.predict(X_test[:1])[0]:.1f} "
           f"(true {y_test[0]:.0f})")
 
-    _section("4. Privacy report")
+    _section("5. Privacy report")
     final = reloaded[-1]
     for i, entry in enumerate(final.privacy_ledger_, 1):
         print(f"release {i}: {entry['mechanism']}")
@@ -144,15 +170,15 @@ def main(argv=None) -> None:
     print(f"model total: eps = {spent.epsilon:.3f} at delta = {spent.delta:g} "
           "(Gaussian releases composed exactly)")
     print(f"budget total: eps = {budget.spent().epsilon:.3f} of {budget.epsilon:g} "
-          f"({len(budget.history())} charges)")
+          f"({len(budget.history())} charges: search candidates, selection, fit, deletions)")
     state = final.unlearning_state_
     print(f"deletion metadata: {state.registry.n_samples} rows kept, "
           f"{state.nbytes() / 1024:.0f} KiB")
 
-    _section("5. Accuracy against epsilon")
+    _section("6. Accuracy against epsilon")
     started = time.perf_counter()
     epsilons = np.logspace(-2, 2, 9)
-    curve = _accuracy_curve(X_train, y_train, X_test, y_test, epsilons, args.repeats)
+    curve = _accuracy_curve(X_train, y_train, X_test, y_test, chosen, epsilons, args.repeats)
     midpoint = 1 - np.mean((y_test - np.mean(TARGET_RANGE)) ** 2) / np.var(y_test)
     plot_path = out / "privacy_utility.png"
     _plot(plot_path, epsilons, curve, baseline, midpoint)

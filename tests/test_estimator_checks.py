@@ -8,12 +8,15 @@ from sklearn.utils.estimator_checks import (
 )
 
 from sklearn_dpu.linear_model import DPLinearRegression
+from sklearn_dpu.model_selection import PrivateGridSearch
 from sklearn_dpu.preprocessing import PublicBoundsScaler
 
 ESTIMATORS = [
     DPLinearRegression(),
     DPLinearRegression(solver="noisy_gd", max_iter=50),
     PublicBoundsScaler(),
+    PrivateGridSearch(DPLinearRegression(), {"alpha": [0.0, 1.0]}),
+    PrivateGridSearch(DPLinearRegression(), {"target_bound": [1.0, 3.0]}),
 ]
 
 # Checks an estimator cannot pass, with the reason. Empty: every check passes.

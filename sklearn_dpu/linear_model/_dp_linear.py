@@ -308,7 +308,7 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
     def _fit(self, X, y, sample_id):
         center, half_range = _target_interval(self.target_bound, self.fit_intercept)
         multiplier = self._noise_multiplier()
-        planned = [self._planned_release(multiplier, first_chunk=1, last_chunk=1)]
+        planned = self._fit_release_plan()
         increment = self._budget_increment(planned, restart=True)
         self._check_budget(increment, "fit")
 
@@ -511,6 +511,10 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         return X @ self.coef_ + self.intercept_
 
     # ------------------------------------------------------------- internals
+
+    def _fit_release_plan(self) -> list[Release]:
+        """The releases one :meth:`fit` makes, from the parameters alone."""
+        return [self._planned_release(self._noise_multiplier(), 1, 1)]
 
     def _noise_multiplier(self) -> float:
         return gaussian_noise_multiplier(self.epsilon, self.delta)

@@ -27,7 +27,7 @@ from dp_accounting.pld import PLDAccountant
 from dp_accounting.privacy_accountant import NeighboringRelation
 from dp_accounting.rdp import RdpAccountant
 
-__all__ = ["NEIGHBORING_RELATION", "epsilon_spent", "gaussian_precision"]
+__all__ = ["NEIGHBORING_RELATION", "epsilon_spent", "gaussian_precision", "group_events"]
 
 NEIGHBORING_RELATION = NeighboringRelation.ADD_OR_REMOVE_ONE
 
@@ -90,3 +90,34 @@ def epsilon_spent(events: Iterable[dp_event.DpEvent], delta: float) -> float:
         return float(pld.compose(composed).get_epsilon(delta))
     rdp = RdpAccountant(neighboring_relation=NEIGHBORING_RELATION)
     return float(rdp.compose(composed).get_epsilon(delta))
+
+
+def group_events(event: dp_event.DpEvent, group_size: int) -> dp_event.DpEvent:
+    """The same mechanism seen by a group of ``group_size`` records.
+
+    Adding or removing k records moves a sum of contributions bounded by C by
+    at most k C, so a Gaussian or Laplace noise multiplier is divided by k
+    (exactly); a pure epsilon-DP event becomes (k epsilon)-DP (group privacy,
+    Dwork & Roth Thm 2.2). Used to state what a deletion of k samples
+    leaves of a release that cannot be recomputed.
+
+    Raises
+    ------
+    ValueError
+        For an event whose group behaviour is not known here.
+    """
+    if group_size < 1:
+        raise ValueError(f"group_size must be >= 1, got {group_size}")
+    if isinstance(event, dp_event.NoOpDpEvent):
+        return event
+    if isinstance(event, dp_event.GaussianDpEvent):
+        return dp_event.GaussianDpEvent(event.noise_multiplier / group_size)
+    if isinstance(event, dp_event.LaplaceDpEvent):
+        return dp_event.LaplaceDpEvent(event.noise_multiplier / group_size)
+    if isinstance(event, dp_event.DiscreteLaplaceDpEvent) and event.sensitivity == 1:
+        return dp_event.DiscreteLaplaceDpEvent(event.noise_parameter * group_size, 1)
+    if isinstance(event, dp_event.SelfComposedDpEvent):
+        return dp_event.SelfComposedDpEvent(group_events(event.event, group_size), event.count)
+    if isinstance(event, dp_event.ComposedDpEvent):
+        return dp_event.ComposedDpEvent([group_events(e, group_size) for e in event.events])
+    raise ValueError(f"no group-privacy rule for {type(event).__name__}")

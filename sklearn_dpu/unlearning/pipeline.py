@@ -43,10 +43,9 @@ def _walk(estimator, path):
 def unlearnable_steps(estimator) -> list[str]:
     """Names of the steps that keep data-derived state and cannot delete.
 
-    A step is fine if it has ``delete_samples`` or learns nothing (tag
-    ``requires_fit=False``, ``'passthrough'``). Meta-estimators may declare
-    what they cannot unlearn with an ``unlearnable_state()`` method (for
-    example a search's data-dependent choice of hyper-parameters).
+    A step is fine if it has ``delete_samples`` (which states its own
+    guarantee, e.g. a private search's certified selection) or learns
+    nothing (tag ``requires_fit=False``, ``'passthrough'``).
 
     Parameters
     ----------
@@ -59,8 +58,6 @@ def unlearnable_steps(estimator) -> list[str]:
     """
     names = []
     for path, step in _walk(estimator, ""):
-        if hasattr(step, "unlearnable_state"):
-            names.extend(f"{path}: {what}" for what in step.unlearnable_state())
         if not (hasattr(step, "delete_samples") or _learns_nothing(step)):
             names.append(f"{path} ({type(step).__name__} keeps what it learned from the data)")
     return names

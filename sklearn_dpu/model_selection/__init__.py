@@ -1,0 +1,5 @@
+"""Private model selection."""
+
+from ._private_search import PrivateGridSearch
+
+__all__ = ["PrivateGridSearch"]
