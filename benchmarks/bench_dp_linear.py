@@ -84,9 +84,7 @@ def accuracy(n_synthetic, seeds):
     d = 20
     X = rng.uniform(-1, 1, size=(n_synthetic, d))
     y = X @ rng.normal(size=d) + rng.normal(size=n_synthetic)
-    synthetic = _r2_table(
-        *_split(X, y), dict(feature_norm=np.sqrt(d), target_bound=15.0), seeds
-    )
+    synthetic = _r2_table(*_split(X, y), dict(feature_norm=np.sqrt(d), target_bound=15.0), seeds)
     return {"load_diabetes": diabetes, f"synthetic_n{n_synthetic}_d{d}": synthetic}
 
 
@@ -105,17 +103,27 @@ def main():
         "accuracy": accuracy(20_000 if args.quick else 100_000, seeds=5 if args.quick else 20),
     }
     s = results["speed"]
-    print(f"fit, n={s['n']}, d={s['d']}: private {s['private_fit_s']:.2f} s, "
-          f"LinearRegression {s['sklearn_fit_s']:.2f} s -> ratio {s['fit_ratio']:.3f} (goal <= 0.5)")
-    print(f"delete one row: {1e3 * s['delete_one_s']:.2f} ms, private refit {s['refit_s']:.2f} s "
-          f"-> {s['delete_speedup']:.0f}x faster (goal >= 300)")
+    print(
+        f"fit, n={s['n']}, d={s['d']}: private {s['private_fit_s']:.2f} s, "
+        f"LinearRegression {s['sklearn_fit_s']:.2f} s -> ratio {s['fit_ratio']:.3f} (goal <= 0.5)"
+    )
+    print(
+        f"delete one row: {1e3 * s['delete_one_s']:.2f} ms, private refit {s['refit_s']:.2f} s "
+        f"-> {s['delete_speedup']:.0f}x faster (goal >= 300)"
+    )
     for name, table in results["accuracy"].items():
         print(f"{name}: non-private R^2 {table['nonprivate']:.4f}")
         for key, row in table.items():
             if key != "nonprivate":
-                print(f"  {key:7s} median R^2 {row['median']:.4f} (min {row['min']:.4f}, "
-                      f"gap {row['gap_to_nonprivate']:.4f})")
-    out = pathlib.Path(__file__).parent / "results" / ("dp_linear_quick.json" if args.quick else "dp_linear.json")
+                print(
+                    f"  {key:7s} median R^2 {row['median']:.4f} (min {row['min']:.4f}, "
+                    f"gap {row['gap_to_nonprivate']:.4f})"
+                )
+    out = (
+        pathlib.Path(__file__).parent
+        / "results"
+        / ("dp_linear_quick.json" if args.quick else "dp_linear.json")
+    )
     out.write_text(json.dumps(results, indent=2))
     print(f"written {out}")
 

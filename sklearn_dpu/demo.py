@@ -106,8 +106,10 @@ def main(argv=None) -> None:
     ledger_path = out / "budget.sqlite"
     ledger_path.unlink(missing_ok=True)
     budget = PrivacyBudget(epsilon=4.0, delta=1e-5, path=ledger_path)
-    print(f"training rows: {len(y_train)}, features: {X.shape[1]}; "
-          f"shared budget: eps <= {budget.epsilon:g} at delta = {budget.delta:g} ({ledger_path})")
+    print(
+        f"training rows: {len(y_train)}, features: {X.shape[1]}; "
+        f"shared budget: eps <= {budget.epsilon:g} at delta = {budget.delta:g} ({ledger_path})"
+    )
 
     _section("1. Choosing the clipping bound by a private search")
     search = make_pipeline(
@@ -121,10 +123,14 @@ def main(argv=None) -> None:
     )
     search.fit(X_train, y_train)
     chosen = search[-1].best_params_["feature_norm"]
-    print(f"candidates feature_norm in {FEATURE_NORMS}, each trained at eps = 1 on half "
-          "the rows, one chosen at eps = 0.5 on the other half")
-    print(f"chosen feature_norm = {chosen}; the search cost eps = "
-          f"{search[-1].privacy_spent_.epsilon:.3f} (the larger of its two halves)")
+    print(
+        f"candidates feature_norm in {FEATURE_NORMS}, each trained at eps = 1 on half "
+        "the rows, one chosen at eps = 0.5 on the other half"
+    )
+    print(
+        f"chosen feature_norm = {chosen}; the search cost eps = "
+        f"{search[-1].privacy_spent_.epsilon:.3f} (the larger of its two halves)"
+    )
     # The search's selected candidate stores training rows for deletion; keep
     # only the choice, so that a deletion request has one model to reach.
     del search
@@ -134,10 +140,14 @@ def main(argv=None) -> None:
     model.fit(X_train, y_train, dplinearregression__sample_id=ids_train)
     reg = model[-1]
     baseline = LinearRegression().fit(X_train, y_train).score(X_test, y_test)
-    print(f"test R^2  private (eps = 1): {model.score(X_test, y_test):.3f}   "
-          f"non-private: {baseline:.3f}")
-    print(f"privacy spent by the model: eps = {reg.privacy_spent_.epsilon:.3f}, "
-          f"delta = {reg.privacy_spent_.delta:g}")
+    print(
+        f"test R^2  private (eps = 1): {model.score(X_test, y_test):.3f}   "
+        f"non-private: {baseline:.3f}"
+    )
+    print(
+        f"privacy spent by the model: eps = {reg.privacy_spent_.epsilon:.3f}, "
+        f"delta = {reg.privacy_spent_.delta:g}"
+    )
     print(f"budget spent so far (search + fit): eps = {budget.spent().epsilon:.3f}")
 
     _section("3. Deleting patients (exact unlearning)")
@@ -152,28 +162,41 @@ def main(argv=None) -> None:
     path = out / "diabetes_model.skops"
     io.save(model, path)
     reloaded = io.load(path)
-    print(f"saved to {path} ({path.stat().st_size / 1024:.0f} KiB; it holds the clipped "
-          "training rows that deletion needs, so store it like the data)")
-    print(f"predictions match after reload: "
-          f"{np.allclose(reloaded.predict(X_test), model.predict(X_test))}")
+    print(
+        f"saved to {path} ({path.stat().st_size / 1024:.0f} KiB; it holds the clipped "
+        "training rows that deletion needs, so store it like the data)"
+    )
+    print(
+        f"predictions match after reload: "
+        f"{np.allclose(reloaded.predict(X_test), model.predict(X_test))}"
+    )
     delete_samples(reloaded, [ids_train[10]])
-    print(f"deleted {ids_train[10]} from the reloaded model; "
-          f"log now holds {len(reloaded[-1].deletion_log_)} reports")
-    print(f"prediction for a new patient: {reloaded.predict(X_test[:1])[0]:.1f} "
-          f"(true {y_test[0]:.0f})")
+    print(
+        f"deleted {ids_train[10]} from the reloaded model; "
+        f"log now holds {len(reloaded[-1].deletion_log_)} reports"
+    )
+    print(
+        f"prediction for a new patient: {reloaded.predict(X_test[:1])[0]:.1f} "
+        f"(true {y_test[0]:.0f})"
+    )
 
     _section("5. Privacy report")
     final = reloaded[-1]
     for i, entry in enumerate(final.privacy_ledger_, 1):
         print(f"release {i}: {entry['mechanism']}")
     spent = final.privacy_spent_
-    print(f"model total: eps = {spent.epsilon:.3f} at delta = {spent.delta:g} "
-          "(Gaussian releases composed exactly)")
-    print(f"budget total: eps = {budget.spent().epsilon:.3f} of {budget.epsilon:g} "
-          f"({len(budget.history())} charges: search candidates, selection, fit, deletions)")
+    print(
+        f"model total: eps = {spent.epsilon:.3f} at delta = {spent.delta:g} "
+        "(Gaussian releases composed exactly)"
+    )
+    print(
+        f"budget total: eps = {budget.spent().epsilon:.3f} of {budget.epsilon:g} "
+        f"({len(budget.history())} charges: search candidates, selection, fit, deletions)"
+    )
     state = final.unlearning_state_
-    print(f"deletion metadata: {state.registry.n_samples} rows kept, "
-          f"{state.nbytes() / 1024:.0f} KiB")
+    print(
+        f"deletion metadata: {state.registry.n_samples} rows kept, {state.nbytes() / 1024:.0f} KiB"
+    )
 
     _section("6. Accuracy against epsilon")
     started = time.perf_counter()

@@ -71,7 +71,9 @@ def audit_epsilon_lower_bound(
                 k1 = int(np.sum(first > t)) if upper else int(np.sum(first <= t))
                 k2 = int(np.sum(second > t)) if upper else int(np.sum(second <= t))
                 p_low = stats.beta.ppf(alpha, k1, len(first) - k1 + 1) if k1 > 0 else 0.0
-                q_high = stats.beta.ppf(1 - alpha, k2 + 1, len(second) - k2) if k2 < len(second) else 1.0
+                q_high = (
+                    stats.beta.ppf(1 - alpha, k2 + 1, len(second) - k2) if k2 < len(second) else 1.0
+                )
                 if p_low - delta > 0 and q_high > 0:
                     best = max(best, float(np.log((p_low - delta) / q_high)))
     return best

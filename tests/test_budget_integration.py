@@ -127,6 +127,4 @@ def test_the_ledger_survives_a_process_restart(budget_path, tmp_path):
         DPLinearRegression(budget=budget).fit(X, y)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert budget.spent().epsilon == pytest.approx(
-            epsilon_spent([_one_fit_event()] * 2, 1e-5)
-        )
+        assert budget.spent().epsilon == pytest.approx(epsilon_spent([_one_fit_event()] * 2, 1e-5))

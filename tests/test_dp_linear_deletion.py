@@ -10,8 +10,7 @@ import pytest
 
 from sklearn_dpu import io as dpu_io
 from sklearn_dpu.exceptions import UnlearningError
-from sklearn_dpu.linear_model import DPLinearRegression
-from sklearn_dpu.linear_model import _dp_linear
+from sklearn_dpu.linear_model import DPLinearRegression, _dp_linear
 from sklearn_dpu.linear_model._sufficient_statistics import encode_with_gram
 from sklearn_dpu.privacy.accounting import epsilon_spent
 from sklearn_dpu.privacy.calibration import gaussian_noise_multiplier

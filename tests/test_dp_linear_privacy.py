@@ -11,8 +11,7 @@ from sklearn.datasets import load_diabetes
 from sklearn.linear_model import LinearRegression
 from sklearn.metrics import r2_score
 
-from sklearn_dpu.linear_model import DPLinearRegression
-from sklearn_dpu.linear_model import _dp_linear
+from sklearn_dpu.linear_model import DPLinearRegression, _dp_linear
 from sklearn_dpu.linear_model._noisy_gd import gd_noise_multipliers
 from sklearn_dpu.linear_model._sufficient_statistics import (
     GRAM_SCALE,
@@ -78,8 +77,11 @@ def test_noisy_gd_learns_at_large_epsilon():
     X, y = load_diabetes(return_X_y=True)
     scores = [
         DPLinearRegression(
-            solver="noisy_gd", epsilon=100.0, feature_norm=0.35,
-            target_bound=(25, 346), random_state=s,
+            solver="noisy_gd",
+            epsilon=100.0,
+            feature_norm=0.35,
+            target_bound=(25, 346),
+            random_state=s,
         )
         .fit(X, y)
         .score(X, y)
@@ -103,9 +105,7 @@ def test_gram_sensitivity_is_bounded_for_any_extra_row(scale, target, fit_interc
     extra_x = scale * rng.normal(size=(1, 3))
     args = dict(feature_norm=1.5, center=0.5, half_range=2.0, fit_intercept=fit_intercept)
     _, gram = encode_with_gram(X, y, **args)
-    _, gram_neighbour = encode_with_gram(
-        np.vstack([X, extra_x]), np.append(y, target), **args
-    )
+    _, gram_neighbour = encode_with_gram(np.vstack([X, extra_x]), np.append(y, target), **args)
     change = np.linalg.norm((gram_neighbour - gram) * GRAM_SCALE)
     assert change <= contribution_bound(fit_intercept)
 
@@ -162,8 +162,11 @@ def _released_projection(X, y, direction, seeds, fit_intercept=True):
     out = []
     for seed in seeds:
         reg = DPLinearRegression(
-            epsilon=1.0, feature_norm=1.0, target_bound=1.0,
-            fit_intercept=fit_intercept, random_state=seed,
+            epsilon=1.0,
+            feature_norm=1.0,
+            target_bound=1.0,
+            fit_intercept=fit_intercept,
+            random_state=seed,
         ).fit(X, y)
         out.append(np.sum(reg.unlearning_state_.statistics.released_sum() * direction))
     return np.array(out)

@@ -28,10 +28,12 @@ def _exercised(estimator):
     """Fit, stream and delete, so every state type appears."""
     X, y = _data()
     estimator = estimator.fit(X[:40], y[:40])
+    deleted = [0, 1]
     if hasattr(estimator, "partial_fit"):
         estimator.partial_fit(X[40:], y[40:])
+        deleted = [0, 41]
     if hasattr(estimator, "delete_samples"):
-        estimator.delete_samples([0, 41])
+        estimator.delete_samples(deleted)
     return estimator
 
 

@@ -9,12 +9,11 @@ from sklearn.pipeline import make_pipeline
 from sklearn_dpu import BudgetExceededError, PrivacyBudget, UnlearningError
 from sklearn_dpu import io as dpu_io
 from sklearn_dpu.linear_model import DPLinearRegression
-from sklearn_dpu.model_selection import PrivateGridSearch
-from sklearn_dpu.model_selection import _private_search
+from sklearn_dpu.model_selection import PrivateGridSearch, _private_search
 from sklearn_dpu.preprocessing import PublicBoundsScaler
 from sklearn_dpu.privacy.accounting import epsilon_spent
-from sklearn_dpu.privacy.mechanisms import GaussianMechanism, pure_dp_event
 from sklearn_dpu.privacy.calibration import gaussian_noise_multiplier
+from sklearn_dpu.privacy.mechanisms import GaussianMechanism, pure_dp_event
 from sklearn_dpu.unlearning import delete_samples
 
 from ._stats import n_trials
@@ -44,9 +43,7 @@ def test_privacy_is_the_larger_of_training_and_selection():
     training = epsilon_spent([fit_event] * 3, 1e-5)  # three candidates on the same rows
     assert search.privacy_spent_.epsilon == pytest.approx(training)
     search = _search(selection_epsilon=9.0, random_state=0).fit(X, y)
-    assert search.privacy_spent_.epsilon == pytest.approx(
-        epsilon_spent([pure_dp_event(9.0)], 1e-5)
-    )
+    assert search.privacy_spent_.epsilon == pytest.approx(epsilon_spent([pure_dp_event(9.0)], 1e-5))
     assert "validation" not in " ".join(search.cv_results_)  # no score is published
     assert search.cv_results_["epsilon_spent"] == pytest.approx([2.0] * 3)
 

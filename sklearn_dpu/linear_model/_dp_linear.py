@@ -98,8 +98,9 @@ class LinearStatisticsState(VersionedState):
 
     FORMAT_VERSION = 1
 
-    def __init__(self, registry, statistics, exact_gram, frozen_params, center, half_range,
-                 noise_multiplier):
+    def __init__(
+        self, registry, statistics, exact_gram, frozen_params, center, half_range, noise_multiplier
+    ):
         self.registry = registry
         self.statistics = statistics
         self.exact_gram = exact_gram
@@ -470,9 +471,15 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         q = self.n_features_in_ + 1 + self.fit_intercept
         n_left = registry.n_samples
         if self.solver == "ssp":
-            cost = {"renoised_sums": len(planned), "flops": (len(slots) + len(planned)) * q * q + q**3}
+            cost = {
+                "renoised_sums": len(planned),
+                "flops": (len(slots) + len(planned)) * q * q + q**3,
+            }
         else:
-            cost = {"gradient_steps": self.max_iter, "flops": len(slots) * q * q + self.max_iter * q * q}
+            cost = {
+                "gradient_steps": self.max_iter,
+                "flops": len(slots) * q * q + self.max_iter * q * q,
+            }
         self.deletion_log_ = [
             *self.deletion_log_,
             DeletionReport(
@@ -527,8 +534,7 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         if self.solver == "ssp":
             event = GaussianMechanism(contribution_bound(self.fit_intercept), multiplier).dp_event
             return Release(
-                "Gaussian noise on the clipped Gram matrix (chunks "
-                f"{first_chunk}-{last_chunk})",
+                f"Gaussian noise on the clipped Gram matrix (chunks {first_chunk}-{last_chunk})",
                 event,
                 (first_chunk, last_chunk),
                 _SSP_REFERENCE,
@@ -584,4 +590,3 @@ def _same(a, b) -> bool:
     if isinstance(a, tuple | list) or isinstance(b, tuple | list):
         return list(np.atleast_1d(a)) == list(np.atleast_1d(b))
     return a == b
-

@@ -406,13 +406,12 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
             inner = self.best_estimator_.deletion_log_[-1]
         self._validation_ids = self._validation_ids - set(in_validation)
         group = len(sample_ids)
-        events = [
-            group_events(event_from_dict(e["event"]), group) for e in self.privacy_ledger_
-        ]
+        events = [group_events(event_from_dict(e["event"]), group) for e in self.privacy_ledger_]
         retained = epsilon_spent(events, self.delta)
         guarantee = (
-            f"model: {inner.guarantee}; " if in_train else "model: untouched (rows were in the "
-            "validation part only); "
+            f"model: {inner.guarantee}; "
+            if in_train
+            else "model: untouched (rows were in the validation part only); "
         ) + (
             f"hyper-parameter choice: not recomputed, ({retained:.3g}, {self.delta:g})-"
             "indistinguishable from a search without the deleted samples"

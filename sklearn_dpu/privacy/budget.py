@@ -130,8 +130,7 @@ class PrivacyBudget:
             raise PersistenceError(f"{self.path} is not a privacy budget ledger: {err}") from err
         if stored and stored != expected:
             raise ValueError(
-                f"{self.path} holds a budget created with {stored}; "
-                f"this handle asks for {expected}"
+                f"{self.path} holds a budget created with {stored}; this handle asks for {expected}"
             )
 
     def _closing(self):

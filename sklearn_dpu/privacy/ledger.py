@@ -169,6 +169,7 @@ def charge_increment(
     these increments contain every worst-case set the ledger ever had, so the
     budget's total is never below the estimator's own ``privacy_spent_``.
     """
+
     def key(event):
         return json.dumps(event_to_dict(event), sort_keys=True)
 

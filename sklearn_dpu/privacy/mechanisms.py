@@ -285,7 +285,9 @@ class GeneralizedExponentialMechanism:
         diff = r[:, None] - r[None, :]
         denom = gamma[:, None] + gamma[None, :]
         with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = np.where(denom > 0, diff / np.where(denom > 0, denom, 1.0), np.sign(diff) * np.inf)
+            ratio = np.where(
+                denom > 0, diff / np.where(denom > 0, denom, 1.0), np.sign(diff) * np.inf
+            )
         ratio[np.diag_indices(q.size)] = 0.0
         return ratio.max(axis=1)
 

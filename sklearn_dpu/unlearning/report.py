@@ -61,9 +61,13 @@ class DeletionReport:
             f"guarantee: {self.guarantee}",
         ]
         if self.deletion_epsilon is not None:
-            lines.append(f"deletion (eps, delta) = ({self.deletion_epsilon:.4g}, {self.deletion_delta:g})")
+            lines.append(
+                f"deletion (eps, delta) = ({self.deletion_epsilon:.4g}, {self.deletion_delta:g})"
+            )
         if self.rerelease_epsilon is not None:
-            lines.append(f"re-release cost to remaining samples: eps = {self.rerelease_epsilon:.4g}")
+            lines.append(
+                f"re-release cost to remaining samples: eps = {self.rerelease_epsilon:.4g}"
+            )
         if self.reason:
             lines.append(f"why: {self.reason}")
         return "\n".join(lines)
