@@ -23,7 +23,9 @@ from ._sufficient_statistics import (
     GRAM_SCALE,
     contribution_bound,
     encode_with_gram,
+    encode_with_gram_dask,
     gram_of_codes,
+    is_dask_collection,
     solve_noisy_gram,
 )
 
@@ -151,6 +153,10 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
     rows) has the distribution of a fit on the remaining rows, and holds
     nothing of the deleted ones. Each re-release is accounted; a deletion is
     never refused for lack of budget.
+
+    ``X`` may be a Dask array: rows are clipped, coded and summed block by
+    block on the workers, and only the compact int16 codes (kept for
+    deletion) and the Gram matrices come back.
 
     Parameters
     ----------
@@ -313,17 +319,15 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         increment = self._budget_increment(planned, restart=True)
         self._check_budget(increment, "fit")
 
-        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], y_numeric=True)
-        registry = SampleRegistry(X.shape[1] + 1)
+        X, y, n_rows = self._validate(X, y, reset=True)
+        registry = SampleRegistry(self.n_features_in_ + 1)
         ids = registry.check_new_ids(
-            registry.default_ids(len(X)) if sample_id is None else sample_id, len(X)
+            registry.default_ids(n_rows) if sample_id is None else sample_id, n_rows
         )
         self._charge_budget(increment, "fit")
 
         started = time.perf_counter()
-        codes, gram = encode_with_gram(
-            X, y, self.feature_norm, center, half_range, self.fit_intercept
-        )
+        codes, gram = self._encode(X, y, center, half_range)
         registry.add(ids, codes, chunk=1)
         state = LinearStatisticsState(
             registry=registry,
@@ -346,7 +350,7 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         self.deletion_log_ = []
         # A retrain's cost, for deletion reports: this fit, scaled to the rows left.
         self._fit_seconds = time.perf_counter() - started
-        self._fit_rows = len(X)
+        self._fit_rows = n_rows
         return self
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -386,18 +390,14 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         increment = self._budget_increment(planned, restart=False)
         self._check_budget(increment, "partial_fit")
 
-        X, y = validate_data(
-            self, X, y, dtype=[np.float64, np.float32], y_numeric=True, reset=False
-        )
+        X, y, n_rows = self._validate(X, y, reset=False)
         registry = state.registry
         ids = registry.check_new_ids(
-            registry.default_ids(len(X)) if sample_id is None else sample_id, len(X)
+            registry.default_ids(n_rows) if sample_id is None else sample_id, n_rows
         )
         self._charge_budget(increment, "partial_fit")
 
-        codes, gram = encode_with_gram(
-            X, y, self.feature_norm, state.center, state.half_range, self.fit_intercept
-        )
+        codes, gram = self._encode(X, y, state.center, state.half_range)
         rng = release_generator(self.random_state, len(self.privacy_ledger_))
         registry.add(ids, codes, chunk=chunk)
         if self.solver == "ssp":
@@ -518,6 +518,30 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         return X @ self.coef_ + self.intercept_
 
     # ------------------------------------------------------------- internals
+
+    def _validate(self, X, y, reset: bool):
+        """Validate training data; Dask arrays are checked block-wise when encoded."""
+        if not is_dask_collection(X):
+            X, y = validate_data(
+                self, X, y, dtype=[np.float64, np.float32], y_numeric=True, reset=reset
+            )
+            return X, y, len(X)
+        n_rows, n_features = X.shape
+        if np.isnan(n_rows):
+            raise ValueError("X has unknown chunk sizes; call X.compute_chunk_sizes() first")
+        if reset:
+            self.__dict__.pop("feature_names_in_", None)
+            self.n_features_in_ = int(n_features)
+        elif n_features != self.n_features_in_:
+            raise ValueError(
+                f"X has {n_features} features, but {type(self).__name__} is expecting "
+                f"{self.n_features_in_} features as input."
+            )
+        return X, y, int(n_rows)
+
+    def _encode(self, X, y, center, half_range):
+        encode = encode_with_gram_dask if is_dask_collection(X) else encode_with_gram
+        return encode(X, y, self.feature_norm, center, half_range, self.fit_intercept)
 
     def _fit_release_plan(self) -> list[Release]:
         """The releases one :meth:`fit` makes, from the parameters alone."""

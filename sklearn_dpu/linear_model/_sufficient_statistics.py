@@ -31,7 +31,9 @@ __all__ = [
     "contribution_bound",
     "encode_rows",
     "encode_with_gram",
+    "encode_with_gram_dask",
     "gram_of_codes",
+    "is_dask_collection",
     "solve_noisy_gram",
 ]
 
@@ -84,6 +86,50 @@ def encode_with_gram(X, y, feature_norm, center, half_range, fit_intercept):
         inner += (values.T @ values).astype(np.int64)
         sums += values.sum(axis=0).astype(np.int64)
     return codes, _with_intercept(inner, sums, n) if fit_intercept else inner
+
+
+def is_dask_collection(data) -> bool:
+    """True for Dask arrays (checked without importing Dask)."""
+    return type(data).__module__.split(".")[0] == "dask"
+
+
+def _encode_block(X, y, feature_norm, center, half_range, fit_intercept):
+    if not (np.all(np.isfinite(X)) and np.all(np.isfinite(y))):
+        raise ValueError("Input contains NaN or infinity.")
+    return encode_with_gram(X, y, feature_norm, center, half_range, fit_intercept)
+
+
+def encode_with_gram_dask(X, y, feature_norm, center, half_range, fit_intercept):
+    """:func:`encode_with_gram` on a Dask array, block by block on the workers.
+
+    Each row block is clipped, coded and reduced where it lives; only the
+    int16 codes (a quarter of float64 input) and the small Gram matrices come
+    back, in one pass over the data.
+
+    Returns
+    -------
+    codes : ndarray of int16, shape (n_samples, n_features + 1)
+    gram : ndarray of int64
+    """
+    import dask
+    import dask.array as da
+
+    if X.ndim != 2 or np.isnan(X.shape[1]):
+        raise ValueError(f"Expected a 2-D Dask array with known columns, got shape {X.shape}")
+    X = X.rechunk({1: -1})
+    y = da.asarray(y).rechunk((X.chunks[0],))
+    if y.ndim != 1 or y.shape[0] != X.shape[0]:
+        raise ValueError(f"y has shape {y.shape}, expected ({X.shape[0]},)")
+    encode = dask.delayed(_encode_block, pure=True)
+    blocks = [
+        encode(xb, yb, feature_norm, center, half_range, fit_intercept)
+        for xb, yb in zip(X.to_delayed().ravel(), y.to_delayed().ravel(), strict=True)
+    ]
+    results = dask.compute(*blocks)
+    if not results:
+        raise ValueError("Found array with 0 sample(s) while a minimum of 1 is required.")
+    codes = np.concatenate([codes for codes, _ in results])
+    return codes, np.sum([gram for _, gram in results], axis=0)
 
 
 def gram_of_codes(codes: np.ndarray, fit_intercept: bool) -> np.ndarray:
