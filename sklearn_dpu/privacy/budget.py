@@ -22,7 +22,7 @@ import sqlite3
 import tempfile
 import time
 from collections.abc import Sequence
-from contextlib import closing
+from contextlib import closing, contextmanager
 
 from dp_accounting import dp_event
 
@@ -133,16 +133,26 @@ class PrivacyBudget:
                 f"{self.path} holds a budget created with {stored}; this handle asks for {expected}"
             )
 
+    @contextmanager
     def _closing(self):
-        return closing(self._connect())
+        """An open connection; a damaged file surfaces as PersistenceError."""
+        try:
+            with closing(self._connect()) as db:
+                yield db
+        except sqlite3.DatabaseError as err:
+            raise PersistenceError(f"{self.path} is not a readable budget ledger: {err}") from err
 
-    @staticmethod
-    def _load_events(db) -> list[dp_event.DpEvent]:
-        return [
-            event_from_dict(item)
-            for (payload,) in db.execute("SELECT events FROM charges ORDER BY id")
-            for item in json.loads(payload)
-        ]
+    def _load_events(self, db) -> list[dp_event.DpEvent]:
+        try:
+            return [
+                event_from_dict(item)
+                for (payload,) in db.execute("SELECT events FROM charges ORDER BY id")
+                for item in json.loads(payload)
+            ]
+        except (ValueError, TypeError, KeyError) as err:  # JSONDecodeError is a ValueError
+            raise PersistenceError(
+                f"{self.path} holds a charge that is not a valid privacy event: {err}"
+            ) from err
 
     def _raise_if_over(self, stored, new, description) -> None:
         total = epsilon_spent([*stored, *new], self.delta)
@@ -193,6 +203,8 @@ class PrivacyBudget:
         Only for releases that may not be refused (a deletion's re-release):
         the ledger must show what was really spent.
         """
+        if not events:
+            return
         with self._closing() as db:
             db.execute(
                 "INSERT INTO charges (created, description, events) VALUES (?, ?, ?)",

@@ -76,11 +76,15 @@ def calibrate_noise_multiplier(
     For mechanisms that are not all Gaussian: a search by
     ``dp_accounting.mechanism_calibration.calibrate_dp_mechanism`` over the
     PLD accountant, which returns a value on the private side of the root.
+    The bracket is found here first, by doubling or halving from 1 until
+    epsilon crosses the target: dp_accounting's own search starts from a tiny
+    multiplier whose PLD (epsilon in the hundreds) does not fit in memory.
 
     Parameters
     ----------
     make_events : callable
-        Maps a noise multiplier to the events of the whole computation.
+        Maps a noise multiplier to the events of the whole computation; more
+        noise must mean less epsilon.
     epsilon, delta : float
         Target.
 
@@ -88,11 +92,26 @@ def calibrate_noise_multiplier(
     -------
     float
     """
+
+    def make_event(multiplier):
+        return dp_event.ComposedDpEvent(list(make_events(multiplier)))
+
+    def gap(multiplier):
+        accountant = PLDAccountant(NEIGHBORING_RELATION).compose(make_event(multiplier))
+        return accountant.get_epsilon(delta) - epsilon
+
+    low, high = 1.0, 1.0
+    if gap(1.0) > 0:
+        while gap(high) > 0:
+            low, high = high, 2.0 * high
+    else:
+        while gap(low) <= 0:
+            low, high = low / 2.0, low
     return mechanism_calibration.calibrate_dp_mechanism(
         lambda: PLDAccountant(NEIGHBORING_RELATION),
-        lambda m: dp_event.ComposedDpEvent(list(make_events(m))),
+        make_event,
         target_epsilon=epsilon,
         target_delta=delta,
-        bracket_interval=mechanism_calibration.LowerEndpointAndGuess(1e-3, 1.0),
+        bracket_interval=mechanism_calibration.ExplicitBracketInterval(low, high),
         tol=1e-6,
     )

@@ -32,11 +32,27 @@ def clip_rows_l2(X: np.ndarray, max_norm: float) -> np.ndarray:
 
     Returns
     -------
-    ndarray of shape (n_samples, n_features)
-        A new array whose rows have norm at most ``max_norm``.
+    ndarray of shape (n_samples, n_features), float64
+        A new array whose rows have norm at most ``max_norm``. Computed in
+        float64 whatever the input type: float32 rounding would overshoot the
+        bound.
     """
+    X = np.asarray(X, dtype=np.float64)
     norms = np.sqrt(np.einsum("ij,ij->i", X, X))
-    scale = np.minimum(1.0, (max_norm * _INSIDE) / np.maximum(norms, np.finfo(float).tiny))
+    overflowed = np.isinf(norms)
+    if np.any(overflowed):
+        # Squares of entries above ~1e154 overflow; rescale those rows first.
+        rows = X[overflowed]
+        largest = np.max(np.abs(rows), axis=1)
+        norms[overflowed] = largest * np.sqrt(
+            np.einsum("ij,ij->i", *(2 * [rows / largest[:, None]]))
+        )
+    target = max_norm * _INSIDE
+    long = norms > target
+    scale = np.ones_like(norms)
+    # Dividing only where the norm is large avoids overflow warnings on zero
+    # rows: a warning's presence would depend on private values.
+    scale[long] = target / norms[long]
     return X * scale[:, None]
 
 

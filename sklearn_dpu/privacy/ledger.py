@@ -108,6 +108,12 @@ class Release:
 
     @classmethod
     def from_dict(cls, data: dict) -> "Release":
+        relation = data.get("neighboring_relation", NEIGHBORING_RELATION.name)
+        if relation != NEIGHBORING_RELATION.name:
+            raise ValueError(
+                f"release accounted under {relation}; sklearn_dpu composes only "
+                f"{NEIGHBORING_RELATION.name} releases"
+            )
         return cls(
             mechanism=data["mechanism"],
             event=event_from_dict(data["event"]),

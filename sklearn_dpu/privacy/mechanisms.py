@@ -284,10 +284,11 @@ class GeneralizedExponentialMechanism:
         r = q + t * gamma
         diff = r[:, None] - r[None, :]
         denom = gamma[:, None] + gamma[None, :]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = np.where(
-                denom > 0, diff / np.where(denom > 0, denom, 1.0), np.sign(diff) * np.inf
-            )
+        # Two zero-sensitivity candidates compare data-independent costs: the
+        # term is +inf, -inf or 0 by the sign of the difference (0 for a tie;
+        # sign(0) * inf would be NaN and silently drop both candidates).
+        unbounded = np.where(diff > 0, np.inf, np.where(diff < 0, -np.inf, 0.0))
+        ratio = np.where(denom > 0, diff / np.where(denom > 0, denom, 1.0), unbounded)
         ratio[np.diag_indices(q.size)] = 0.0
         return ratio.max(axis=1)
 
