@@ -9,14 +9,16 @@ import itertools
 import math
 
 import numpy as np
-from scipy import integrate, stats
+from scipy import integrate, special, stats
 
 __all__ = [
     "chisquare_pvalue",
     "clopper_pearson",
     "em_probabilities",
     "gem_scores_loop",
+    "log_softmax",
     "max_abs_log_ratio",
+    "max_abs_log_ratio_from_logs",
     "pf_probabilities",
     "rnm_probabilities",
     "selection_log_ratio_lower_bound",
@@ -37,49 +39,73 @@ def em_probabilities(utilities, epsilon, sensitivity, monotonic=False):
 def pf_probabilities(utilities, epsilon, sensitivity, monotonic=False):
     """Exact output law of permute-and-flip [MS20, Alg. 1].
 
-    Candidate r is returned when it is reached before any earlier coin came up
-    heads and its own coin does: averaged over the uniform order, the set S of
-    candidates visited before r has size k with probability 1/N and is uniform
-    among the k-subsets of the others, so
-    ``P(r) = p_r sum_S k! (N-1-k)! / N! prod_{s in S} (1 - p_s)``.
+    Candidate r is returned when every candidate visited before it came up tails
+    and its own coin comes up heads. Over the uniform order, the set S visited
+    before r has size k with probability 1/N and is uniform among the k-subsets
+    of the others, so ``P(r) = p_r sum_k k! (N-1-k)! / N! e_k(1 - p_others)``
+    with ``e_k`` the elementary symmetric polynomials (computed by the usual
+    product recursion).
     """
     u = np.asarray(utilities, dtype=float)
     n = u.size
     c = 1.0 if monotonic else 2.0
     p = np.exp(epsilon * (u - u.max()) / (c * sensitivity))
+    weights = np.array(
+        [math.factorial(k) * math.factorial(n - 1 - k) / math.factorial(n) for k in range(n)]
+    )
     out = np.zeros(n)
     for r in range(n):
-        others = [s for s in range(n) if s != r]
-        total = 0.0
-        for k in range(n):
-            weight = math.factorial(k) * math.factorial(n - 1 - k) / math.factorial(n)
-            for subset in itertools.combinations(others, k):
-                total += weight * float(np.prod([1.0 - p[s] for s in subset]))
-        out[r] = p[r] * total
+        e = np.zeros(n)
+        e[0] = 1.0
+        for s in range(n):
+            if s != r:
+                e[1:] = e[1:] + (1.0 - p[s]) * e[:-1]
+        out[r] = p[r] * float(weights @ e)
+    return out
+
+
+def pf_probabilities_by_enumeration(utilities, epsilon, sensitivity, monotonic=False):
+    """The same law by brute force over all N! orders (to check the recursion)."""
+    u = np.asarray(utilities, dtype=float)
+    c = 1.0 if monotonic else 2.0
+    p = np.exp(epsilon * (u - u.max()) / (c * sensitivity))
+    out = np.zeros(u.size)
+    orders = list(itertools.permutations(range(u.size)))
+    for order in orders:
+        tails = 1.0
+        for r in order:
+            out[r] += tails * p[r] / len(orders)
+            tails *= 1.0 - p[r]
     return out
 
 
 def rnm_probabilities(utilities, scale):
     """Exact P(argmax_i u_i + Lap(scale)_i = i) by quadrature (no ties a.s.)."""
-    u = np.asarray(utilities, dtype=float)
-    lap = stats.laplace(scale=scale)
-    out = np.zeros(u.size)
-    for i in range(u.size):
+    u = np.asarray(utilities, dtype=float).tolist()
+    b = float(scale)
+
+    def pdf(x):
+        return math.exp(-abs(x) / b) / (2 * b)
+
+    def cdf(x):
+        return 0.5 * math.exp(x / b) if x < 0 else 1.0 - 0.5 * math.exp(-x / b)
+
+    out = np.zeros(len(u))
+    # split at the kinks of the integrand so quad sees smooth pieces
+    points = sorted(set(u))
+    edges = [points[0] - 50 * b, *points, points[-1] + 50 * b]
+    for i in range(len(u)):
 
         def integrand(x, i=i):
-            value = lap.pdf(x - u[i])
-            for j in range(u.size):
+            value = pdf(x - u[i])
+            for j in range(len(u)):
                 if j != i:
-                    value *= lap.cdf(x - u[j])
+                    value *= cdf(x - u[j])
             return value
 
-        # Split at the kinks of the integrand so quad sees smooth pieces.
-        points = sorted(set(u.tolist()))
-        lo, hi = min(points) - 60 * scale, max(points) + 60 * scale
-        edges = [lo, *points, hi]
         out[i] = sum(
-            integrate.quad(integrand, a, b, epsabs=1e-13, epsrel=1e-11, limit=200)[0]
-            for a, b in zip(edges[:-1], edges[1:])
+            integrate.quad(integrand, a, c, epsabs=1e-14, epsrel=1e-11, limit=100)[0]
+            for a, c in itertools.pairwise(edges)
         )
     return out
 
@@ -108,6 +134,22 @@ def gem_scores_loop(costs, sensitivities, epsilon, beta):
             best = max(best, term)
         scores.append(best)
     return np.array(scores)
+
+
+def log_softmax(logits):
+    """log of the normalised exp(logits); entries at -inf stay -inf."""
+    logits = np.asarray(logits, dtype=float)
+    return logits - special.logsumexp(logits)
+
+
+def max_abs_log_ratio_from_logs(log_p, log_q):
+    """max_i |log_p_i - log_q_i|; outcomes impossible in one law must be in both."""
+    log_p = np.asarray(log_p, dtype=float)
+    log_q = np.asarray(log_q, dtype=float)
+    if not np.array_equal(np.isneginf(log_p), np.isneginf(log_q)):
+        return math.inf
+    mask = ~np.isneginf(log_p)
+    return float(np.max(np.abs(log_p[mask] - log_q[mask])))
 
 
 def max_abs_log_ratio(p, q):
