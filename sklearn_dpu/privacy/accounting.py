@@ -17,8 +17,11 @@ References
 .. [DRS22] J. Dong, A. Roth and W. Su, JRSS-B 2022, Corollary 3.3.
 """
 
+import json
 import math
+from collections import Counter
 from collections.abc import Iterable
+from functools import lru_cache
 
 from dp_accounting import dp_event
 from dp_accounting.gaussian_mechanism import get_epsilon_gaussian
@@ -76,7 +79,62 @@ def epsilon_spent(events: Iterable[dp_event.DpEvent], delta: float) -> float:
         if math.isinf(precision):
             return math.inf
         return float(get_epsilon_gaussian(precision**-0.5, delta))
-    composed = dp_event.ComposedDpEvent(events)
+    return _epsilon_of_coalesced(_coalesced_key(events), float(delta))
+
+
+def _leaves(event: dp_event.DpEvent, count: int, out: Counter, by_key: dict) -> None:
+    """Multiset of the non-composition events of ``event`` (with multiplicity)."""
+    if isinstance(event, dp_event.SelfComposedDpEvent):
+        _leaves(event.event, count * event.count, out, by_key)
+    elif isinstance(event, dp_event.ComposedDpEvent):
+        for inner in event.events:
+            _leaves(inner, count, out, by_key)
+    elif not isinstance(event, dp_event.NoOpDpEvent):
+        key = json.dumps(_plain(event.to_named_tuple()), sort_keys=True)
+        out[key] += count
+        by_key[key] = event
+
+
+def _plain(value):
+    if hasattr(value, "_fields"):
+        return {name: _plain(getattr(value, name)) for name in value._fields}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _coalesced_key(events: list) -> str:
+    """A canonical key for the composition of ``events``.
+
+    Composition is associative and commutative, so a history is determined by
+    the multiset of its non-composed events. Grouping equal events into one
+    ``SelfComposedDpEvent`` lets PLD self-compose them by repeated squaring
+    instead of building one distribution per ledger entry (estimators that
+    release many identical steps would otherwise pay per entry).
+    """
+    counts: Counter = Counter()
+    _leaves(dp_event.ComposedDpEvent(list(events)), 1, counts, {})
+    return json.dumps(sorted(counts.items()))
+
+
+def _from_key(key: str) -> dp_event.DpEvent:
+    from .ledger import event_from_dict  # ledger imports this module
+
+    parts = []
+    for leaf, count in json.loads(key):
+        event = event_from_dict(json.loads(leaf))
+        if count > 1:
+            event = dp_event.SelfComposedDpEvent(event, count)
+        parts.append(event)
+    return dp_event.ComposedDpEvent(parts)
+
+
+@lru_cache(maxsize=256)
+def _epsilon_of_coalesced(key: str, delta: float) -> float:
+    # Pure function of its arguments (the accountants are deterministic), so
+    # memoizing it changes no result; it spares recomposing an unchanged
+    # ledger each time it is read.
+    composed = _from_key(key)
     pld = PLDAccountant(NEIGHBORING_RELATION)
     if pld.supports(composed):
         return float(pld.compose(composed).get_epsilon(delta))

@@ -142,7 +142,13 @@ def worst_case_events(entries: Iterable, delta: float) -> list[dp_event.DpEvent]
         key = frozenset(active)
         if key and key not in groups:
             groups[key] = [releases[i].event for i in sorted(active)]
-    candidates = list(groups.values())
+    # A chunk whose releases are a subset of another chunk's is never the
+    # worst case (composing more releases cannot lower epsilon): skip it, so
+    # epsilon is only computed for the groups that can be maximal.
+    keys = [k for k in groups if not any(k < other for other in groups)]
+    candidates = [groups[k] for k in keys]
+    if len(candidates) == 1:
+        return candidates[0]
     precisions = [gaussian_precision(events) for events in candidates]
     if all(p is not None for p in precisions):
         return candidates[max(range(len(candidates)), key=precisions.__getitem__)]
