@@ -7,7 +7,7 @@ from .exceptions import (
     StateVersionError,
     UnlearningError,
 )
-from .linear_model import DPLinearRegression
+from .linear_model import DPLinearRegression, UnlearnableSGDClassifier
 from .privacy import PrivacyBudget
 
 __version__ = "0.1.0.dev0"
@@ -19,6 +19,7 @@ __all__ = [
     "PrivacyBudget",
     "PrivacyLeakWarning",
     "StateVersionError",
+    "UnlearnableSGDClassifier",
     "UnlearningError",
     "__version__",
 ]

@@ -7,13 +7,18 @@ from sklearn.utils.estimator_checks import (
     parametrize_with_checks,
 )
 
-from sklearn_dpu.linear_model import DPLinearRegression
+from sklearn_dpu.linear_model import DPLinearRegression, UnlearnableSGDClassifier
 from sklearn_dpu.preprocessing import PublicBoundsScaler
 
 ESTIMATORS = [
     DPLinearRegression(),
     DPLinearRegression(solver="noisy_gd", max_iter=50),
     PublicBoundsScaler(),
+    UnlearnableSGDClassifier(),
+    UnlearnableSGDClassifier(
+        solver="sgd", batch_sampling="fixed", loss="modified_huber"
+    ),
+    UnlearnableSGDClassifier(loss="hinge", noise_multiplier=1.0, coupling_share=1.0),
 ]
 
 # Checks an estimator cannot pass, with the reason. Empty: every check passes.
