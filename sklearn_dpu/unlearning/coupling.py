@@ -43,8 +43,7 @@ References
 import math
 
 import numpy as np
-from scipy.special import ndtri
-from scipy.stats import norm
+from scipy.special import ndtr, ndtri
 
 __all__ = [
     "gaussian_log_ratio",
@@ -80,7 +79,7 @@ def gaussian_tv(distance, sigma: float):
     distance = np.asarray(distance, dtype=float)
     if sigma == 0:
         return (distance > 0).astype(float)
-    return 2.0 * norm.cdf(distance / (2.0 * sigma)) - 1.0
+    return 2.0 * ndtr(distance / (2.0 * sigma)) - 1.0
 
 
 def gaussian_log_ratio(
