@@ -4,9 +4,9 @@ from itertools import combinations
 
 import numpy as np
 import pytest
+from _stats import n_trials, same_distribution_pvalue
 from scipy import stats
 
-from _stats import n_trials, same_distribution_pvalue
 from sklearn_dpu.unlearning.coupling import (
     gaussian_log_ratio,
     gaussian_tv,
@@ -22,8 +22,12 @@ from sklearn_dpu.unlearning.coupling import (
 
 def _couple(x, old, new, sigma, rng, inverted=False):
     accepted = reflection_accepts(
-        x, np.broadcast_to(old, x.shape), np.broadcast_to(new, x.shape), sigma,
-        rng.random(len(x)), inverted=inverted,
+        x,
+        np.broadcast_to(old, x.shape),
+        np.broadcast_to(new, x.shape),
+        sigma,
+        rng.random(len(x)),
+        inverted=inverted,
     )
     y = np.where(accepted[:, None], x, reflect(x, old, new))
     return accepted, y

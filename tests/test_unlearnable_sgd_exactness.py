@@ -14,8 +14,8 @@ of the edited run and of the fresh fit are the same.
 
 import numpy as np
 import pytest
-
 from _stats import n_trials, same_distribution_pvalue, same_indicator_frequencies_pvalue
+
 from sklearn_dpu import UnlearnableSGDClassifier
 from sklearn_dpu.linear_model._unlearnable_sgd import size_bucket
 
@@ -33,8 +33,14 @@ X_ALL[:3] = [[2.0, 2.0], [-2.0, 1.5], [1.8, -1.9]]
 Y_ALL[:3] = [0, 1, 1]
 IDS = np.arange(N + 1)
 
-BASE = dict(max_iter=4, batch_size=24, noise_multiplier=1.0, learning_rate=0.5,
-            alpha=0.0, feature_norm=2.0)
+BASE = dict(
+    max_iter=4,
+    batch_size=24,
+    noise_multiplier=1.0,
+    learning_rate=0.5,
+    alpha=0.0,
+    feature_norm=2.0,
+)
 
 
 def _state_features(est, ids):
@@ -46,7 +52,7 @@ def _state_features(est, ids):
     ind = np.zeros((T, len(ids)))
     col = {i: k for k, i in enumerate(ids.tolist())}
     for t in range(T):
-        for i in members[st.batch_ptr[t]: st.batch_ptr[t + 1]].tolist():
+        for i in members[st.batch_ptr[t] : st.batch_ptr[t + 1]].tolist():
             ind[t, col[i]] = 1.0
     cont = np.concatenate([st.model().ravel(), st.noisy.ravel(), np.diff(st.batch_ptr)])
     return cont, ind.ravel()
@@ -104,14 +110,22 @@ def _sequence(est, variant):
 CASES = {
     # case: (parameters, edits, rows of the fresh fit, negative controls)
     "poisson-nesterov-sequence": (
-        dict(BASE), _sequence, np.arange(3, N + 1), ["inverted_ratio", "raw_noise"]
+        dict(BASE),
+        _sequence,
+        np.arange(3, N + 1),
+        ["inverted_ratio", "raw_noise"],
     ),
     "fixed-sgd-sequence": (
-        dict(BASE, solver="sgd", batch_sampling="fixed"), _sequence,
-        np.arange(3, N + 1), ["inverted_ratio", "raw_noise"],
+        dict(BASE, solver="sgd", batch_sampling="fixed"),
+        _sequence,
+        np.arange(3, N + 1),
+        ["inverted_ratio", "raw_noise"],
     ),
     "poisson-sgd-batch-delete": (
-        dict(BASE, solver="sgd"), _delete_two, np.arange(2, N), ["inverted_ratio"]
+        dict(BASE, solver="sgd"),
+        _delete_two,
+        np.arange(2, N),
+        ["inverted_ratio"],
     ),
 }
 
