@@ -68,3 +68,18 @@ def test_memo_is_keyed_by_delta():
     a = epsilon_spent([STEP, OTHER], 1e-5)
     b = epsilon_spent([STEP, OTHER], 1e-3)
     assert b < a
+
+
+def test_event_to_dict_matches_the_named_tuple_encoding():
+    events = [
+        dp_event.ComposedDpEvent(
+            [dp_event.SelfComposedDpEvent(STEP, 5), dp_event.NonPrivateDpEvent()]
+        ),
+        dp_event.SampledWithoutReplacementDpEvent(
+            100, 10, dp_event.LaplaceDpEvent(2.0)
+        ),
+        dp_event.GaussianDpEvent(1.25),
+    ]
+    for event in events:
+        assert ledger.event_to_dict(event) == ledger._plain(event.to_named_tuple())
+        assert ledger.event_from_dict(ledger.event_to_dict(event)) == event

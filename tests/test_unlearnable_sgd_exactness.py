@@ -133,12 +133,13 @@ CASES = {
 @pytest.mark.parametrize("case", list(CASES))
 def test_edits_are_exact_and_broken_couplings_are_detected(case):
     params, edit, final_rows, controls = CASES[case]
-    trials = n_trials(ci=800, full=5000)
+    trials = n_trials(ci=600, full=5000)
     reference = _reference(final_rows, params, trials)
 
     p_continuous, p_batches = _compare(
         _edited(edit, final_rows, params, trials, "exact"), reference
     )
+    print(f"{case} exact: p = {p_continuous:.3g} (state), {p_batches:.3g} (batches)")
     assert p_continuous > ALPHA, p_continuous
     assert p_batches > ALPHA, p_batches
 
@@ -146,4 +147,5 @@ def test_edits_are_exact_and_broken_couplings_are_detected(case):
         p_continuous, p_batches = _compare(
             _edited(edit, final_rows, params, trials, variant), reference
         )
+        print(f"{case} {variant}: p = {p_continuous:.3g} (state), {p_batches:.3g}")
         assert min(p_continuous, p_batches) < ALPHA, (variant, p_continuous, p_batches)

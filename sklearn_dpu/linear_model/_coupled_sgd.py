@@ -604,7 +604,10 @@ class CoupledSGDState(VersionedState):
                 )
                 np.add.at(shift, inverse, per / m)
                 tv = gaussian_tv(
-                    np.linalg.norm(shift.reshape(len(steps), -1), axis=1), s_c
+                    np.linalg.norm(
+                        shift.reshape(len(steps), self.n_outputs * self.n_coef), axis=1
+                    ),
+                    s_c,
                 )
                 return float(1.0 - np.prod(1.0 - tv))
             (slot,) = delete

@@ -1,10 +1,8 @@
 """A linear classifier trained by noisy mini-batch SGD, with exact insertions
 and deletions by coupling (dissertation Ch. 4 and App. C)."""
 
-import copy
 import math
 import time
-from functools import lru_cache
 from numbers import Integral, Real
 
 import numpy as np
@@ -165,35 +163,7 @@ def _step_event(rate: float, multiplier: float) -> dp_event.DpEvent:
     )
 
 
-@lru_cache(maxsize=1024)
-def _frozen_dict(release: "_HashableRelease") -> dict:
-    return release.build().to_dict()
-
-
-class _HashableRelease:
-    """A Release described by hashable arguments, so its dict can be memoized
-    (``dp_accounting``'s event serialization rebuilds namedtuple classes on
-    every call, about a millisecond each)."""
-
-    def __init__(self, builder, *args):
-        self._builder, self._args = builder, args
-
-    def build(self) -> Release:
-        return self._builder(*self._args)
-
-    def __hash__(self):
-        return hash((self._builder, self._args))
-
-    def __eq__(self, other):
-        return (self._builder, self._args) == (other._builder, other._args)
-
-
-def _release_dict(builder, *args) -> dict:
-    return copy.deepcopy(_frozen_dict(_HashableRelease(builder, *args)))
-
-
-def _build_run_release(params_items, plan_items, chunks, what) -> Release:
-    params, plan = dict(params_items), dict(plan_items)
+def _build_run_release(params: dict, plan: dict, chunks: tuple, what: str) -> Release:
     T, solver = plan["n_steps"], params["solver"]
     if params["batch_sampling"] == "poisson":
         return Release(
@@ -548,13 +518,7 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
     @staticmethod
     def _run_release(params: dict, plan: dict, chunks: tuple, what: str) -> dict:
         """The ledger entry (a dict) of a complete run: fit, or a refit in an edit."""
-        return _release_dict(
-            _build_run_release,
-            tuple(sorted(params.items())),
-            tuple(sorted(plan.items())),
-            tuple(chunks),
-            what,
-        )
+        return _build_run_release(params, plan, tuple(chunks), what).to_dict()
 
     # ---------------------------------------------------------------- fit
 
@@ -929,8 +893,7 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
                 return None
         elif tested == 0 and fresh == 0:
             return None
-        return _release_dict(
-            _build_edit_release,
+        return _build_edit_release(
             state.sampling,
             plan["inclusion"],
             plan["reserve"],
@@ -938,7 +901,7 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
             int(tested),
             int(fresh),
             (1, int(last_chunk)),
-        )
+        ).to_dict()
 
     def _account_edit(self, state, outcomes, what: str, mandatory: bool) -> bool:
         """Count the edits and record what they published; True if the model changed."""
@@ -984,10 +947,10 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
         # PLD accountant takes about a second, which would dominate an edit.
         self.privacy_ledger_ = ledger
 
-    def _cached_privacy(self, name: str, compute):
+    def _cached_privacy(self, name, compute, depends_on_ledger=True):
         ledger = self.privacy_ledger_
         delta = self.unlearning_state_.frozen_params["delta"]
-        key = (name, len(ledger), delta)
+        key = (name, len(ledger) if depends_on_ledger else None, delta)
         cache = self.__dict__.setdefault("_privacy_cache", {})
         if key not in cache:
             cache[key] = compute(ledger, delta)
@@ -1007,6 +970,7 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
         return self._cached_privacy(
             ("model", state.plan["bucket"]),
             lambda ledger, delta: privacy_spent([release], delta),
+            depends_on_ledger=False,
         )
 
     # ------------------------------------------------------------ output
