@@ -234,10 +234,15 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
     **Exact.** After any sequence of edits, the whole stored state — model,
     iterates, noisy gradients, mini-batch indices — has exactly the
     distribution of :meth:`fit` on the current training set with the same
-    hyper-parameters (Lemma 29, line 4330). Deleted rows and their ids are
-    gone from the state. Edits must be chosen independently of the
-    estimator's randomness (oblivious, line 1721); a request chosen after
-    looking at the model is outside the guarantee.
+    parameters (Lemma 29, line 4330). Everything that depends on the number of
+    rows depends on it only through its size class (the size to within a
+    factor ``2**(1/8)``), so a fresh fit after a small edit has the same
+    hyper-parameters as the stored run; an edit that moves the size to
+    another class triggers a full refit, a fresh fit by construction.
+    Deleted rows and their ids are gone from the state. Edits must be
+    chosen independently of the estimator's randomness (oblivious, line
+    1721); a request chosen after looking at the model is outside the
+    guarantee.
 
     **Cheap.** An edit costs about ``max_iter * batch_size / n`` gradient
     pairs to verify, plus, with probability at most ``recompute_bound_``
@@ -249,9 +254,10 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
     ``feature_norm`` and the loss's Lipschitz constant, so each published
     model is (epsilon, delta)-DP under the **add/remove-one** relation,
     accounted per step as a Poisson-subsampled Gaussian by the PLD
-    accountant. The size of the training set at :meth:`fit` is treated as
-    public: it sets the sampling rate ``batch_size / n`` (as in DP-SGD
-    libraries); record values never set any hyper-parameter.
+    accountant. The size class of the training set is treated as public: it
+    sets the sampling rate, the recipe's steps and batch size, and the noise
+    for the recompute rate (DP-SGD libraries treat the exact size as public);
+    record values never set any hyper-parameter.
 
     Read the Notes for what is published after an edit and how it is
     accounted.
@@ -265,7 +271,8 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
     recompute_rate : float in (0, 1], default=0.05
         Target for the probability that one edit (one deleted or inserted
         row) triggers a recompute. The noise is set to the smallest level
-        whose worst-case bound meets it (``noise_for_recompute_rate``):
+        whose worst-case bound meets it
+        (:func:`~sklearn_dpu.unlearning.coupling.noise_for_recompute_rate`):
         smaller values mean more noise. Typical data recompute less often
         than the bound, which assumes worst-case gradients. Ignored when
         ``noise_multiplier`` is set.
@@ -314,13 +321,13 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
         plain SGD (Alg. 21).
     batch_sampling : {"poisson", "fixed"}, default="poisson"
         ``"poisson"``: every row joins every batch independently with
-        probability ``batch_size / n``; edits drop or add rows, each edit of
-        several rows is one coupled edit, and the privacy of the run is
-        amplified by subsampling. ``"fixed"``: uniform batches of exactly
-        ``batch_size`` rows, Alg. 21 as printed; edits are handled one row at
-        a time (Claims 5 and 6), a step's shift is twice as large, and edits
-        that touch a used row are not accounted (``privacy_spent_`` becomes
-        infinite, Notes).
+        probability ``batch_size / n_ref`` (``n_ref`` the size class); edits
+        drop or add rows, each edit of several rows is one coupled edit, and
+        the privacy of the run is amplified by subsampling. ``"fixed"``:
+        uniform batches of exactly ``batch_size`` rows, Alg. 21 as printed;
+        edits are handled one row at a time (Claims 5 and 6), a step's shift
+        is twice as large, and edits that touch a used row are not accounted
+        (``privacy_spent_`` becomes infinite, Notes).
     delta : float, default=1e-5
         The delta of ``privacy_spent_``.
     random_state : int, RandomState instance or None, default=None
@@ -341,7 +348,7 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
         Weights of the clipped rows.
     intercept_ : ndarray of shape (1,) or (n_classes,)
     n_iter_ : int
-        ``max_iter``.
+        Steps of the stored run (``max_iter``, or its recipe).
     noise_multiplier_ : float
         Noise of a step, in units of ``G / batch_size_``.
     recompute_bound_ : float
@@ -396,17 +403,19 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
     What that does **not** cover, stated plainly:
 
     * the edited rows themselves, when models from before and after the edit
-      are compared: whether the model changed depends on them. After a
-      deletion, the state holds nothing of the deleted row (exactness), so
-      an observer who sees only later models learns nothing about it; one
-      who also saw earlier models saw the row in them anyway, and the
-      comparison (the "before/after" attack that Chourasia & Shah's threat
-      model excludes, digest ``forget_unlearning.md`` §1.3) adds at most what
-      a change with probability ``<= recompute_bound_`` reveals. A row
-      inserted by :meth:`partial_fit` is protected the same way in each
-      published model on its own (``privacy_per_model_``); across models its
-      contribution to accepted steps is folded into stored noise, which the
-      ledger does not bound.
+      are compared. After a deletion the state holds nothing of the deleted
+      row (exactness), so an observer who sees only later models learns
+      nothing about it. One who also saw earlier models saw the row in them
+      anyway; comparing (the "before/after" attack that Chourasia & Shah's
+      threat model excludes, digest ``forget_unlearning.md`` §1.3) also
+      shows whether the edit recomputed (probability at most
+      ``recompute_bound_``) and, if it did, the difference of the two
+      versions of the rejected step: the edited row's gradient plus noise of
+      twice the coupled scale. The ledger does not bound this. A row inserted
+      by :meth:`partial_fit` is protected in each published model on its own
+      (``privacy_per_model_``); across models its contribution to accepted
+      steps is folded into stored noise, which the ledger does not bound
+      either.
     * ``batch_sampling="fixed"``: the replacement row drawn into a batch
       enters the acceptance test, so edits that touch a used row are recorded
       as non-private releases.
@@ -950,7 +959,8 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
     def _cached_privacy(self, name, compute, depends_on_ledger=True):
         ledger = self.privacy_ledger_
         delta = self.unlearning_state_.frozen_params["delta"]
-        key = (name, len(ledger) if depends_on_ledger else None, delta)
+        # A string key: the cache is persisted, and skops stores dicts as JSON.
+        key = f"{name}|{len(ledger) if depends_on_ledger else '-'}|{delta!r}"
         cache = self.__dict__.setdefault("_privacy_cache", {})
         if key not in cache:
             cache[key] = compute(ledger, delta)
@@ -968,7 +978,7 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
         state = self.unlearning_state_
         release = self._run_release(state.frozen_params, state.plan, (1, 1), "model")
         return self._cached_privacy(
-            ("model", state.plan["bucket"]),
+            f"model{state.plan['bucket']}",
             lambda ledger, delta: privacy_spent([release], delta),
             depends_on_ledger=False,
         )
