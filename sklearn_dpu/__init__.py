@@ -7,7 +7,7 @@ from .exceptions import (
     StateVersionError,
     UnlearningError,
 )
-from .linear_model import DPLinearRegression
+from .linear_model import DPLinearRegression, UnlearnableSGDClassifier
 from .model_selection import PrivateGridSearch
 from .privacy import PrivacyBudget
 
@@ -21,6 +21,7 @@ __all__ = [
     "PrivacyLeakWarning",
     "PrivateGridSearch",
     "StateVersionError",
+    "UnlearnableSGDClassifier",
     "UnlearningError",
     "__version__",
 ]

@@ -11,5 +11,13 @@ from sklearn.utils._param_validation import (
     RealNotInt,
     StrOptions,
 )
+from sklearn.utils.validation import _num_samples
 
-__all__ = ["HasMethods", "Interval", "RealNotInt", "StrOptions", "_fit_context"]
+__all__ = [
+    "HasMethods",
+    "Interval",
+    "RealNotInt",
+    "StrOptions",
+    "_fit_context",
+    "_num_samples",
+]

@@ -22,6 +22,8 @@ __all__ = ["TRUSTED_TYPES", "load", "save"]
 TRUSTED_TYPES = (
     "sklearn_dpu.linear_model._dp_linear.DPLinearRegression",
     "sklearn_dpu.linear_model._dp_linear.LinearStatisticsState",
+    "sklearn_dpu.linear_model._unlearnable_sgd.UnlearnableSGDClassifier",
+    "sklearn_dpu.linear_model._coupled_sgd.CoupledSGDState",
     "sklearn_dpu.model_selection._private_search.PrivateGridSearch",
     "sklearn_dpu.preprocessing._public_bounds.PublicBoundsScaler",
     "sklearn_dpu.privacy.budget.PrivacyBudget",

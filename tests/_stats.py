@@ -11,7 +11,13 @@ import os
 import numpy as np
 from scipy import stats
 
-__all__ = ["n_trials", "same_distribution_pvalue", "audit_epsilon_lower_bound"]
+__all__ = [
+    "audit_epsilon_lower_bound",
+    "n_trials",
+    "poisson_binomial_pvalue",
+    "same_distribution_pvalue",
+    "same_indicator_frequencies_pvalue",
+]
 
 
 def n_trials(ci: int, full: int) -> int:
@@ -77,3 +83,36 @@ def audit_epsilon_lower_bound(
                 if p_low - delta > 0 and q_high > 0:
                     best = max(best, float(np.log((p_low - delta) / q_high)))
     return best
+
+
+def same_indicator_frequencies_pvalue(a, b) -> float:
+    """Bonferroni-corrected p-value that 0/1 columns have equal frequencies.
+
+    A chi-square test of homogeneity (2x2 table) per column of ``a`` and
+    ``b`` (shapes (n_a, k), (n_b, k)); columns constant in both samples are
+    skipped. For indicators such as "sample i was in batch t".
+    """
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    pvalues = []
+    for j in range(a.shape[1]):
+        ones = np.array([a[:, j].sum(), b[:, j].sum()])
+        table = np.array([ones, [len(a), len(b)] - ones])
+        if (table.sum(axis=1) == 0).any():
+            continue
+        pvalues.append(stats.chi2_contingency(table)[1])
+    if not pvalues:
+        return 1.0
+    return min(1.0, min(pvalues) * len(pvalues))
+
+
+def poisson_binomial_pvalue(count: int, probabilities) -> float:
+    """Two-sided p-value of ``count`` successes of independent Bernoulli(p_i).
+
+    Exact distribution by convolution; the p-value sums the probabilities of
+    outcomes no more likely than ``count``.
+    """
+    pmf = np.array([1.0])
+    for p in np.asarray(probabilities, dtype=float):
+        pmf = np.convolve(pmf, [1.0 - p, p])
+    observed = pmf[count] if count < len(pmf) else 0.0
+    return float(min(1.0, pmf[pmf <= observed * (1 + 1e-9)].sum()))

@@ -7,7 +7,7 @@ from sklearn.utils.estimator_checks import (
     parametrize_with_checks,
 )
 
-from sklearn_dpu.linear_model import DPLinearRegression
+from sklearn_dpu.linear_model import DPLinearRegression, UnlearnableSGDClassifier
 from sklearn_dpu.model_selection import PrivateGridSearch
 from sklearn_dpu.preprocessing import PublicBoundsScaler
 
@@ -17,6 +17,9 @@ ESTIMATORS = [
     PublicBoundsScaler(),
     PrivateGridSearch(DPLinearRegression(), {"alpha": [0.0, 1.0]}),
     PrivateGridSearch(DPLinearRegression(), {"target_bound": [1.0, 3.0]}),
+    UnlearnableSGDClassifier(),
+    UnlearnableSGDClassifier(solver="sgd", batch_sampling="fixed", loss="modified_huber"),
+    UnlearnableSGDClassifier(loss="hinge", noise_multiplier=1.0, coupling_share=1.0),
 ]
 
 # Checks an estimator cannot pass, with the reason. Empty: every check passes.

@@ -308,7 +308,9 @@ def test_non_gaussian_events_go_through_pld(events):
     delta = 1e-6
     expected = PLDAccountant(AR).compose(dp_event.ComposedDpEvent(events)).get_epsilon(delta)
     got = epsilon_spent(events, delta)
-    assert got == pytest.approx(expected, rel=1e-12)
+    # epsilon_spent groups equal events and self-composes them, a different
+    # order of the same PLD operations: equal up to floating point
+    assert got == pytest.approx(expected, rel=1e-9)
     # and it is the tight composition: below what RDP gives where RDP applies
     rdp = RdpAccountant(neighboring_relation=AR)
     if rdp.supports(dp_event.ComposedDpEvent(events)):

@@ -17,7 +17,9 @@ References
 .. [DRS22] J. Dong, A. Roth and W. Su, JRSS-B 2022, Corollary 3.3.
 """
 
+import json
 import math
+from collections import Counter
 from collections.abc import Iterable
 from functools import lru_cache
 
@@ -26,6 +28,8 @@ from dp_accounting.gaussian_mechanism import get_epsilon_gaussian
 from dp_accounting.pld import PLDAccountant
 from dp_accounting.privacy_accountant import NeighboringRelation
 from dp_accounting.rdp import RdpAccountant
+
+from .events import event_from_dict, event_key
 
 __all__ = ["NEIGHBORING_RELATION", "epsilon_spent", "gaussian_precision", "group_events"]
 
@@ -84,7 +88,52 @@ def epsilon_spent(events: Iterable[dp_event.DpEvent], delta: float) -> float:
         if math.isinf(precision):
             return math.inf
         return _gaussian_epsilon(precision, delta)
-    composed = dp_event.ComposedDpEvent(events)
+    return _epsilon_of_coalesced(_coalesced_key(events), float(delta))
+
+
+def _leaves(event: dp_event.DpEvent, count: int, out: Counter, by_key: dict) -> None:
+    """Multiset of the non-composition events of ``event`` (with multiplicity)."""
+    if isinstance(event, dp_event.SelfComposedDpEvent):
+        _leaves(event.event, count * event.count, out, by_key)
+    elif isinstance(event, dp_event.ComposedDpEvent):
+        for inner in event.events:
+            _leaves(inner, count, out, by_key)
+    elif not isinstance(event, dp_event.NoOpDpEvent):
+        key = event_key(event)
+        out[key] += count
+        by_key[key] = event
+
+
+def _coalesced_key(events: list) -> str:
+    """A canonical key for the composition of ``events``.
+
+    Composition is associative and commutative, so a history is determined by
+    the multiset of its non-composed events. Grouping equal events into one
+    ``SelfComposedDpEvent`` lets PLD self-compose them by repeated squaring
+    instead of building one distribution per ledger entry (estimators that
+    release many identical steps would otherwise pay per entry).
+    """
+    counts: Counter = Counter()
+    _leaves(dp_event.ComposedDpEvent(list(events)), 1, counts, {})
+    return json.dumps(sorted(counts.items()))
+
+
+def _from_key(key: str) -> dp_event.DpEvent:
+    parts = []
+    for leaf, count in json.loads(key):
+        event = event_from_dict(json.loads(leaf))
+        if count > 1:
+            event = dp_event.SelfComposedDpEvent(event, count)
+        parts.append(event)
+    return dp_event.ComposedDpEvent(parts)
+
+
+@lru_cache(maxsize=256)
+def _epsilon_of_coalesced(key: str, delta: float) -> float:
+    # Pure function of its arguments (the accountants are deterministic), so
+    # memoizing it changes no result; it spares recomposing an unchanged
+    # ledger each time it is read.
+    composed = _from_key(key)
     pld = PLDAccountant(NEIGHBORING_RELATION)
     if pld.supports(composed):
         return float(pld.compose(composed).get_epsilon(delta))
@@ -116,6 +165,10 @@ def group_events(event: dp_event.DpEvent, group_size: int) -> dp_event.DpEvent:
         return dp_event.LaplaceDpEvent(event.noise_multiplier / group_size)
     if isinstance(event, dp_event.DiscreteLaplaceDpEvent) and event.sensitivity == 1:
         return dp_event.DiscreteLaplaceDpEvent(event.noise_parameter * group_size, 1)
+    if isinstance(event, dp_event.PoissonSampledDpEvent):
+        # Amplification by subsampling is not worked out for groups here;
+        # subsampling can only help, so dropping it is a valid upper bound.
+        return group_events(event.event, group_size)
     if isinstance(event, dp_event.SelfComposedDpEvent):
         return dp_event.SelfComposedDpEvent(group_events(event.event, group_size), event.count)
     if isinstance(event, dp_event.ComposedDpEvent):

@@ -28,7 +28,8 @@ from dp_accounting import dp_event
 
 from ..exceptions import BudgetExceededError, PersistenceError
 from .accounting import NEIGHBORING_RELATION, epsilon_spent
-from .ledger import PrivacySpent, event_from_dict, event_to_dict
+from .events import event_from_dict, event_to_dict
+from .ledger import PrivacySpent
 
 __all__ = ["PrivacyBudget"]
 

@@ -12,16 +12,15 @@ survive pickling, JSON and skops without trusting any extra type. Decoding an
 event only ever instantiates classes of ``dp_accounting.dp_event``.
 """
 
-import json
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-import attr
 from dp_accounting import dp_event
 
 from .accounting import NEIGHBORING_RELATION, epsilon_spent, gaussian_precision
+from .events import event_from_dict, event_key, event_to_dict
 
 __all__ = [
     "PrivacySpent",
@@ -39,42 +38,6 @@ class PrivacySpent(NamedTuple):
 
     epsilon: float
     delta: float
-
-
-def event_to_dict(event: dp_event.DpEvent) -> dict:
-    """Encode a ``dp_accounting`` event as nested plain dicts and lists.
-
-    The layout is that of ``DpEvent.to_named_tuple`` (``module_name``,
-    ``class_name`` and the attrs fields), built directly because creating a
-    named-tuple class per call is slow on a deletion's hot path.
-    """
-    data = {"module_name": type(event).__module__, "class_name": type(event).__name__}
-    for name, value in attr.asdict(event, recurse=False).items():
-        if isinstance(value, dp_event.DpEvent):
-            value = event_to_dict(value)
-        elif isinstance(value, list | tuple):
-            value = [event_to_dict(v) if isinstance(v, dp_event.DpEvent) else v for v in value]
-        data[name] = value
-    return data
-
-
-def event_from_dict(data: dict) -> dp_event.DpEvent:
-    """Decode :func:`event_to_dict` output; only ``dp_accounting.dp_event`` classes."""
-    if data.get("module_name") != dp_event.__name__:
-        raise ValueError(f"not a dp_accounting event: {data.get('module_name')!r}")
-    cls = getattr(dp_event, data["class_name"], None)
-    if not (isinstance(cls, type) and issubclass(cls, dp_event.DpEvent)):
-        raise ValueError(f"unknown dp_accounting event {data['class_name']!r}")
-    fields = {}
-    for key, value in data.items():
-        if key in ("module_name", "class_name"):
-            continue
-        if isinstance(value, dict):
-            value = event_from_dict(value)
-        elif isinstance(value, list):
-            value = [event_from_dict(v) if isinstance(v, dict) else v for v in value]
-        fields[key] = value
-    return cls(**fields)
 
 
 @dataclass(frozen=True)
@@ -153,7 +116,13 @@ def worst_case_events(entries: Iterable, delta: float) -> list[dp_event.DpEvent]
         key = frozenset(active)
         if key and key not in groups:
             groups[key] = [releases[i].event for i in sorted(active)]
-    candidates = list(groups.values())
+    # A chunk whose releases are a subset of another chunk's is never the
+    # worst case (composing more releases cannot lower epsilon): skip it, so
+    # epsilon is only computed for the groups that can be maximal.
+    keys = [k for k in groups if not any(k < other for other in groups)]
+    candidates = [groups[k] for k in keys]
+    if len(candidates) == 1:
+        return candidates[0]
     precisions = [gaussian_precision(events) for events in candidates]
     if all(p is not None for p in precisions):
         return candidates[max(range(len(candidates)), key=precisions.__getitem__)]
@@ -176,10 +145,7 @@ def charge_increment(
     budget's total is never below the estimator's own ``privacy_spent_``.
     """
 
-    def key(event):
-        return json.dumps(event_to_dict(event), sort_keys=True)
-
-    by_key = {key(event): event for event in after}
-    missing = Counter(map(key, after))
-    missing.subtract(Counter(map(key, before)))
+    by_key = {event_key(event): event for event in after}
+    missing = Counter(map(event_key, after))
+    missing.subtract(Counter(map(event_key, before)))
     return [by_key[k] for k, count in missing.items() for _ in range(max(count, 0))]

@@ -1,0 +1,651 @@
+"""Noisy mini-batch SGD whose stored run can be edited exactly.
+
+The learning algorithm is noisy-m-SGD (dissertation [U24]_ Alg. 21,
+line 4465) or its accelerated form noisy-m-A-SGD (Alg. 9, line 1544); with
+zero noise it is sub-sample GD (Alg. 19, line 3882). The unlearning
+algorithm is Alg. 22 (line 4510) / Alg. 10 (line 1582): couple the mini-batch
+indices, rejection-sample every step whose batch changed, and on the first
+rejection reflect that step and recompute the rest of the run on the current
+data. After an edit the *whole* stored run (iterates, batches, gradients) has
+exactly the law of a fresh run on the edited data set (Lemma 29, line 4330;
+Prop. 2, line 1641).
+
+Implementation choices (digest ``diss_unlearn.md`` §2.2, §5 and §8):
+
+* **The noisy gradient is stored, not the raw noise.** On acceptance the
+  stored noisy value is kept and only the clean gradient and the batch are
+  rewritten, so the implied noise becomes ``noisy - g'`` (digest §2.2,
+  "[derived] two state details"; a run that keeps the raw noise and rebuilds
+  ``g' + theta`` is not exact, and ``tests/test_unlearnable_sgd.py`` shows it).
+* **The acceptance ratio is new over old** (Alg. 10 line 15; erratum for
+  Alg. 13 / 27) and the reflection is ``g + g' - nu`` (Lemma 27; erratum for
+  line 656).
+* **The update after a reflection is** ``w_{t+1} = e_t - eta xi'_t`` at the
+  evaluation point ``e_t`` (the momentum point for A-SGD; erratum 3 for
+  Alg. 10/22 line 17). There is no projection (``P`` is the identity);
+  exactness does not depend on it (digest §3.3 item 4).
+* **Split noise** [derived]. The step noise is ``theta = theta_c + theta_r``
+  with independent ``theta_c ~ N(0, s_c^2 I)`` and ``theta_r ~ N(0, s_r^2 I)``.
+  The coupling test runs on ``nu = g + theta_c`` alone and keeps ``theta_r``
+  unchanged, which transports ``(nu, theta_r)`` exactly (the product of the
+  reflection coupling with the identity). The learning algorithm is the same
+  (``xi = nu + theta_r ~ N(g, s_c^2 + s_r^2)``), and the reserve ``theta_r``
+  keeps a recomputed model differentially private *jointly* with the model it
+  replaces: the reflected step reveals ``g + g' + 2 theta_r`` about the
+  records it shares with the old step. ``s_r = 0`` is the dissertation's
+  algorithm exactly.
+* **Poisson batches** (default of the estimator) or fixed-size batches
+  (Alg. 21 as printed). See :mod:`sklearn_dpu.unlearning.coupling`.
+* Per-step output averaging uses ``1/(T+1)`` over ``w_1 .. w_{T+1}`` (erratum
+  12); the accelerated variant outputs ``w_{T+1}``.
+
+The stored run (:class:`CoupledSGDState`) holds, for ``T`` steps, ``K``
+outputs and ``p`` coefficients per output: the batch indices (int32, about
+``T m``), the clean gradients, the coupled noisy gradients, the noisy
+gradients and the iterates (float64, ``4 T K p``); plus the data rows
+(float32 features and a label code, ``n (d + 1)``). That is
+``O(T (m + K p))`` numbers plus the data. Float64 is kept for everything that
+enters a density ratio or a replay.
+
+References
+----------
+.. [U24] M. E. Ullah, "Statistical learning via stochastic optimization under
+   data privacy considerations", PhD thesis, JHU, 2024 (seed 000).
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..unlearning.coupling import (
+    gaussian_tv,
+    poisson_subsample,
+    reflect,
+    reflection_accepts,
+    replacements_outside,
+    uniform_subsets,
+)
+from ..unlearning.state import VersionedState
+from ._losses import get_loss
+
+__all__ = ["CoupledSGDState", "EditOutcome"]
+
+# Gathered batch rows are processed in pieces of about this many values, so
+# memory stays bounded whatever T * m is.
+_CHUNK_VALUES = 1 << 22
+
+# The coupling variants. Only "exact" is exact; the others reproduce the two
+# implementation errors the digest warns about, so tests can show they are
+# detected. Never set in production code.
+VARIANTS = ("exact", "inverted_ratio", "raw_noise")
+
+
+@dataclass(frozen=True)
+class EditOutcome:
+    """What one coupled edit did (counts only; no data values)."""
+
+    tested_steps: np.ndarray  # steps whose coupling test ran (through the rejection)
+    rejected_step: int | None
+    recomputed_steps: int
+    gradient_evaluations: int
+    refit: bool = False
+
+
+def _tested(steps: np.ndarray, first: int | None) -> np.ndarray:
+    return np.asarray(steps if first is None else steps[: first + 1], dtype=np.int64)
+
+
+class CoupledSGDState(VersionedState):
+    """The stored run of noisy mini-batch SGD, with the data it was run on.
+
+    Attributes
+    ----------
+    registry : SampleRegistry
+        Ids and rows of the live samples: float32 clipped features followed
+        by the label code (``n * (n_features + 1)`` values). The rows are
+        clipped training data: a file holding this state is as sensitive as
+        the data.
+    batch_ptr : ndarray of int64, shape (T + 1,)
+    batch_slots : ndarray of int32, shape (batch_ptr[-1],)
+        Mini-batch of step ``t``: registry slots
+        ``batch_slots[batch_ptr[t]:batch_ptr[t + 1]]``. The index from a sample
+        to the steps that used it is this array read backwards (a vectorized
+        scan, O(T m), rebuilt on demand rather than stored).
+    grad : ndarray of float64, shape (T, K, p)
+        Clean mini-batch gradient ``g_t`` at the evaluation point of step ``t``
+        (data part only; the L2 penalty is applied in the update).
+    coupled : ndarray of float64, shape (T, K, p)
+        ``nu_t = g_t + theta_c``, the noisy value the coupling tests.
+    noisy : ndarray of float64, shape (T, K, p)
+        ``xi_t = nu_t + theta_r``, the noisy gradient of the update.
+    path : ndarray of float64, shape (T + 1, K, p)
+        Iterates ``w_0 = 0, w_1, ..., w_T`` (0-based).
+    n_streams : int
+        Random streams used so far (fit and edits); the next edit uses
+        stream ``n_streams``. No generator state is stored.
+    frozen_params, plan : dict
+        The estimator's parameters at fit, and the sampling rate and noise
+        multipliers derived from them and the fit-time size.
+    n_chunks : int
+        1 for fit, one more per insertion call.
+    reserve_charged : ndarray of bool, shape (T,)
+        Steps whose reserve noise the ledger has charged (tested since they
+        were computed).
+    counters : dict
+        Edits, recomputes, recomputed and tested steps so far.
+    frozen hyper-parameters
+        ``loss_name, n_outputs, n_features, feature_norm, fit_intercept,
+        n_steps, batch_size, sampling, inclusion_prob, sigma_coupled,
+        sigma_reserve, learning_rate, alpha, solver``.
+
+    Notes
+    -----
+    Size: ``T (m + 4 K p)`` numbers for the run plus ``n (d + 1)`` float32 for
+    the data. After an edit, nothing computed from a deleted row is left in
+    the state except through values whose law, after the edit, is that of a
+    fresh run on the remaining rows (the stored noisy gradients): that is what
+    exactness means.
+    """
+
+    FORMAT_VERSION = 1
+
+    def __init__(
+        self,
+        registry,
+        *,
+        loss_name,
+        n_outputs,
+        n_features,
+        feature_norm,
+        fit_intercept,
+        n_steps,
+        sampling,
+        learning_rate,
+        alpha,
+        solver,
+    ):
+        self.registry = registry
+        self.loss_name = loss_name
+        self.n_outputs = int(n_outputs)
+        self.n_features = int(n_features)
+        self.feature_norm = float(feature_norm)
+        self.fit_intercept = bool(fit_intercept)
+        self.n_steps = int(n_steps)
+        self.sampling = sampling
+        self.learning_rate = float(learning_rate)
+        self.alpha = float(alpha)
+        self.solver = solver
+        # Set by configure(): the size-dependent part of the run.
+        self.batch_size = 1.0
+        self.inclusion_prob = 1.0
+        self.sigma_coupled = 0.0
+        self.sigma_reserve = 0.0
+        self._allocate(self.n_steps)
+        self.n_streams = 0
+        self.variant = "exact"
+        # Bookkeeping of the estimator (public sizes and counts only).
+        self.frozen_params: dict = {}
+        self.plan: dict = {}
+        self.n_chunks = 1
+        self.nonprivate_recorded = False
+        self.counters = {
+            "edits": 0,
+            "recomputes": 0,
+            "recomputed_steps": 0,
+            "tested_steps": 0,
+        }
+
+    def configure(self, plan: dict) -> None:
+        """Set the batch size, sampling rate and noise of ``plan``.
+
+        ``plan`` gives the noise in units of ``G / m``, with ``G`` the loss's
+        Lipschitz constant on augmented rows of norm at most
+        :meth:`row_bound`; this converts it to gradient units.
+        """
+        self.plan = dict(plan)
+        if plan["n_steps"] != self.n_steps:
+            self._allocate(int(plan["n_steps"]))
+        self.batch_size = float(plan["batch_size"])
+        self.inclusion_prob = float(plan["inclusion"])
+        unit = self.loss.z_lipschitz(self.n_outputs) * self.row_bound() / self.batch_size
+        self.sigma_coupled = float(plan["coupled"]) * unit
+        self.sigma_reserve = float(plan["reserve"]) * unit
+
+    def refit(self, rng: np.random.Generator) -> EditOutcome:
+        """Run everything afresh on the live samples (after :meth:`configure`)."""
+        evaluations = self.train(0, rng)
+        self.reserve_charged[:] = False
+        return EditOutcome(np.zeros(0, dtype=np.int64), None, self.n_steps, evaluations, refit=True)
+
+    def _allocate(self, n_steps: int) -> None:
+        """Empty run arrays for ``n_steps`` steps (a refit may change T)."""
+        self.n_steps = n_steps
+        shape = (n_steps, self.n_outputs, self.n_coef)
+        self.batch_ptr = np.zeros(n_steps + 1, dtype=np.int64)
+        self.batch_slots = np.zeros(0, dtype=np.int32)
+        self.grad = np.zeros(shape)
+        self.coupled = np.zeros(shape)
+        self.noisy = np.zeros(shape)
+        self.path = np.zeros((n_steps + 1, self.n_outputs, self.n_coef))
+        self.reserve_charged = np.zeros(n_steps, dtype=bool)
+
+    # ---------------------------------------------------------------- basics
+
+    @property
+    def n_coef(self) -> int:
+        return self.n_features + self.fit_intercept
+
+    @property
+    def loss(self):
+        return get_loss(self.loss_name)
+
+    def live_slots(self) -> np.ndarray:
+        reg = self.registry
+        return np.flatnonzero(reg.alive[: reg.size])
+
+    def nbytes(self) -> dict:
+        """Bytes of the stored run and of the stored data."""
+        reg = self.registry
+        run = sum(
+            a.nbytes
+            for a in (
+                self.batch_ptr,
+                self.batch_slots,
+                self.grad,
+                self.coupled,
+                self.noisy,
+                self.path,
+            )
+        )
+        data = (
+            reg.rows[: reg.size].nbytes
+            + reg.ids[: reg.size].nbytes
+            + reg.chunks[: reg.size].nbytes
+            + reg.alive[: reg.size].nbytes
+        )
+        return {"run": int(run), "data": int(data)}
+
+    def _rows(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Augmented float64 rows and int label codes of registry slots."""
+        raw = self.registry.rows[slots]
+        X = np.empty((len(slots), self.n_coef))
+        X[:, : self.n_features] = raw[:, : self.n_features]
+        if self.fit_intercept:
+            # The intercept feature equals feature_norm, so an augmented row
+            # has norm at most sqrt(2) * feature_norm (see _row_bound).
+            X[:, self.n_features] = self.feature_norm
+        return X, raw[:, self.n_features].astype(np.intp)
+
+    def row_bound(self) -> float:
+        """Public bound on the norm of an augmented row."""
+        return self.feature_norm * np.sqrt(1.0 + self.fit_intercept)
+
+    def _penalty_mask(self) -> np.ndarray:
+        mask = np.ones(self.n_coef)
+        if self.fit_intercept:
+            mask[-1] = 0.0
+        return mask
+
+    def eval_points(self, steps: np.ndarray) -> np.ndarray:
+        """Where step ``t`` evaluates its gradient: ``w_t``, or Nesterov's point."""
+        w = self.path[steps]
+        if self.solver == "sgd":
+            return w
+        # A-SGD (Alg. 9 line 5): e_t = w_t + ((t-1)/(t+2)) (w_t - w_{t-1}) for
+        # 1-based t, i.e. beta = s / (s + 3) for the 0-based step s; beta_0 = 0.
+        steps = np.asarray(steps)
+        beta = (steps / (steps + 3.0))[:, None, None]
+        previous = self.path[np.maximum(steps - 1, 0)]
+        return w + beta * (w - previous)
+
+    def _step(self, e: np.ndarray, xi: np.ndarray) -> np.ndarray:
+        """``w_{t+1} = e_t - eta (xi_t + alpha e_t)``, intercept not penalized."""
+        return e - self.learning_rate * (xi + self.alpha * self._penalty_mask() * e)
+
+    def record_gradients(self, points: np.ndarray, slots: np.ndarray) -> np.ndarray:
+        """Per-record gradients: record ``slots[i]`` at ``points[i]`` (k, K, p)."""
+        X, y = self._rows(slots)
+        Z = np.einsum("ikp,ip->ik", points, X)
+        D = self.loss.dz(Z, y)
+        return D[:, :, None] * X[:, None, :]
+
+    def batch_of(self, step: int) -> np.ndarray:
+        return self.batch_slots[self.batch_ptr[step] : self.batch_ptr[step + 1]]
+
+    def steps_of_positions(self, positions: np.ndarray) -> np.ndarray:
+        return np.searchsorted(self.batch_ptr, positions, side="right") - 1
+
+    def model(self) -> np.ndarray:
+        """Released coefficients (K, p): average iterate, or the last for A-SGD."""
+        if self.solver == "sgd":
+            return self.path.mean(axis=0)
+        return self.path[-1].copy()
+
+    # -------------------------------------------------------------- training
+
+    def _draw_batches(self, n_sets: int, rng) -> tuple[np.ndarray, np.ndarray]:
+        """Fresh batches over the live samples: (counts per set, flat slots)."""
+        live = self.live_slots()
+        if self.sampling == "poisson":
+            sets, items = poisson_subsample(n_sets, len(live), self.inclusion_prob, rng)
+            counts = np.bincount(sets, minlength=n_sets)
+            return counts, live[items].astype(np.int32)
+        m = int(self.batch_size)
+        subsets = uniform_subsets(n_sets, len(live), m, rng)
+        return np.full(n_sets, m), live[subsets].ravel().astype(np.int32)
+
+    def train(self, start: int, rng: np.random.Generator) -> int:
+        """Run steps ``start .. T-1`` afresh on the live samples (Alg. 21 / Alg. 9).
+
+        Returns the number of per-record gradients evaluated.
+        """
+        T = self.n_steps
+        if start >= T:
+            return 0
+        counts, fresh = self._draw_batches(T - start, rng)
+        self.batch_slots = np.concatenate([self.batch_slots[: self.batch_ptr[start]], fresh])
+        self.batch_ptr[start + 1 :] = self.batch_ptr[start] + np.cumsum(counts)
+        noise = rng.standard_normal((T - start, 2, self.n_outputs, self.n_coef))
+        noise[:, 0] *= self.sigma_coupled
+        noise[:, 1] *= self.sigma_reserve
+        loss, m, ptr = self.loss, self.batch_size, self.batch_ptr
+        chunk_steps = max(1, _CHUNK_VALUES // max(1, int(self.n_coef * max(1.0, m))))
+        for first in range(start, T, chunk_steps):
+            last = min(T, first + chunk_steps)
+            offset = ptr[first]
+            X, y = self._rows(self.batch_slots[offset : ptr[last]])
+            for s in range(first, last):
+                e = self.eval_points(np.array([s]))[0]
+                a, b = ptr[s] - offset, ptr[s + 1] - offset
+                Xb = X[a:b]
+                D = loss.dz(Xb @ e.T, y[a:b])
+                g = (D.T @ Xb) / m
+                nu = g + noise[s - start, 0]
+                xi = nu + noise[s - start, 1]
+                self.grad[s], self.coupled[s], self.noisy[s] = g, nu, xi
+                self.path[s + 1] = self._step(e, xi)
+        return int(ptr[T] - ptr[start])
+
+    def _replay(self, start: int, stop: int) -> None:
+        """Recompute ``w_{start+1} .. w_stop`` from the stored noisy gradients."""
+        for s in range(start, stop):
+            e = self.eval_points(np.array([s]))[0]
+            self.path[s + 1] = self._step(e, self.noisy[s])
+
+    # ----------------------------------------------------------- the coupling
+
+    def _couple(
+        self, steps: np.ndarray, new_grad: np.ndarray, rng: np.random.Generator
+    ) -> int | None:
+        """Rejection-sample the tested ``steps`` (sorted) in order.
+
+        Steps before the first rejection are accepted: their clean gradient
+        becomes ``new_grad`` and their noisy values are kept. Returns the
+        position (in ``steps``) of the first rejection, or None.
+        """
+        k = len(steps)
+        if k == 0:
+            return None
+        old = self.grad[steps]
+        accepted = reflection_accepts(
+            self.coupled[steps],
+            old,
+            new_grad,
+            self.sigma_coupled,
+            rng.random(k),
+            inverted=self.variant == "inverted_ratio",
+        )
+        first = int(np.argmin(accepted)) if not accepted.all() else None
+        n_ok = k if first is None else first
+        if self.variant == "raw_noise" and n_ok:
+            # Deliberately wrong (tests only): keep the raw noise and rebuild
+            # the noisy values around the new gradient, then replay.
+            ok = steps[:n_ok]
+            shift = new_grad[:n_ok] - old[:n_ok]
+            self.coupled[ok] += shift
+            self.noisy[ok] += shift
+        self.grad[steps[:n_ok]] = new_grad[:n_ok]
+        return first
+
+    def _reflect_and_recompute(
+        self, step: int, new_grad: np.ndarray, rng: np.random.Generator
+    ) -> int:
+        """Reflect step ``step`` onto its new law and recompute the rest afresh."""
+        nu_old = self.coupled[step]
+        reserve = self.noisy[step] - nu_old
+        nu_new = reflect(nu_old, self.grad[step], new_grad)
+        self.grad[step] = new_grad
+        self.coupled[step] = nu_new
+        self.noisy[step] = nu_new + reserve
+        self._replay(step, step + 1)
+        return self.train(step + 1, rng)
+
+    def _finish_raw_noise_variant(self, steps: np.ndarray, first: int | None) -> None:
+        if self.variant == "raw_noise" and len(steps):
+            n_ok = len(steps) if first is None else first
+            if n_ok:
+                self._replay(int(steps[0]), self.n_steps if first is None else int(steps[first]))
+
+    # ----------------------------------------------------------------- edits
+
+    def _remove_from_batches(self, positions: np.ndarray) -> None:
+        steps = self.steps_of_positions(positions)
+        removed = np.bincount(steps, minlength=self.n_steps)
+        self.batch_slots = np.delete(self.batch_slots, positions)
+        self.batch_ptr[1:] -= np.cumsum(removed)
+
+    def forget_slots(self, slots: np.ndarray) -> None:
+        """Drop rows from the registry, renumbering batch slots if it compacts."""
+        reg = self.registry
+        if 2 * (reg.n_samples - len(slots)) < reg.size:
+            alive = reg.alive[: reg.size].copy()
+            alive[slots] = False
+            mapping = (np.cumsum(alive) - 1).astype(np.int32)
+            reg.remove(slots)
+            self.batch_slots = mapping[self.batch_slots]
+        else:
+            reg.remove(slots)
+
+    def delete_poisson(self, slots: np.ndarray, rng) -> EditOutcome:
+        """Delete ``slots`` as one edit (Poisson batches): drop them from their
+        batches, test each step that used one, recompute from the first rejection.
+        """
+        positions = np.flatnonzero(np.isin(self.batch_slots, slots))
+        member_steps = self.steps_of_positions(positions)
+        steps, inverse = np.unique(member_steps, return_inverse=True)
+        new_grad = self.grad[steps].copy()
+        if len(steps):
+            points = self.eval_points(member_steps)
+            per_record = self.record_gradients(points, self.batch_slots[positions])
+            np.subtract.at(new_grad, inverse, per_record / self.batch_size)
+        first = self._couple(steps, new_grad, rng)
+        self._finish_raw_noise_variant(steps, first)
+        self._remove_from_batches(positions)
+        self.forget_slots(slots)
+        recomputed = evaluations = 0
+        if first is not None:
+            step = int(steps[first])
+            evaluations = self._reflect_and_recompute(step, new_grad[first], rng)
+            recomputed = self.n_steps - step
+        return EditOutcome(
+            _tested(steps, first),
+            None if first is None else int(steps[first]),
+            recomputed,
+            len(positions) + evaluations,
+        )
+
+    def insert_poisson(self, slots: np.ndarray, rng) -> EditOutcome:
+        """Insert registry ``slots`` (already added) as one edit (Poisson batches):
+        each joins each batch with probability q; test the steps they join."""
+        member_steps, which = poisson_subsample(self.n_steps, len(slots), self.inclusion_prob, rng)
+        member_slots = slots[which].astype(np.int32)
+        steps, inverse = np.unique(member_steps, return_inverse=True)
+        new_grad = self.grad[steps].copy()
+        if len(steps):
+            points = self.eval_points(member_steps)
+            per_record = self.record_gradients(points, member_slots)
+            np.add.at(new_grad, inverse, per_record / self.batch_size)
+        first = self._couple(steps, new_grad, rng)
+        self._finish_raw_noise_variant(steps, first)
+        # Batches up to the rejected step (included) gain their new members;
+        # later ones are redrawn by the recompute.
+        keep = slice(None) if first is None else member_steps <= steps[first]
+        at = self.batch_ptr[member_steps[keep] + 1]
+        self.batch_slots = np.insert(self.batch_slots, at, member_slots[keep])
+        added = np.bincount(member_steps[keep], minlength=self.n_steps)
+        self.batch_ptr[1:] += np.cumsum(added)
+        recomputed = evaluations = 0
+        if first is not None:
+            step = int(steps[first])
+            evaluations = self._reflect_and_recompute(step, new_grad[first], rng)
+            recomputed = self.n_steps - step
+        return EditOutcome(
+            _tested(steps, first),
+            None if first is None else int(steps[first]),
+            recomputed,
+            len(member_slots) + evaluations,
+        )
+
+    def delete_fixed(self, slot: int, rng) -> EditOutcome:
+        """Delete one slot (fixed-size batches): Alg. 22 with Claim 5's coupling."""
+        m = int(self.batch_size)
+        positions = np.flatnonzero(self.batch_slots == slot)
+        steps = positions // m  # fixed-size batches: batch_ptr = m * arange(T + 1)
+        new_grad = self.grad[steps].copy()
+        replacements = np.zeros(0, dtype=np.int32)
+        if len(steps):
+            batches = self.batch_slots.reshape(self.n_steps, m)[steps]
+            replacements = replacements_outside(batches, self.live_slots(), rng).astype(np.int32)
+            points = self.eval_points(steps)
+            new_grad -= (
+                self.record_gradients(points, np.full(len(steps), slot))
+                - self.record_gradients(points, replacements)
+            ) / m
+        first = self._couple(steps, new_grad, rng)
+        self._finish_raw_noise_variant(steps, first)
+        self.batch_slots[positions] = replacements
+        self.forget_slots(np.array([slot]))
+        recomputed = evaluations = 0
+        if first is not None:
+            step = int(steps[first])
+            evaluations = self._reflect_and_recompute(step, new_grad[first], rng)
+            recomputed = self.n_steps - step
+        return EditOutcome(
+            _tested(steps, first),
+            None if first is None else int(steps[first]),
+            recomputed,
+            2 * len(steps) + evaluations,
+        )
+
+    def insert_fixed(self, slot: int, rng) -> EditOutcome:
+        """Insert one slot (already added; fixed-size batches): Alg. 22 with
+        Claim 6's coupling: each batch swaps a uniform member for the new record
+        with probability m / (n + 1)."""
+        m, T = int(self.batch_size), self.n_steps
+        n_before = self.registry.n_samples - 1
+        steps = np.flatnonzero(rng.random(T) < m / (n_before + 1))
+        positions = steps * m + rng.integers(0, m, size=len(steps))
+        new_grad = self.grad[steps].copy()
+        if len(steps):
+            points = self.eval_points(steps)
+            new_grad -= (
+                self.record_gradients(points, self.batch_slots[positions])
+                - self.record_gradients(points, np.full(len(steps), slot))
+            ) / m
+        first = self._couple(steps, new_grad, rng)
+        self._finish_raw_noise_variant(steps, first)
+        self.batch_slots[positions] = slot
+        recomputed = evaluations = 0
+        if first is not None:
+            step = int(steps[first])
+            evaluations = self._reflect_and_recompute(step, new_grad[first], rng)
+            recomputed = T - step
+        return EditOutcome(
+            _tested(steps, first),
+            None if first is None else int(steps[first]),
+            recomputed,
+            2 * len(steps) + evaluations,
+        )
+
+    # ---------------------------------------------------------- predictions
+
+    def recompute_probability(self, delete=None, insert=None) -> float:
+        """Exact probability that an edit would recompute, given this stored run.
+
+        For the deletion of registry slots ``delete`` or the insertion of one
+        new row ``insert = (x, label_code)`` (a clipped feature vector). The
+        probability is over the edit's own randomness only (replacement
+        indices, Bernoulli memberships, uniforms): a product over steps of
+        one minus the expected rejection probability of the step (Lemma 26:
+        ``P(reject) = TV``). Used to check the measured rate; it reads data.
+        """
+        m, s_c = self.batch_size, self.sigma_coupled
+        if delete is not None:
+            delete = np.asarray(delete)
+            if self.sampling == "poisson":
+                positions = np.flatnonzero(np.isin(self.batch_slots, delete))
+                member_steps = self.steps_of_positions(positions)
+                steps, inverse = np.unique(member_steps, return_inverse=True)
+                shift = np.zeros((len(steps), self.n_outputs, self.n_coef))
+                per = self.record_gradients(
+                    self.eval_points(member_steps), self.batch_slots[positions]
+                )
+                np.add.at(shift, inverse, per / m)
+                tv = gaussian_tv(
+                    np.linalg.norm(shift.reshape(len(steps), self.n_outputs * self.n_coef), axis=1),
+                    s_c,
+                )
+                return float(1.0 - np.prod(1.0 - tv))
+            (slot,) = delete
+            m = int(m)
+            positions = np.flatnonzero(self.batch_slots == slot)
+            live = self.live_slots()
+            keep = 1.0
+            for pos in positions:
+                step = pos // m
+                batch = self.batch_of(step)
+                outside = np.setdiff1d(live, batch)
+                point = self.eval_points(np.array([step]))
+                g_j = self.record_gradients(point, np.array([slot]))[0]
+                g_i = self.record_gradients(np.repeat(point, len(outside), axis=0), outside)
+                dist = np.linalg.norm((g_j[None] - g_i).reshape(len(outside), -1), axis=1) / m
+                keep *= 1.0 - float(np.mean(gaussian_tv(dist, s_c)))
+            return 1.0 - keep
+        x, code = insert
+        X = np.append(np.asarray(x, dtype=np.float32), np.float32(code))
+        steps = np.arange(self.n_steps)
+        points = self.eval_points(steps)
+        # Gradient of the new row at every step, from a temporary single-row view.
+        Xa = np.empty(self.n_coef)
+        Xa[: self.n_features] = X[: self.n_features]
+        if self.fit_intercept:
+            Xa[-1] = self.feature_norm
+        Z = np.einsum("ikp,p->ik", points, Xa)
+        D = self.loss.dz(Z, np.full(len(steps), int(code)))
+        g_z = D[:, :, None] * Xa[None, None, :]
+        if self.sampling == "poisson":
+            dist = np.linalg.norm(g_z.reshape(len(steps), -1), axis=1) / m
+            tv = gaussian_tv(dist, s_c)
+            return float(1.0 - np.prod(1.0 - self.inclusion_prob * tv))
+        n, m = self.registry.n_samples, int(m)
+        keep = 1.0
+        for step in steps:
+            batch = self.batch_of(step)
+            g_i = self.record_gradients(
+                np.repeat(points[step : step + 1], len(batch), axis=0), batch
+            )
+            dist = np.linalg.norm((g_i - g_z[step][None]).reshape(len(batch), -1), axis=1) / m
+            keep *= 1.0 - (m / (n + 1)) * float(np.mean(gaussian_tv(dist, s_c)))
+        return 1.0 - keep
+
+    # ---------------------------------------------------------- persistence
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        # The registry pickles its live rows only, renumbered in slot order;
+        # renumber the batches the same way so they stay consistent.
+        reg = self.registry
+        mapping = (np.cumsum(reg.alive[: reg.size]) - 1).astype(np.int32)
+        state["batch_slots"] = mapping[self.batch_slots]
+        state["variant"] = "exact"
+        return state

@@ -1,0 +1,1036 @@
+"""A linear classifier trained by noisy mini-batch SGD, with exact insertions
+and deletions by coupling (dissertation Ch. 4 and App. C)."""
+
+import math
+import time
+from numbers import Integral, Real
+
+import numpy as np
+from dp_accounting import dp_event
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from .._compat import HasMethods, Interval, StrOptions, _fit_context, _num_samples
+from ..base import PrivateEstimatorMixin
+from ..exceptions import UnlearningError
+from ..privacy.clipping import clip_rows_l2
+from ..privacy.ledger import Release, privacy_spent
+from ..privacy.random import release_generator
+from ..unlearning.coupling import noise_for_recompute_rate, recompute_probability_bound
+from ..unlearning.report import DeletionReport
+from ..unlearning.state import SampleRegistry
+from ._coupled_sgd import CoupledSGDState
+from ._losses import get_loss
+
+__all__ = ["UnlearnableSGDClassifier"]
+
+_REFERENCE = (
+    "Ullah 2024 (seed 000) Alg. 21/22 (lines 4465-4541) and Alg. 9/10 "
+    "(lines 1544-1608), errata of digest diss_unlearn.md §8; per step a "
+    "Poisson-subsampled Gaussian mechanism, add/remove relation, PLD accountant"
+)
+_REFERENCE_FIXED = (
+    "Ullah 2024 (seed 000) Alg. 21 with uniform m-subsets; each step dominated "
+    "by PoissonSampledDpEvent(m/n, Gaussian(z/2)) under add/remove (derived: "
+    "advanced joint convexity, Balle, Barthe & Gaboardi 2018, Thm 2, with the "
+    "coupling of Claims 5/6, lines 4181-4203)"
+)
+_REFERENCE_EDIT = (
+    "split-noise coupling: every version of a step reveals about a record it "
+    "shares at most a Gaussian of multiplier z * sqrt(1 - coupling_share) "
+    "(see the class docstring, Notes); fresh recomputed steps as in fit"
+)
+# Hyper-parameters of the stored run; partial_fit refuses to change them.
+_FROZEN = (
+    "loss",
+    "recompute_rate",
+    "noise_multiplier",
+    "coupling_share",
+    "max_iter",
+    "batch_size",
+    "learning_rate",
+    "alpha",
+    "fit_intercept",
+    "feature_norm",
+    "solver",
+    "batch_sampling",
+    "delta",
+)
+# Rows are clipped a little inside feature_norm so that storing them in
+# float32 (relative rounding <= 2**-24 per entry) cannot push a norm above it.
+_STORAGE_MARGIN = 1.0 - 1e-6
+
+
+def size_bucket(n: int) -> int:
+    """The size class of ``n``: ``floor(8 log2 n)``.
+
+    Every hyper-parameter that depends on the number of samples depends on it
+    only through this bucket (sizes within a factor ``2**(1/8) ~ 1.09``), so
+    an edit that keeps the size in its bucket leaves the hyper-parameters of
+    a fresh fit unchanged and can be coupled; one that leaves it triggers a
+    full refit (digest ``diss_unlearn.md`` §3.3 item 5).
+    """
+    return int(math.floor(8.0 * math.log2(n) + 1e-12))
+
+
+def plan_run(params: dict, n: int, n_features: int) -> dict:
+    """Steps, batch, sampling rate and noise of a run on ``n`` samples.
+
+    From the parameters, the number of features and the size class of ``n``
+    (:func:`size_bucket`) only. ``"auto"`` steps and batch size follow the
+    dissertation's tunings with ``H D / G = 1`` (a unit-margin comparator):
+    noisy-m-SGD, Theorem 44 (line 4549), ``T = (rho n / sqrt(p))^(2/3)`` and
+    ``m = T``; noisy-m-A-SGD, Theorem 22 (line 1453; digest §2.2),
+    ``T = (rho n / sqrt(p))^(2/5)`` and ``m = T^3``; ``p`` is the number of
+    coefficients per output and ``rho`` the ``recompute_rate``. Noise is in
+    units of ``G / m`` (one record's largest contribution to a step's
+    gradient); the coupling shift is 1 such unit for Poisson batches (a row
+    comes or goes) and 2 for fixed ones (a row is replaced).
+    """
+    share = params["coupling_share"]
+    bucket = size_bucket(n)
+    n_ref = 2.0 ** (bucket / 8.0)  # <= n, within a factor 2**(1/8)
+    scale = max(
+        1.0,
+        params["recompute_rate"] * n_ref / math.sqrt(n_features + params["fit_intercept"]),
+    )
+    accelerated = params["solver"] == "nesterov"
+    if params["max_iter"] == "auto":
+        T = int(math.ceil(scale ** (0.4 if accelerated else 2.0 / 3.0)))
+    else:
+        T = int(params["max_iter"])
+    if params["batch_size"] == "auto":
+        requested = float(T**3 if accelerated else T)
+    else:
+        requested = float(params["batch_size"])
+    if params["batch_sampling"] == "poisson":
+        m = min(requested, n_ref)
+        inclusion, shift = m / n_ref, 1.0
+    else:
+        m = float(min(requested, n - 1) if params["batch_size"] == "auto" else requested)
+        if m >= n or m < 1:
+            raise ValueError(
+                f"batch_sampling='fixed' needs more than batch_size={int(requested)} "
+                f"samples; got n_samples = {n}"
+            )
+        # m / n_ref >= m / n: the rate of the accounting and of the recompute
+        # bound is an upper bound on the true inclusion probability.
+        inclusion, shift = min(1.0, m / n_ref), 2.0
+    if params["noise_multiplier"] is None:
+        coupled = noise_for_recompute_rate(params["recompute_rate"], T, inclusion, shift)
+        total = coupled / math.sqrt(share)
+    else:
+        total = float(params["noise_multiplier"])
+        coupled = total * math.sqrt(share)
+    reserve = total * math.sqrt(max(0.0, 1.0 - share))
+    return {
+        "bucket": bucket,
+        "n_steps": T,
+        "batch_size": m,
+        "inclusion": inclusion,
+        "noise": total,
+        "coupled": coupled,
+        "reserve": reserve,
+        "bound": recompute_probability_bound(coupled, T, inclusion, shift),
+    }
+
+
+def _num_features(X) -> int | None:
+    """Number of columns from the shape alone (no values read), or None."""
+    shape = getattr(X, "shape", None)
+    if shape is not None and len(shape) == 2:
+        return int(shape[1])
+    return None
+
+
+def _has_proba(estimator) -> bool:
+    return get_loss(estimator.loss).has_proba
+
+
+def _step_event(rate: float, multiplier: float) -> dp_event.DpEvent:
+    if multiplier <= 0:
+        return dp_event.NonPrivateDpEvent()
+    return dp_event.PoissonSampledDpEvent(rate, dp_event.GaussianDpEvent(float(multiplier)))
+
+
+def _build_run_release(params: dict, plan: dict, chunks: tuple, what: str) -> Release:
+    T, solver = plan["n_steps"], params["solver"]
+    if params["batch_sampling"] == "poisson":
+        return Release(
+            f"{what}: noisy mini-batch SGD ({solver}), {T} steps, each a Poisson-"
+            f"subsampled Gaussian (rate {plan['inclusion']:.4g}, multiplier "
+            f"{plan['noise']:.4g}); the size class of n is public",
+            dp_event.SelfComposedDpEvent(_step_event(plan["inclusion"], plan["noise"]), T),
+            chunks,
+            _REFERENCE,
+        )
+    return Release(
+        f"{what}: noisy mini-batch SGD ({solver}), fixed batches of "
+        f"{int(plan['batch_size'])}: {T} steps, each dominated by a Poisson-subsampled "
+        f"Gaussian (rate {plan['inclusion']:.4g}, multiplier {plan['noise'] / 2:.4g})",
+        dp_event.SelfComposedDpEvent(_step_event(plan["inclusion"], plan["noise"] / 2.0), T),
+        chunks,
+        _REFERENCE_FIXED,
+    )
+
+
+def _build_edit_release(sampling, inclusion, reserve, noise, tested, fresh, chunks) -> Release:
+    if sampling == "fixed":
+        return Release(
+            "edit with fixed batches: a replacement row enters the acceptance test; not accounted",
+            dp_event.NonPrivateDpEvent(),
+            chunks,
+            _REFERENCE_FIXED,
+        )
+    events = [
+        *_repeat(_step_event(inclusion, reserve), tested),
+        *_repeat(_step_event(inclusion, noise), fresh),
+    ]
+    return Release(
+        f"edit: {tested} step(s) tested for the first time (reserve multiplier "
+        f"{reserve:.4g}), {fresh} step(s) recomputed afresh",
+        dp_event.ComposedDpEvent(events),
+        chunks,
+        _REFERENCE_EDIT,
+    )
+
+
+def _repeat(event: dp_event.DpEvent, count: int) -> list:
+    if count <= 0:
+        return []
+    return [event if count == 1 else dp_event.SelfComposedDpEvent(event, int(count))]
+
+
+class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator):
+    """Linear classifier by noisy mini-batch SGD, with exact deletion and insertion.
+
+    Training is noisy mini-batch SGD (dissertation [1]_ Alg. 21; with
+    ``solver='nesterov'`` the accelerated Alg. 9; with no noise it is
+    sub-sample GD, Alg. 19). The estimator stores the whole run. An edit —
+    :meth:`delete_samples`, or :meth:`partial_fit`, which **inserts** rows into
+    the training set — couples the stored run with a run on the edited data:
+    it rewrites the mini-batches that contained the edited rows (a maximal
+    coupling of the indices), rejection-samples each of those noisy steps
+    against its new Gaussian law, and only at the first rejection reflects
+    that step and recomputes the rest of the run (Alg. 22 / Alg. 10).
+
+    **Exact.** After any sequence of edits, the whole stored state — model,
+    iterates, noisy gradients, mini-batch indices — has exactly the
+    distribution of :meth:`fit` on the current training set with the same
+    parameters (Lemma 29, line 4330). Everything that depends on the number of
+    rows depends on it only through its size class (the size to within a
+    factor ``2**(1/8)``), so a fresh fit after a small edit has the same
+    hyper-parameters as the stored run; an edit that moves the size to
+    another class triggers a full refit, a fresh fit by construction.
+    Deleted rows and their ids are gone from the state. Edits must be
+    chosen independently of the estimator's randomness (oblivious, line
+    1721); a request chosen after looking at the model is outside the
+    guarantee.
+
+    **Cheap.** An edit costs about ``max_iter * batch_size / n`` gradient
+    pairs to verify, plus, with probability at most ``recompute_bound_``
+    (the target ``recompute_rate`` by default), a recompute of the steps
+    after the first rejection.
+
+    **Private.** Every step adds Gaussian noise to a mini-batch gradient
+    whose per-record contribution is bounded by clipping rows to
+    ``feature_norm`` and the loss's Lipschitz constant, so each published
+    model is (epsilon, delta)-DP under the **add/remove-one** relation,
+    accounted per step as a Poisson-subsampled Gaussian by the PLD
+    accountant. The size class of the training set is treated as public: it
+    sets the sampling rate, the recipe's steps and batch size, and the noise
+    for the recompute rate (DP-SGD libraries treat the exact size as public);
+    record values never set any hyper-parameter.
+
+    Read the Notes for what is published after an edit and how it is
+    accounted.
+
+    Parameters
+    ----------
+    loss : {"log_loss", "hinge", "modified_huber"}, default="log_loss"
+        ``log_loss`` is logistic regression (multinomial for more than two
+        classes); ``hinge`` and ``modified_huber`` are one-vs-rest for more
+        than two classes, as in :class:`~sklearn.linear_model.SGDClassifier`.
+    recompute_rate : float in (0, 1], default=0.05
+        Target for the probability that one edit (one deleted or inserted
+        row) triggers a recompute. The noise is set to the smallest level
+        whose worst-case bound meets it
+        (:func:`~sklearn_dpu.unlearning.coupling.noise_for_recompute_rate`):
+        smaller values mean more noise. Typical data recompute less often
+        than the bound, which assumes worst-case gradients. Ignored when
+        ``noise_multiplier`` is set.
+    noise_multiplier : float >= 0 or None, default=None
+        Standard deviation of the noise added to each step's mini-batch
+        gradient, in units of one record's largest contribution to it
+        (``G / batch_size``, the DP-SGD noise multiplier). Overrides
+        ``recompute_rate``; ``recompute_bound_`` then reports the implied
+        bound. ``0`` is sub-sample GD: every edit that touches a used row
+        recomputes, and nothing is private.
+    coupling_share : float in (0, 1], default=0.5
+        Share of the noise variance on which an edit's acceptance test runs.
+        The rest is a reserve that no edit ever reveals, which keeps a
+        recomputed model private jointly with the one it replaces (Notes).
+        ``1.0`` is the dissertation's algorithm exactly: the fewest
+        recomputes, but models published before and after a recompute
+        together are not private (``privacy_spent_`` becomes infinite after
+        the first edit that touches a used row).
+    max_iter : int or "auto", default="auto"
+        Number of SGD steps ``T``. ``"auto"``: the dissertation's tuning for
+        the recompute rate, ``T = (rho n / sqrt(p))^(2/3)`` for ``"sgd"``
+        (Theorem 44, line 4549) and ``(rho n / sqrt(p))^(2/5)`` for
+        ``"nesterov"`` (Theorem 22, line 1453), with ``p`` coefficients per
+        output and ``H D / G = 1``; fewer steps need less noise.
+    batch_size : int or "auto", default="auto"
+        Expected mini-batch size ``m`` (capped at ``n``). ``"auto"``: ``T``
+        for ``"sgd"`` and ``T^3`` for ``"nesterov"`` (same theorems).
+    learning_rate : float or "auto", default="auto"
+        Constant step size. ``"auto"`` is ``1 / (2 (H + alpha))``, with ``H``
+        the loss's smoothness on rows of norm ``feature_norm`` (Prop. 7,
+        line 4484); for ``hinge``, ``H = ||row||^2``.
+    alpha : float, default=1e-4
+        L2 penalty ``alpha / 2 * ||coef_||^2`` (not on the intercept), as in
+        :class:`~sklearn.linear_model.SGDClassifier`.
+    fit_intercept : bool, default=True
+        The intercept is learned as the weight of a constant feature equal to
+        ``feature_norm``.
+    feature_norm : float, default=1.0
+        Public bound on the L2 norm of a row; longer rows (at fit, insertion
+        and prediction) are scaled down to it. Never computed from the data.
+    solver : {"nesterov", "sgd"}, default="nesterov"
+        ``"nesterov"``: the last iterate of accelerated SGD (Alg. 9), which
+        reaches a given accuracy in fewer steps, hence with less noise for the
+        same ``recompute_rate`` (the dissertation's choice for
+        ``d <= (rho n)^(3/4)``, line 3844). ``"sgd"``: the average iterate of
+        plain SGD (Alg. 21).
+    batch_sampling : {"poisson", "fixed"}, default="poisson"
+        ``"poisson"``: every row joins every batch independently with
+        probability ``batch_size / n_ref`` (``n_ref`` the size class); edits
+        drop or add rows, each edit of several rows is one coupled edit, and
+        the privacy of the run is amplified by subsampling. ``"fixed"``:
+        uniform batches of exactly ``batch_size`` rows, Alg. 21 as printed;
+        edits are handled one row at a time (Claims 5 and 6), a step's shift
+        is twice as large, and edits that touch a used row are not accounted
+        (``privacy_spent_`` becomes infinite, Notes).
+    delta : float, default=1e-5
+        The delta of ``privacy_spent_``.
+    random_state : int, RandomState instance or None, default=None
+        Source of the noise, the batches and the coupling. ``None`` draws
+        fresh OS entropy for the fit and for every edit and stores no
+        generator state. An int makes runs reproducible; it is for tests:
+        anyone who knows it can remove the noise.
+    budget : PrivacyBudget, default=None
+        Shared budget charged with every release; see
+        :class:`~sklearn_dpu.privacy.PrivacyBudget`. A fit or insertion that
+        could exceed it is refused before the data are read; a deletion is
+        never refused.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+    coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
+        Weights of the clipped rows.
+    intercept_ : ndarray of shape (1,) or (n_classes,)
+    n_iter_ : int
+        Steps of the stored run (``max_iter``, or its recipe).
+    noise_multiplier_ : float
+        Noise of a step, in units of ``G / batch_size_``.
+    recompute_bound_ : float
+        Proven upper bound on the probability that one edit (one row)
+        triggers a recompute.
+    batch_size_ : float
+        Normalizer of a step's gradient sum: ``min(batch_size, n_ref)``, where
+        ``n_ref = 2**(floor(8 log2 n) / 8)`` is the size class of ``n``.
+    learning_rate_ : float
+    privacy_ledger_ : list of dict
+        The fit and every later release (see Notes).
+    privacy_spent_ : PrivacySpent
+        (epsilon, delta) of everything published, composed over the ledger
+        (computed on first access; PLD takes about a second).
+    privacy_per_model_ : PrivacySpent
+        (epsilon, delta) of one published model on its own.
+    deletion_log_ : list of DeletionReport
+    insertion_log_ : list of dict
+        One entry per :meth:`partial_fit` insertion: rows, tested and
+        recomputed steps, gradient evaluations, wall time.
+    unlearning_state_ : CoupledSGDState
+        The stored run and the data it needs (size ``O(T (m + K p))``
+        numbers plus ``n (d + 1)`` float32; ``unlearning_state_.nbytes()``).
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Defined only when ``X`` has string feature names.
+
+    Notes
+    -----
+    **What is published, and how it is accounted.** The published model
+    (``coef_``, ``intercept_``) is always the model of the stored run. An edit
+    whose steps are all accepted leaves it bit-identical: nothing new is
+    published. An edit that recomputes publishes a new model, whose law is
+    that of a fresh fit — but it is *not* independent of the model it
+    replaces: the runs share their first steps, and the rejected step is a
+    reflection of the old one, computed from the same noise. Composing the
+    two models as if they were independent fits would be wrong (two releases
+    ``f + N`` and ``f - N`` are each private and jointly reveal ``f``).
+
+    This estimator therefore splits each step's noise into a part that the
+    acceptance test uses (variance share ``coupling_share``) and a reserve that
+    every version of the step keeps unchanged. With Poisson batches, the
+    acceptance decisions depend on the noise and on the edited rows only; so
+    everything ever published about one step, over all edits, reveals about
+    a row present throughout at most a Poisson-subsampled Gaussian with
+    multiplier ``noise_multiplier_ * sqrt(1 - coupling_share)`` (the reserve),
+    and steps compose adaptively [derived]. The ledger charges each step once
+    at ``noise_multiplier_`` when it is computed, once more at the reserve
+    multiplier the first time an edit tests it, and every recomputed step
+    afresh. ``privacy_spent_`` composes all of it with the PLD accountant.
+
+    What that does **not** cover, stated plainly:
+
+    * the edited rows themselves, when models from before and after the edit
+      are compared. After a deletion the state holds nothing of the deleted
+      row (exactness), so an observer who sees only later models learns
+      nothing about it. One who also saw earlier models saw the row in them
+      anyway; comparing (the "before/after" attack that Chourasia & Shah's
+      threat model excludes, digest ``forget_unlearning.md`` §1.3) also
+      shows whether the edit recomputed (probability at most
+      ``recompute_bound_``) and, if it did, the difference of the two
+      versions of the rejected step: the edited row's gradient plus noise of
+      twice the coupled scale. The ledger does not bound this. A row inserted
+      by :meth:`partial_fit` is protected in each published model on its own
+      (``privacy_per_model_``); across models its contribution to accepted
+      steps is folded into stored noise, which the ledger does not bound
+      either.
+    * ``batch_sampling="fixed"``: the replacement row drawn into a batch
+      enters the acceptance test, so edits that touch a used row are recorded
+      as non-private releases.
+
+    **Exactness needs the stored noisy gradient, not the raw noise, and the
+    new-over-old acceptance ratio** (digest §8, errata 2 and 5); both are
+    tested, with the broken variants as negative controls.
+
+    References
+    ----------
+    .. [1] M. E. Ullah, "Statistical learning via stochastic optimization under
+       data privacy considerations", PhD thesis, JHU 2024 (seed 000), Ch. 4 and
+       App. C: Alg. 9/10 (lines 1544-1608), Alg. 19-22 (lines 3882-4541),
+       Lemmas 26-30 (lines 4212-4342).
+    .. [2] E. Ullah, T. Mai, A. Rao, R. Rossi and R. Arora, "Machine unlearning
+       via algorithmic stability", COLT 2021.
+    .. [3] R. Chourasia and N. Shah, "Forget unlearning: towards true
+       data-deletion in machine learning", ICML 2023 (seed 001).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_dpu.linear_model import UnlearnableSGDClassifier
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(20000, 5)) / np.sqrt(5)
+    >>> y = (X @ [1.0, -1.0, 0.5, 0.0, 2.0] > 0).astype(int)
+    >>> clf = UnlearnableSGDClassifier(random_state=0).fit(X, y)
+    >>> bool(clf.score(X, y) > 0.9)
+    True
+    >>> clf = clf.delete_samples([0, 1, 2])
+    >>> clf.deletion_log_[-1].method
+    'exact'
+    >>> clf = clf.partial_fit(X[:2], y[:2], sample_id=["a", "b"])
+    """
+
+    _parameter_constraints: dict = {
+        "loss": [StrOptions({"log_loss", "hinge", "modified_huber"})],
+        "recompute_rate": [Interval(Real, 0, 1, closed="right")],
+        "noise_multiplier": [Interval(Real, 0, None, closed="left"), None],
+        "coupling_share": [Interval(Real, 0, 1, closed="right")],
+        "max_iter": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
+        "batch_size": [
+            Interval(Integral, 1, None, closed="left"),
+            StrOptions({"auto"}),
+        ],
+        "learning_rate": [
+            Interval(Real, 0, None, closed="neither"),
+            StrOptions({"auto"}),
+        ],
+        "alpha": [Interval(Real, 0, None, closed="left")],
+        "fit_intercept": ["boolean"],
+        "feature_norm": [Interval(Real, 0, None, closed="neither")],
+        "solver": [StrOptions({"sgd", "nesterov"})],
+        "batch_sampling": [StrOptions({"poisson", "fixed"})],
+        "delta": [Interval(Real, 0, 1, closed="neither")],
+        "random_state": ["random_state"],
+        "budget": [HasMethods(["charge", "check"]), None],
+    }
+
+    def __init__(
+        self,
+        *,
+        loss="log_loss",
+        recompute_rate=0.05,
+        noise_multiplier=None,
+        coupling_share=0.5,
+        max_iter="auto",
+        batch_size="auto",
+        learning_rate="auto",
+        alpha=1e-4,
+        fit_intercept=True,
+        feature_norm=1.0,
+        solver="nesterov",
+        batch_sampling="poisson",
+        delta=1e-5,
+        random_state=None,
+        budget=None,
+    ):
+        self.loss = loss
+        self.recompute_rate = recompute_rate
+        self.noise_multiplier = noise_multiplier
+        self.coupling_share = coupling_share
+        self.max_iter = max_iter
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
+        self.alpha = alpha
+        self.fit_intercept = fit_intercept
+        self.feature_norm = feature_norm
+        self.solver = solver
+        self.batch_sampling = batch_sampling
+        self.delta = delta
+        self.random_state = random_state
+        self.budget = budget
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # At the default recompute_rate on scikit-learn's 300-row check data,
+        # the noise a 5% recompute rate needs (it grows like T / (n rho))
+        # swamps the gradient, so accuracy stays below the check's 0.83. Utility
+        # at realistic n is tested in tests/test_unlearnable_sgd.py.
+        tags.classifier_tags.poor_score = True
+        return tags
+
+    # ----------------------------------------------------------- planning
+
+    def _params(self) -> dict:
+        return {name: getattr(self, name) for name in _FROZEN}
+
+    @staticmethod
+    def _run_release(params: dict, plan: dict, chunks: tuple, what: str) -> dict:
+        """The ledger entry (a dict) of a complete run: fit, or a refit in an edit."""
+        return _build_run_release(params, plan, tuple(chunks), what).to_dict()
+
+    # ---------------------------------------------------------------- fit
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, *, sample_id=None):
+        """Train on ``(X, y)`` from scratch and store the run.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+        sample_id : array-like of shape (n_samples,), default=None
+            Unique hashable ids for :meth:`delete_samples`. Default: row
+            numbers ``0 .. n_samples - 1``.
+
+        Returns
+        -------
+        self : UnlearnableSGDClassifier
+        """
+        with self._atomic():
+            return self._fit(X, y, sample_id, classes=None)
+
+    def _fit(self, X, y, sample_id, classes):
+        started = time.perf_counter()
+        params = self._params()
+        # Plan and check the budget from the parameters and the number of
+        # rows only, before any value is read.
+        try:
+            n = _num_samples(X)
+        except TypeError:
+            n = 0
+        if _num_features(X) is None:
+            n = 0
+        increment = None
+        if n >= 1:
+            plan = plan_run(params, n, _num_features(X))
+            if self.budget is not None:
+                release = self._run_release(params, plan, (1, 1), "fit")
+                increment = self._budget_increment([release], restart=True)
+                self._check_budget(increment, "fit")
+        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32])
+        check_classification_targets(y)
+        plan = plan_run(params, len(X), X.shape[1])
+        if classes is None:
+            classes_ = np.unique(y)
+        else:
+            classes_ = np.unique(np.asarray(classes))
+            if not np.isin(y, classes_).all():
+                raise ValueError("`classes` must include every label of y")
+        if len(classes_) < 2:
+            raise ValueError(
+                f"{type(self).__name__} needs samples of at least 2 classes in "
+                "the data, "
+                f"but the data contain only one class: {classes_[0]!r}"
+            )
+        registry = SampleRegistry(X.shape[1] + 1, dtype=np.float32)
+        ids = registry.check_new_ids(
+            registry.default_ids(len(X)) if sample_id is None else sample_id, len(X)
+        )
+        release = self._run_release(params, plan, (1, 1), "fit")
+        if self.budget is not None:
+            if increment is None:  # pragma: no cover - _num_samples failed on valid X
+                increment = self._budget_increment([release], restart=True)
+            self._charge_budget(increment, "fit")
+
+        self.classes_ = classes_
+        n_outputs = 1 if len(classes_) == 2 else len(classes_)
+        loss = get_loss(self.loss)
+        if self.learning_rate == "auto":
+            row_sq = self.feature_norm**2 * (1.0 + self.fit_intercept)
+            smooth = loss.z_smoothness(n_outputs)
+            smooth = row_sq * (1.0 if math.isinf(smooth) else smooth)
+            learning_rate = 1.0 / (2.0 * (smooth + self.alpha))
+        else:
+            learning_rate = float(self.learning_rate)
+        registry.add(ids, self._encode(X, y, classes_), chunk=1)
+        state = CoupledSGDState(
+            registry,
+            loss_name=self.loss,
+            n_outputs=n_outputs,
+            n_features=X.shape[1],
+            feature_norm=self.feature_norm,
+            fit_intercept=self.fit_intercept,
+            n_steps=plan["n_steps"],
+            sampling=self.batch_sampling,
+            learning_rate=learning_rate,
+            alpha=self.alpha,
+            solver=self.solver,
+        )
+        state.frozen_params = params
+        state.configure(plan)
+        evaluations = state.train(0, release_generator(self.random_state, 0))
+        state.n_streams = 1
+        self.unlearning_state_ = state
+        self._publish()
+        self._set_ledger([release])
+        self.deletion_log_ = []
+        self.insertion_log_ = []
+        self.learning_rate_ = learning_rate
+        self._fit_seconds = time.perf_counter() - started
+        self._fit_evaluations = evaluations
+        return self
+
+    # Size-dependent fitted values live in the state (an edit may refit).
+    @property
+    def noise_multiplier_(self) -> float:
+        """Noise of a step, in units of ``G / batch_size_``."""
+        return self.unlearning_state_.plan["noise"]
+
+    @property
+    def recompute_bound_(self) -> float:
+        """Proven bound on the probability that one edit recomputes."""
+        return self.unlearning_state_.plan["bound"]
+
+    @property
+    def n_iter_(self) -> int:
+        """Number of SGD steps of the stored run (``max_iter`` or its recipe)."""
+        return self.unlearning_state_.n_steps
+
+    @property
+    def batch_size_(self) -> float:
+        """Normalizer of the batch gradient (the expected batch size, about)."""
+        return self.unlearning_state_.plan["batch_size"]
+
+    def _encode(self, X, y, classes_) -> np.ndarray:
+        """Clipped float32 rows with the label code appended."""
+        codes = np.searchsorted(classes_, y)
+        rows = np.empty((len(X), X.shape[1] + 1), dtype=np.float32)
+        rows[:, :-1] = clip_rows_l2(
+            np.asarray(X, dtype=np.float64), self.feature_norm * _STORAGE_MARGIN
+        )
+        rows[:, -1] = codes
+        return rows
+
+    # ---------------------------------------------------------- insertion
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def partial_fit(self, X, y, classes=None, *, sample_id=None):
+        """Insert rows into the training set, exactly.
+
+        Unlike :meth:`sklearn.linear_model.SGDClassifier.partial_fit` ("one
+        more pass over these rows"), this **adds the rows to the training
+        set**: afterwards the stored run has exactly the law of :meth:`fit` on
+        the old rows plus the new ones, with the hyper-parameters of the
+        first fit (which must not change in between). Cost: about
+        ``max_iter * batch_size_ / n`` gradient evaluations per row, plus a
+        recompute with probability at most ``recompute_bound_`` per row.
+        The first call (on an unfitted estimator) is :meth:`fit`.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+            Labels among ``classes_``.
+        classes : array-like, default=None
+            All the labels, required on the first call only (as in
+            scikit-learn); later it must equal ``classes_``.
+        sample_id : array-like of shape (n_samples,), default=None
+            Default: arrival numbers continuing those of earlier calls.
+
+        Returns
+        -------
+        self : UnlearnableSGDClassifier
+        """
+        if not hasattr(self, "unlearning_state_"):
+            with self._atomic():
+                return self._fit(X, y, sample_id, classes=classes)
+        with self._atomic():
+            return self._insert(X, y, classes, sample_id)
+
+    def _insert(self, X, y, classes, sample_id):
+        started = time.perf_counter()
+        state = self.unlearning_state_
+        params = state.frozen_params
+        changed = [k for k, v in params.items() if not _same(getattr(self, k), v)]
+        if changed:
+            raise ValueError(
+                f"partial_fit cannot change {', '.join(changed)} of a fitted "
+                f"{type(self).__name__}: the stored run depends on them. Call fit to "
+                "start a new one."
+            )
+        if classes is not None and not np.array_equal(np.unique(classes), self.classes_):
+            raise ValueError(
+                f"`classes={np.unique(classes)!r}` is not the same as on the "
+                "first call: "
+                f"classes_={self.classes_!r}"
+            )
+        if self.budget is not None:
+            # The most an insertion can release: every step tested and recomputed.
+            worst = self._edit_release(
+                state, state.n_chunks + 1, tested=state.n_steps, fresh=state.n_steps
+            )
+            if worst is not None:
+                self._check_budget(self._budget_increment([worst], restart=False), "partial_fit")
+        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], reset=False)
+        if not np.isin(y, self.classes_).all():
+            raise ValueError(
+                f"y contains labels not in classes_={self.classes_!r}; a fitted "
+                f"{type(self).__name__} cannot learn new classes (call fit)"
+            )
+        registry = state.registry
+        ids = registry.check_new_ids(
+            registry.default_ids(len(X)) if sample_id is None else sample_id, len(X)
+        )
+        rows = self._encode(X, y, self.classes_)
+        n_after = registry.n_samples + len(rows)
+        new_plan = (
+            plan_run(params, n_after, state.n_features)
+            if size_bucket(n_after) != state.plan["bucket"]
+            else None
+        )
+        # Nothing below can fail on user input: the state changes from here.
+        chunk = state.n_chunks + 1
+        state.n_chunks = chunk
+        rng = self._edit_generator(state)
+        if new_plan is not None:
+            registry.add(ids, rows, chunk=chunk)
+            state.configure(new_plan)
+            outcomes = [state.refit(rng)]
+        elif state.sampling == "poisson":
+            start = registry.size
+            registry.add(ids, rows, chunk=chunk)
+            outcomes = [state.insert_poisson(np.arange(start, registry.size), rng)]
+        else:
+            outcomes = []
+            for i in range(len(rows)):
+                start = registry.size
+                registry.add(ids[i : i + 1], rows[i : i + 1], chunk=chunk)
+                outcomes.append(state.insert_fixed(start, rng))
+        self._account_edit(state, outcomes, "partial_fit", mandatory=False)
+        self._publish()
+        self.insertion_log_ = [
+            *self.insertion_log_,
+            {
+                "n_inserted": len(rows),
+                "refit": new_plan is not None,
+                "tested_steps": sum(len(o.tested_steps) for o in outcomes),
+                "recomputed_steps": sum(o.recomputed_steps for o in outcomes),
+                "gradient_evaluations": sum(o.gradient_evaluations for o in outcomes),
+                "wall_time_s": time.perf_counter() - started,
+            },
+        ]
+        return self
+
+    # ----------------------------------------------------------- deletion
+
+    def delete_samples(self, sample_ids):
+        """Remove samples exactly.
+
+        Afterwards the whole stored state has the law of :meth:`fit` on the
+        remaining samples (same hyper-parameters), and holds neither their
+        rows nor their ids. With Poisson batches all the ids are one coupled
+        edit; with fixed batches they are deleted one after the other. The
+        call is atomic: an unknown, repeated or already deleted id, or
+        deleting every sample, raises before anything changes.
+
+        Parameters
+        ----------
+        sample_ids : iterable of hashable
+            Ids given at fit / partial_fit time (row numbers by default).
+
+        Returns
+        -------
+        self : UnlearnableSGDClassifier
+
+        Raises
+        ------
+        UnlearningError
+            A bad request; nothing changes.
+        """
+        check_is_fitted(self)
+        with self._atomic():
+            return self._delete(sample_ids)
+
+    def _delete(self, sample_ids):
+        started = time.perf_counter()
+        state = self.unlearning_state_
+        registry = state.registry
+        if not isinstance(sample_ids, np.ndarray):
+            sample_ids = list(sample_ids)
+        slots = registry.slots_of(sample_ids)  # validates every id first
+        n_deleted, n_after = len(slots), registry.n_samples - len(slots)
+        if state.sampling == "fixed" and n_after <= state.batch_size:
+            raise UnlearningError(
+                "batch_sampling='fixed' needs more than "
+                f"batch_size={int(state.batch_size)} "
+                "samples left; fit a new estimator with a smaller batch_size"
+            )
+        new_plan = (
+            plan_run(state.frozen_params, n_after, state.n_features)
+            if size_bucket(n_after) != state.plan["bucket"]
+            else None
+        )
+        # Nothing below can fail on user input: the state changes from here.
+        rng = self._edit_generator(state)
+        if new_plan is not None:
+            state.forget_slots(slots)
+            state.configure(new_plan)
+            outcomes = [state.refit(rng)]
+        elif state.sampling == "poisson":
+            outcomes = [state.delete_poisson(slots, rng)]
+        else:
+            ordered = registry.ids[slots].tolist()
+            outcomes = [
+                state.delete_fixed(int(registry.slots_of([sample_id])[0]), rng)
+                for sample_id in ordered
+            ]
+        del slots
+        released = self._account_edit(state, outcomes, "delete_samples", mandatory=True)
+        self._publish()
+        elapsed = time.perf_counter() - started
+        recomputed = sum(o.recomputed_steps for o in outcomes)
+        if new_plan is not None:
+            reason = (
+                "the training-set size left its size class (factor 2**(1/8)), "
+                "which sets the sampling rate: full refit"
+            )
+        elif recomputed:
+            reason = (
+                "verified the steps that used the rows; recomputed from the first rejected step"
+            )
+        else:
+            reason = "every step that used the rows passed its coupling test"
+        self.deletion_log_ = [
+            *self.deletion_log_,
+            DeletionReport(
+                n_deleted=n_deleted,
+                method="exact",
+                guarantee=(
+                    "the model, iterates, noisy gradients and mini-batch indices have "
+                    "the law of a fit on the remaining samples (coupling, Ullah 2024 "
+                    "Lemma 29); their rows and ids are gone"
+                ),
+                cost={
+                    "wall_time_s": elapsed,
+                    "tested_steps": sum(len(o.tested_steps) for o in outcomes),
+                    "recomputed_steps": recomputed,
+                    "gradient_evaluations": sum(o.gradient_evaluations for o in outcomes),
+                },
+                retrain_cost={
+                    "wall_time_s": self._fit_seconds,
+                    "recomputed_steps": state.n_steps,
+                    "gradient_evaluations": int(state.batch_ptr[-1]),
+                },
+                rerelease_epsilon=self.privacy_per_model_.epsilon if released else None,
+                reason=reason,
+            ),
+        ]
+        return self
+
+    # --------------------------------------------------------- accounting
+
+    def _edit_generator(self, state):
+        rng = release_generator(self.random_state, state.n_streams)
+        state.n_streams += 1
+        return rng
+
+    def _edit_release(self, state, last_chunk: int, tested: int, fresh: int) -> dict | None:
+        """The ledger entry of a coupled edit that tested or recomputed steps."""
+        plan = state.plan
+        if state.sampling == "fixed":
+            if tested == 0 or state.nonprivate_recorded:
+                return None
+        elif tested == 0 and fresh == 0:
+            return None
+        return _build_edit_release(
+            state.sampling,
+            plan["inclusion"],
+            plan["reserve"],
+            plan["noise"],
+            int(tested),
+            int(fresh),
+            (1, int(last_chunk)),
+        ).to_dict()
+
+    def _account_edit(self, state, outcomes, what: str, mandatory: bool) -> bool:
+        """Count the edits and record what they published; True if the model changed."""
+        if outcomes and outcomes[0].refit:
+            state.counters["edits"] += 1
+            state.counters["recomputes"] += 1
+            state.counters["recomputed_steps"] += state.n_steps
+            release = self._run_release(
+                state.frozen_params,
+                state.plan,
+                (1, state.n_chunks),
+                f"refit during {what}",
+            )
+        else:
+            newly_tested = fresh = 0
+            for o in outcomes:
+                state.counters["edits"] += 1
+                state.counters["tested_steps"] += len(o.tested_steps)
+                if len(o.tested_steps):
+                    newly_tested += int((~state.reserve_charged[o.tested_steps]).sum())
+                    state.reserve_charged[o.tested_steps] = True
+                if o.rejected_step is not None:
+                    state.counters["recomputes"] += 1
+                    state.counters["recomputed_steps"] += o.recomputed_steps
+                    # The reflected step keeps its noise (its lineage); the
+                    # steps after it are new.
+                    fresh += o.recomputed_steps - 1
+                    state.reserve_charged[o.rejected_step + 1 :] = False
+            if state.sampling == "fixed":
+                newly_tested = int(any(len(o.tested_steps) for o in outcomes))
+            release = self._edit_release(state, state.n_chunks, newly_tested, fresh)
+            if release is not None and state.sampling == "fixed":
+                state.nonprivate_recorded = True
+        if release is not None:
+            if self.budget is not None:
+                increment = self._budget_increment([release], restart=False)
+                self._charge_budget(increment, what, mandatory=mandatory)
+            self._set_ledger([*self.privacy_ledger_, release])
+        return any(o.rejected_step is not None or o.refit for o in outcomes)
+
+    def _cached_privacy(self, name, compute, depends_on_ledger=True):
+        ledger = self.privacy_ledger_
+        delta = self.unlearning_state_.frozen_params["delta"]
+        # A string key: the cache is persisted, and skops stores dicts as JSON.
+        key = f"{name}|{len(ledger) if depends_on_ledger else '-'}|{delta!r}"
+        cache = self.__dict__.setdefault("_privacy_cache", {})
+        if key not in cache:
+            cache[key] = compute(ledger, delta)
+        return cache[key]
+
+    @property
+    def privacy_spent_(self):
+        """(epsilon, delta) of everything published (composed over the ledger)."""
+        return self._cached_privacy("spent", privacy_spent)
+
+    @property
+    def privacy_per_model_(self):
+        """(epsilon, delta) of the published model on its own: it has the law of
+        a fit on the current data, so this is a fit's release."""
+        state = self.unlearning_state_
+        release = self._run_release(state.frozen_params, state.plan, (1, 1), "model")
+        return self._cached_privacy(
+            f"model{state.plan['bucket']}",
+            lambda ledger, delta: privacy_spent([release], delta),
+            depends_on_ledger=False,
+        )
+
+    # ------------------------------------------------------------ output
+
+    def _publish(self) -> None:
+        state = self.unlearning_state_
+        W = state.model()
+        d = state.n_features
+        self.coef_ = W[:, :d].copy()
+        if self.fit_intercept:
+            self.intercept_ = W[:, d] * state.feature_norm
+        else:
+            self.intercept_ = np.zeros(state.n_outputs)
+
+    def decision_function(self, X):
+        """Scores of the (clipped) rows.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples,) for two classes, else (n_samples, n_classes)
+        """
+        check_is_fitted(self)
+        X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
+        X = clip_rows_l2(np.asarray(X, dtype=np.float64), self.unlearning_state_.feature_norm)
+        scores = X @ self.coef_.T + self.intercept_
+        return scores[:, 0] if scores.shape[1] == 1 else scores
+
+    def predict(self, X):
+        """Predicted class labels.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+        """
+        scores = self.decision_function(X)
+        if scores.ndim == 1:
+            return self.classes_[(scores > 0).astype(int)]
+        return self.classes_[np.argmax(scores, axis=1)]
+
+    @available_if(_has_proba)
+    def predict_proba(self, X):
+        """Class probabilities (log loss: logistic / softmax; modified Huber:
+        as :class:`~sklearn.linear_model.SGDClassifier`).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+        """
+        scores = self.decision_function(X)
+        Z = scores[:, None] if scores.ndim == 1 else scores
+        return get_loss(self.unlearning_state_.loss_name).proba(Z)
+
+    @available_if(_has_proba)
+    def predict_log_proba(self, X):
+        """Logarithm of :meth:`predict_proba`.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+        """
+        with np.errstate(divide="ignore"):
+            return np.log(self.predict_proba(X))
+
+
+def _same(a, b) -> bool:
+    return (a is None) == (b is None) and (a is None or a == b)
