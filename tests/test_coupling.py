@@ -156,3 +156,7 @@ def test_claim6_insertion_coupling_needs_m_over_n_plus_1():
 
     assert insert(m / (n + 1)) > 1e-3
     assert insert(m / n) < 1e-6
+
+
+def test_a_recompute_rate_of_one_needs_no_noise():
+    assert noise_for_recompute_rate(1.0, 50, 0.1, 2.0) == 0.0

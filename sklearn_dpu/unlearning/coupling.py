@@ -202,8 +202,8 @@ def noise_for_recompute_rate(
     """
     if not 0 < rate <= 1:
         raise ValueError(f"rate must be in (0, 1], got {rate}")
-    if max_shift == 0 or inclusion_prob == 0:
-        return 0.0
+    if max_shift == 0 or inclusion_prob == 0 or rate == 1:
+        return 0.0  # rate 1 allows every edit to recompute: no noise needed
     # Per-step rejection probability that meets the target with equality.
     tau = -math.expm1(math.log1p(-rate) / n_steps) / inclusion_prob
     if tau >= 1.0:
