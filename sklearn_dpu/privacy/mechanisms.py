@@ -148,7 +148,29 @@ def _as_scores(scores) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class ExponentialMechanism:
+class _PureSelection:
+    """Fields and accounting shared by the pure-DP selection mechanisms.
+
+    ``sensitivity`` bounds how much any utility moves between neighbours;
+    ``monotonic`` says all utilities move the same way, which halves the
+    required noise (the factor 2 of the general case).
+    """
+
+    epsilon: float
+    sensitivity: float
+    monotonic: bool = False
+
+    @property
+    def dp_event(self) -> dp_event.DpEvent:
+        return pure_dp_event(self.epsilon)
+
+    @property
+    def _factor(self) -> float:
+        return 1.0 if self.monotonic else 2.0
+
+
+@dataclass(frozen=True)
+class ExponentialMechanism(_PureSelection):
     """Select an index with probability proportional to ``exp(eps * u / (2 Delta))``.
 
     [DR14]_ Thm 3.10. The printed density of the dissertation (seed 000,
@@ -165,18 +187,9 @@ class ExponentialMechanism:
     monotonic : bool, default=False
     """
 
-    epsilon: float
-    sensitivity: float
-    monotonic: bool = False
-
-    @property
-    def dp_event(self) -> dp_event.DpEvent:
-        return pure_dp_event(self.epsilon)
-
     def log_weights(self, utilities) -> np.ndarray:
         u = _as_scores(utilities)
-        factor = 1.0 if self.monotonic else 2.0
-        return self.epsilon * (u - u.max()) / (factor * self.sensitivity)
+        return self.epsilon * (u - u.max()) / (self._factor * self.sensitivity)
 
     def probabilities(self, utilities) -> np.ndarray:
         w = np.exp(self.log_weights(utilities))
@@ -189,7 +202,7 @@ class ExponentialMechanism:
 
 
 @dataclass(frozen=True)
-class PermuteAndFlip:
+class PermuteAndFlip(_PureSelection):
     """Permute-and-flip selection [MS20]_ Alg. 1: never worse than the exponential
     mechanism in expected utility, same privacy.
 
@@ -198,18 +211,9 @@ class PermuteAndFlip:
     best candidate's coin always does.
     """
 
-    epsilon: float
-    sensitivity: float
-    monotonic: bool = False
-
-    @property
-    def dp_event(self) -> dp_event.DpEvent:
-        return pure_dp_event(self.epsilon)
-
     def select(self, utilities, rng: np.random.Generator) -> int:
         u = _as_scores(utilities)
-        factor = 1.0 if self.monotonic else 2.0
-        p = np.exp(self.epsilon * (u - u.max()) / (factor * self.sensitivity))
+        p = np.exp(self.epsilon * (u - u.max()) / (self._factor * self.sensitivity))
         order = rng.permutation(u.size)
         # rng.random() < 1 always, so the best candidate (p = 1) stops the walk.
         heads = rng.random(u.size) < p[order]
@@ -217,25 +221,16 @@ class PermuteAndFlip:
 
 
 @dataclass(frozen=True)
-class ReportNoisyMax:
+class ReportNoisyMax(_PureSelection):
     """Return the argmax of utilities plus i.i.d. Laplace noise.
 
     Laplace scale ``2 Delta / eps`` is eps-DP for arbitrary sensitivity-Delta
     utilities; ``Delta / eps`` suffices for monotonic ones ([DR14]_ Claim 3.9).
     """
 
-    epsilon: float
-    sensitivity: float
-    monotonic: bool = False
-
-    @property
-    def dp_event(self) -> dp_event.DpEvent:
-        return pure_dp_event(self.epsilon)
-
     def select(self, utilities, rng: np.random.Generator) -> int:
         u = _as_scores(utilities)
-        factor = 1.0 if self.monotonic else 2.0
-        noisy = u + rng.laplace(0.0, factor * self.sensitivity / self.epsilon, size=u.size)
+        noisy = u + rng.laplace(0.0, self._factor * self.sensitivity / self.epsilon, size=u.size)
         return int(np.argmax(noisy))
 
 
