@@ -7,7 +7,7 @@ from .exceptions import (
     StateVersionError,
     UnlearningError,
 )
-from .linear_model import DPLinearRegression
+from .linear_model import DPLinearRegression, DPLogisticRegression
 from .privacy import PrivacyBudget
 
 __version__ = "0.1.0.dev0"
@@ -15,6 +15,7 @@ __version__ = "0.1.0.dev0"
 __all__ = [
     "BudgetExceededError",
     "DPLinearRegression",
+    "DPLogisticRegression",
     "PersistenceError",
     "PrivacyBudget",
     "PrivacyLeakWarning",

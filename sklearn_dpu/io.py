@@ -22,6 +22,8 @@ __all__ = ["TRUSTED_TYPES", "load", "save"]
 TRUSTED_TYPES = (
     "sklearn_dpu.linear_model._dp_linear.DPLinearRegression",
     "sklearn_dpu.linear_model._dp_linear.LinearStatisticsState",
+    "sklearn_dpu.linear_model._dp_logistic.DPLogisticRegression",
+    "sklearn_dpu.linear_model._dp_logistic.LogisticUnlearningState",
     "sklearn_dpu.preprocessing._public_bounds.PublicBoundsScaler",
     "sklearn_dpu.privacy.budget.PrivacyBudget",
     "sklearn_dpu.privacy.ledger.PrivacySpent",

@@ -1,5 +1,6 @@
 """Private linear models."""
 
 from ._dp_linear import DPLinearRegression
+from ._dp_logistic import DPLogisticRegression
 
-__all__ = ["DPLinearRegression"]
+__all__ = ["DPLinearRegression", "DPLogisticRegression"]
