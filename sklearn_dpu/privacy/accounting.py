@@ -17,6 +17,7 @@ References
 .. [DRS22] J. Dong, A. Roth and W. Su, JRSS-B 2022, Corollary 3.3.
 """
 
+import functools
 import math
 from collections.abc import Iterable
 
@@ -55,6 +56,13 @@ def gaussian_precision(events: Iterable[dp_event.DpEvent]) -> float | None:
     return total
 
 
+@functools.lru_cache(maxsize=1024)
+def _gaussian_epsilon(noise_multiplier: float, delta: float) -> float:
+    """Cached ``get_epsilon_gaussian``: a root search, pure in its arguments, that
+    ledgers evaluate after every release."""
+    return float(get_epsilon_gaussian(noise_multiplier, delta))
+
+
 def epsilon_spent(events: Iterable[dp_event.DpEvent], delta: float) -> float:
     """Epsilon at ``delta`` of the adaptive composition of ``events``.
 
@@ -75,7 +83,7 @@ def epsilon_spent(events: Iterable[dp_event.DpEvent], delta: float) -> float:
             return 0.0
         if math.isinf(precision):
             return math.inf
-        return float(get_epsilon_gaussian(precision**-0.5, delta))
+        return _gaussian_epsilon(precision**-0.5, delta)
     composed = dp_event.ComposedDpEvent(events)
     pld = PLDAccountant(NEIGHBORING_RELATION)
     if pld.supports(composed):
