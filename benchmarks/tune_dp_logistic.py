@@ -12,6 +12,7 @@ Run: ``PYTHONPATH=. python benchmarks/tune_dp_logistic.py`` (a few minutes).
 
 import itertools
 import math
+import os
 import sys
 
 import numpy as np
@@ -20,7 +21,7 @@ from sklearn.preprocessing import StandardScaler
 
 from sklearn_dpu.linear_model import DPLogisticRegression, _dp_logistic
 
-GRID = (0.03, 0.1, 0.3, 1.0, 3.0)
+GRID = tuple(float(c) for c in os.environ.get("GRID", "0.03,0.1,0.3,1,3").split(","))
 
 
 def make_problem(seed, n, d, n_classes):
@@ -46,6 +47,8 @@ def main(solvers=("output", "objective", "noisy_gd")):
         Xtr, ytr, Xte, yte = make_problem(100 + seed, n, d, k)
         base = LogisticRegression(max_iter=2000).fit(Xtr, ytr).score(Xte, yte)
         problems.append((n, d, k, Xtr, ytr, Xte, yte, base))
+    if "JACOBIAN_FRACTION" in os.environ:
+        _dp_logistic._JACOBIAN_FRACTION = float(os.environ["JACOBIAN_FRACTION"])
     for solver in solvers:
         for c in GRID:
             _dp_logistic._RIDGE[solver] = c

@@ -28,6 +28,8 @@ __all__ = ["CertifiedSolution", "certified_minimize"]
 
 # Dense Newton up to this many parameters; Hessian-vector products beyond.
 _DENSE_NEWTON = 400
+# Newton from the start when a Hessian costs at most this many flops.
+_NEWTON_ONLY_WORK = 2_000_000
 
 
 class CertifiedSolution:
@@ -127,8 +129,14 @@ _FLOOR = (
 
 
 def _unconstrained(fun, loss, A, y, Lambda, tol, theta, max_iter, counter):
-    """Quasi-Newton to near the target, then Newton steps to certify it."""
+    """Quasi-Newton to near the target, then Newton steps to certify it.
+
+    Small problems (a Hessian cheaper than a few quasi-Newton iterations) go to
+    damped Newton directly.
+    """
     dim = theta.size
+    if dim <= _DENSE_NEWTON and A.shape[0] * dim * dim <= _NEWTON_ONLY_WORK:
+        return _newton_polish(fun, loss, A, y, Lambda, tol, theta, counter, max_steps=100)
     result = minimize(
         fun,
         theta,

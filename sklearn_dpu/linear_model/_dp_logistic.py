@@ -1,5 +1,6 @@
 """Differentially private logistic regression with certified deletion."""
 
+import functools
 import math
 import time
 from collections import Counter
@@ -98,9 +99,14 @@ _FROZEN = (
 )
 
 
+@functools.lru_cache(maxsize=64)
 def _gdp_mu(epsilon: float, delta: float) -> float:
-    """The mu of the Gaussian-DP guarantee that is exactly (epsilon, delta)-DP."""
-    return 1.0 / gaussian_noise_multiplier(epsilon, delta)
+    """The mu of the Gaussian-DP guarantee that is exactly (epsilon, delta)-DP.
+
+    Cached: a root search of the analytic Gaussian mechanism, pure in its
+    arguments, called several times per fit.
+    """
+    return 1.0 / gaussian_noise_multiplier(float(epsilon), float(delta))
 
 
 class LogisticUnlearningState(VersionedState):
@@ -428,7 +434,7 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
         self._check_public_params()
         mu = _gdp_mu(self.epsilon, self.delta)
         planned = [self._planned_release("fit", mu, 1, with_count=True)]
-        increment = self._budget_increment(planned, restart=True)
+        increment = self._increment(planned, restart=True)
         self._check_budget(increment, "fit")
 
         X, y = validate_data(self, X, y, dtype=[np.float64, np.float32])
@@ -450,9 +456,7 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
         A = self._normalize(X)
         registry.add(ids, np.column_stack([A, y_index]), chunk=1)
         state = LogisticUnlearningState(registry, self._frozen())
-        rng = release_generator(self.random_state, 0)
-        n_noisy = len(A) + rng.normal(0.0, 1.0 / (math.sqrt(_COUNT_SHARE) * mu))
-        chunk, n_grad = self._fit_chunk(A, y_index, n_noisy, rng)
+        chunk, n_grad = self._release_batch(A, y_index, release_generator(self.random_state, 0))
         state.chunks = [chunk]
         self.unlearning_state_ = state
         self._publish()
@@ -510,7 +514,7 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
                 )
             chunk_no = len(state.chunks) + 1
         planned = [self._planned_release("sgd", mu, chunk_no, with_count=True)]
-        increment = self._budget_increment(planned, restart=first)
+        increment = self._increment(planned, restart=first)
         self._check_budget(increment, "partial_fit")
 
         X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], reset=first)
@@ -549,8 +553,7 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
         y_index = np.searchsorted(labels, y)
         A = self._normalize(X)
         rng = release_generator(self.random_state, len(ledger))
-        n_noisy = len(A) + rng.normal(0.0, 1.0 / (math.sqrt(_COUNT_SHARE) * mu))
-        chunk, _ = self._sgd_chunk(A, y_index, n_noisy, theta0, rng)
+        chunk = self._release_stream(A, y_index, theta0, rng)
         registry.add(ids, np.column_stack([A, y_index]), chunk=chunk_no)
         state.chunks = [*state.chunks, chunk]
         self._publish()
@@ -606,15 +609,15 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
         else:
             redone = list(range(context["first_affected"], len(state.chunks) + 1))
         planned = [self._rerelease(state.chunks[c - 1], mu, c) for c in redone]
-        increment = self._budget_increment(planned, restart=False)
+        increment = self._increment(planned, restart=False)
         self._charge_budget(increment, "delete_samples", mandatory=True)
 
-        # Work on the remaining rows; the registry changes only at the end.
-        keep = registry.alive.copy()
-        keep[slots] = False
-        keep = keep[: registry.size]
-        live_rows = registry.rows[: registry.size][keep]
-        live_chunks = registry.chunks[: registry.size][keep]
+        if redone:
+            # Work on the remaining rows; the registry changes only at the end.
+            keep = registry.alive[: registry.size].copy()
+            keep[slots] = False
+            live_rows = registry.rows[: registry.size][keep]
+            live_chunks = registry.chunks[: registry.size][keep]
 
         chunks = [dict(c) for c in state.chunks]
         for c, k in deleted_per_chunk.items():
@@ -662,7 +665,7 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
         elapsed = time.perf_counter() - started
 
         option = plan.option(plan.action)
-        if plan.action == RETRAIN:
+        if plan.action == RETRAIN or fell_back:
             method, eps_del = "retrain", None
             guarantee = (
                 "exact: the model, the counts and the stored rows have the distribution "
@@ -685,7 +688,7 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
                 method=method,
                 guarantee=guarantee,
                 cost={
-                    "action": plan.action,
+                    "action": RETRAIN if fell_back else plan.action,
                     "wall_time_s": elapsed,
                     "gradient_evaluations": int(n_grad_rows),
                     "predicted_gradient_evaluations": float(
@@ -711,6 +714,13 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
             ),
         ]
         return self
+
+    def _increment(self, planned: list, restart: bool) -> list:
+        """Budget increment of ``planned``; nothing to compute without a budget
+        (the ledger's own accounting is done once, by ``_set_ledger``)."""
+        if self.budget is None:
+            return []
+        return self._budget_increment(planned, restart=restart)
 
     def _rerelease(self, chunk: dict, mu: float, number: int) -> Release:
         """A chunk's model released again (its count is reused, not re-released)."""
@@ -983,6 +993,19 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
         else:
             parts.append({"kind": "gdp", "mu": config["mu_model"]})
         return parts
+
+    def _noisy_count(self, n: int, rng) -> float:
+        """The released record count: Gaussian, sensitivity 1."""
+        mu = _gdp_mu(self.epsilon, self.delta)
+        return n + rng.normal(0.0, 1.0 / (math.sqrt(_COUNT_SHARE) * mu))
+
+    def _release_batch(self, A, y_index, rng):
+        """Everything :meth:`fit` releases from normalized rows: count, then model."""
+        return self._fit_chunk(A, y_index, self._noisy_count(len(A), rng), rng)
+
+    def _release_stream(self, A, y_index, theta0, rng):
+        """Everything a :meth:`partial_fit` chunk releases: count, then DP-SGD."""
+        return self._sgd_chunk(A, y_index, self._noisy_count(len(A), rng), theta0, rng)[0]
 
     def _fit_chunk(self, A, y_index, n_noisy, rng, theta0=None, max_iter=None):
         """Batch release on chunk 1; returns the chunk record and full-gradient count."""

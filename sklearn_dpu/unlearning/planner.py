@@ -31,6 +31,7 @@ Nothing here reads data: the inputs are public, so the decision and the
 report leak nothing beyond what was released.
 """
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -50,8 +51,9 @@ NOISE_FINETUNE = "noise_finetune"
 RETRAIN = "retrain"
 
 
+@functools.lru_cache(maxsize=1024)
 def gdp_epsilon(mu: float, delta: float) -> float:
-    """Epsilon at ``delta`` of a ``mu``-GDP guarantee (0 for ``mu = 0``)."""
+    """Epsilon at ``delta`` of a ``mu``-GDP guarantee (0 for ``mu = 0``); cached."""
     if mu <= 0:
         return 0.0
     if math.isinf(mu):
