@@ -7,12 +7,16 @@ from sklearn.utils.estimator_checks import (
     parametrize_with_checks,
 )
 
-from sklearn_dpu.linear_model import DPLinearRegression
+from sklearn_dpu.linear_model import DPLinearRegression, DPLogisticRegression
 from sklearn_dpu.preprocessing import PublicBoundsScaler
 
 ESTIMATORS = [
     DPLinearRegression(),
     DPLinearRegression(solver="noisy_gd", max_iter=50),
+    DPLogisticRegression(),
+    DPLogisticRegression(solver="output"),
+    DPLogisticRegression(solver="objective"),
+    DPLogisticRegression(solver="noisy_gd"),
     PublicBoundsScaler(),
 ]
 
