@@ -38,6 +38,7 @@ def test_gradient_and_hessian_match_finite_differences(n_classes):
     v = rng.normal(size=loss.n_params)
     np.testing.assert_allclose(loss.hessian_operator(theta, A, y)(v), H @ v, atol=1e-10)
     np.testing.assert_allclose(loss.per_example_grads(theta, A, y).sum(0), grad, atol=1e-10)
+    np.testing.assert_allclose(loss.gradient(theta, A, y), grad, atol=1e-12)
 
 
 @pytest.mark.parametrize("n_classes", [2, 3, 6])

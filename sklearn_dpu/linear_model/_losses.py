@@ -99,6 +99,15 @@ class GLMLoss:
             return binary_logistic_loss(theta, A, y)
         return softmax_loss(theta, A, y, self.n_classes)
 
+    def gradient(self, theta, A, y) -> np.ndarray:
+        """Gradient of the summed loss only (no loss value: cheaper)."""
+        if self.binary:
+            return A.T @ (-y * expit(-y * (A @ theta)))
+        K, p = self.n_classes, self.n_coef
+        P = _softmax(A @ theta.reshape(K, p).T)
+        P[np.arange(len(y)), y] -= 1.0
+        return (P.T @ A).ravel()
+
     def hessian_operator(self, theta, A, y):
         """A function ``v -> H v`` for the Hessian of the summed loss at ``theta``."""
         if self.binary:

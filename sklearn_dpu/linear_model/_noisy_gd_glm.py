@@ -126,7 +126,7 @@ def noisy_projected_gd_glm(
     total = np.zeros(loss.n_params)
     start = n_steps // 2
     for t in range(n_steps):
-        grad = loss.value_and_grad(theta, A, y)[1]
+        grad = loss.gradient(theta, A, y)
         grad += rng.normal(0.0, sigma, size=grad.shape)
         grad += Lambda * theta
         step = (grad.reshape(n_blocks, -1) @ preconditioner).ravel()
