@@ -34,7 +34,7 @@ ANCHORS = {
 SOLVERS = ("auto", "output", "objective", "noisy_gd")
 
 
-def best_of(fn, repeats=3):
+def best_of(fn, repeats=5):
     """Smallest wall time of ``repeats`` calls (the least disturbed by other load)."""
     times = []
     for _ in range(repeats):
@@ -52,10 +52,13 @@ def large_problem(seed=0):
 
 
 def fit_time():
-    print("== 1. fit time, n = 100000, d = 50, epsilon = 1 (best of 3) ==")
+    print("== 1. fit time, n = 100000, d = 50, epsilon = 1 (best of 5) ==")
     X, y = large_problem()
     t_sk, sk = best_of(lambda: LogisticRegression().fit(X, y))
-    print(f"sklearn LogisticRegression(lbfgs): {t_sk:.3f} s, train acc {sk.score(X, y):.4f}")
+    print(
+        f"sklearn LogisticRegression(lbfgs): {t_sk:.3f} s, "
+        f"train acc {sk.score(X, y):.4f}"
+    )
     for solver in SOLVERS:
         t, clf = best_of(
             lambda solver=solver: DPLogisticRegression(
@@ -63,7 +66,8 @@ def fit_time():
             ).fit(X, y)
         )
         print(
-            f"DPLogisticRegression(solver={solver!r:11}) -> {clf.solver_:9s}: {t:.3f} s "
+            f"DPLogisticRegression(solver={solver!r:11}) -> {clf.solver_:9s}: "
+            f"{t:.3f} s "
             f"= {t / t_sk:.2f}x sklearn, train acc {clf.score(X, y):.4f}"
         )
     sys.stdout.flush()
@@ -93,7 +97,8 @@ def deletion_time():
         t_delete = min(deletion_times)
         eps = report.deletion_epsilon
         print(
-            f"{name:29s}: action={report.cost['action']:14s} deletion {t_delete:.4f} s, "
+            f"{name:29s}: action={report.cost['action']:14s} "
+            f"deletion {t_delete:.4f} s, "
             f"retrain {t_retrain:.3f} s -> {t_retrain / t_delete:,.0f}x faster; "
             f"certified eps_del="
             + (f"{eps:.3g}" if eps is not None else "exact")
@@ -122,9 +127,15 @@ def _synthetic(seed):
 def accuracy(name, make_split, n_seeds):
     print(f"\n== 3. accuracy on {name} ({n_seeds} seeds, mean ± std) ==")
     splits = [make_split(seed) for seed in range(n_seeds)]
-    base = [LogisticRegression(max_iter=1000).fit(a, b).score(c, d) for a, b, c, d, _ in splits]
+    base = [
+        LogisticRegression(max_iter=1000).fit(a, b).score(c, d)
+        for a, b, c, d, _ in splits
+    ]
     anchors = ANCHORS[name]
-    print(f"non-private: {np.mean(base):.3f} ± {np.std(base):.3f} (anchor {anchors['non-private']})")
+    print(
+        f"non-private: {np.mean(base):.3f} ± {np.std(base):.3f} "
+        f"(anchor {anchors['non-private']})"
+    )
     header = "epsilon | " + " | ".join(f"{s:>15s}" for s in SOLVERS) + " | diffprivlib"
     print(header)
     for eps in (0.1, 1.0, 10.0):
@@ -139,7 +150,11 @@ def accuracy(name, make_split, n_seeds):
                 for seed, (Xtr, ytr, Xte, yte, F) in enumerate(splits)
             ]
             cells.append(f"{np.mean(scores):.3f} ± {np.std(scores):.3f}")
-        print(f"{eps:7g} | " + " | ".join(f"{c:>15s}" for c in cells) + f" | {anchors[eps]}")
+        print(
+            f"{eps:7g} | "
+            + " | ".join(f"{c:>15s}" for c in cells)
+            + f" | {anchors[eps]}"
+        )
     sys.stdout.flush()
 
 

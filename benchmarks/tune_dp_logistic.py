@@ -55,18 +55,19 @@ def main(solvers=("output", "objective", "noisy_gd")):
             gaps = {}
             for eps in (0.1, 1.0, 10.0):
                 gap = []
-                for n, d, k, Xtr, ytr, Xte, yte, base in problems:
+                for _n, _d, _k, Xtr, ytr, Xte, yte, base in problems:
                     for s in range(2):
                         clf = DPLogisticRegression(
                             epsilon=eps,
                             solver=solver,
-                            feature_norm=1.2 * math.sqrt(d),
+                            feature_norm=1.2 * math.sqrt(Xtr.shape[1]),
                             random_state=s,
                         ).fit(Xtr, ytr)
                         gap.append(base - clf.score(Xte, yte))
                 gaps[eps] = float(np.mean(gap))
             print(
-                f"{solver:9s} c={c:<5} gap eps=0.1: {gaps[0.1]:.4f}  eps=1: {gaps[1.0]:.4f}"
+                f"{solver:9s} c={c:<5} gap eps=0.1: {gaps[0.1]:.4f}  "
+                f"eps=1: {gaps[1.0]:.4f}"
                 f"  eps=10: {gaps[10.0]:.4f}  mean: {np.mean(list(gaps.values())):.4f}",
                 flush=True,
             )

@@ -37,13 +37,17 @@ def test_close_to_non_private_at_large_epsilon(solver, n_classes):
 def test_outputs_and_shapes(solver):
     X, y = _blobs(n=400, n_classes=3)
     labels = np.array(["ant", "bee", "cat"])[y]
-    clf = DPLogisticRegression(solver=solver, feature_norm=8.0, random_state=0).fit(X, labels)
+    clf = DPLogisticRegression(solver=solver, feature_norm=8.0, random_state=0).fit(
+        X, labels
+    )
     assert clf.coef_.shape == (3, 4) and clf.intercept_.shape == (3,)
     proba = clf.predict_proba(X)
     np.testing.assert_allclose(proba.sum(axis=1), 1.0)
     np.testing.assert_array_equal(clf.classes_[proba.argmax(1)], clf.predict(X))
     np.testing.assert_allclose(np.exp(clf.predict_log_proba(X)), proba)
-    np.testing.assert_allclose(clf.decision_function(X), X @ clf.coef_.T + clf.intercept_)
+    np.testing.assert_allclose(
+        clf.decision_function(X), X @ clf.coef_.T + clf.intercept_
+    )
     assert set(clf.predict(X)) <= set(labels)
     binary = DPLogisticRegression(solver=solver, random_state=0).fit(X, y == 1)
     assert binary.coef_.shape == (1, 4) and binary.decision_function(X).shape == (400,)
@@ -71,8 +75,14 @@ def test_reproducible_with_a_seed_fresh_without():
 def test_auto_solver_follows_table_2_i():
     """Noisy GD iff the number of parameters is at most n * epsilon (released n)."""
     X, y = _blobs(n=2000, d=10)
-    assert DPLogisticRegression(epsilon=1.0, random_state=0).fit(X, y).solver_ == "noisy_gd"
-    assert DPLogisticRegression(epsilon=0.003, random_state=0).fit(X, y).solver_ == "output"
+    assert (
+        DPLogisticRegression(epsilon=1.0, random_state=0).fit(X, y).solver_
+        == "noisy_gd"
+    )
+    assert (
+        DPLogisticRegression(epsilon=0.003, random_state=0).fit(X, y).solver_
+        == "output"
+    )
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # dp_accounting at eps=1e8
@@ -101,7 +111,9 @@ def test_meta_estimators_and_pipeline_deletion():
     pipe.set_params(dplogisticregression__random_state=0)
     scores = cross_val_score(pipe, X, y, cv=3)
     assert scores.shape == (3,)
-    search = GridSearchCV(DPLogisticRegression(random_state=0), {"epsilon": [0.5, 2.0]}, cv=2)
+    search = GridSearchCV(
+        DPLogisticRegression(random_state=0), {"epsilon": [0.5, 2.0]}, cv=2
+    )
     search.fit(X, y)
     pipe.fit(X, y)
     delete_samples(pipe, [0, 1])
@@ -123,11 +135,15 @@ def test_partial_fit_streams_chunks():
     X, y = _blobs(n=6000)
     clf = DPLogisticRegression(epsilon=1.0, feature_norm=8.0, random_state=0)
     for start in range(0, 6000, 2000):
-        clf.partial_fit(X[start : start + 2000], y[start : start + 2000], classes=[0, 1])
+        clf.partial_fit(
+            X[start : start + 2000], y[start : start + 2000], classes=[0, 1]
+        )
     assert len(clf.privacy_ledger_) == 3
     assert [r["chunks"] for r in clf.privacy_ledger_] == [[1, 1], [2, 2], [3, 3]]
     assert clf.privacy_spent_.epsilon == pytest.approx(1.0)
     assert clf.score(X, y) > LogisticRegression().fit(X, y).score(X, y) - 0.05
-    fitted = DPLogisticRegression(random_state=0, feature_norm=8.0).fit(X[:3000], y[:3000])
+    fitted = DPLogisticRegression(random_state=0, feature_norm=8.0).fit(
+        X[:3000], y[:3000]
+    )
     fitted.partial_fit(X[3000:], y[3000:])
     assert fitted.unlearning_state_.chunks[1]["kind"] == "sgd"

@@ -9,7 +9,11 @@ import pytest
 from _stats import audit_epsilon_lower_bound, n_trials, same_distribution_pvalue
 
 from sklearn_dpu import io as dpu_io
-from sklearn_dpu.exceptions import BudgetExceededError, PrivacyLeakWarning, UnlearningError
+from sklearn_dpu.exceptions import (
+    BudgetExceededError,
+    PrivacyLeakWarning,
+    UnlearningError,
+)
 from sklearn_dpu.linear_model import DPLogisticRegression, _dp_logistic
 from sklearn_dpu.linear_model._certified_minimize import certified_minimize
 from sklearn_dpu.privacy import PrivacyBudget
@@ -53,7 +57,9 @@ def test_planner_chooses_by_certified_epsilon_and_cost():
     assert plan.action == "retrain" and "predicted to cost" in plan.reason
     off = DeletionOption("noise_finetune", False, np.inf, np.inf, "not here")
     plan = plan_deletion([noise, off, retrain], 0.1, DELTA)
-    assert plan.action == "retrain" and plan.epsilon == 0.0 and "not here" in plan.reason
+    assert (
+        plan.action == "retrain" and plan.epsilon == 0.0 and "not here" in plan.reason
+    )
 
 
 def test_cost_model():
@@ -126,7 +132,12 @@ def test_retrain_and_stream_replay_are_exact():
     def make(**kw):
         # deletion_epsilon below what noise only gives: noisy GD then retrains.
         return DPLogisticRegression(
-            epsilon=4.0, solver="noisy_gd", C=0.05, max_iter=5, deletion_epsilon=0.5, **kw
+            epsilon=4.0,
+            solver="noisy_gd",
+            C=0.05,
+            max_iter=5,
+            deletion_epsilon=0.5,
+            **kw,
         )
 
     deleted, report = _release_samples(make, X, y, n, delete=[len(X) - 1])
@@ -138,8 +149,9 @@ def test_retrain_and_stream_replay_are_exact():
 
     # A stream of three chunks; the deleted row (id 99) is in the second.
     extra = Xr[:8] + 0.1
-    chunks = [(X[:6], y[:6], range(6)), (X[6:], y[6:], [*range(6, 12), 99])]
-    chunks_r = [chunks[0], (X[6:12], y[6:12], range(6, 12))]
+    n_r = len(Xr)  # X is Xr followed by the deleted row
+    chunks = [(X[:6], y[:6], range(6)), (X[6:], y[6:], [*range(6, n_r), 99])]
+    chunks_r = [chunks[0], (Xr[6:], yr[6:], range(6, n_r))]
     last = (extra, yr[:8], range(100, 108))
 
     def stream(parts, seed, delete=None):
@@ -176,9 +188,10 @@ def test_noise_only_keeps_the_model_and_accumulates():
     assert "noise only would give" in report.reason
     assert report.rerelease_epsilon is not None
     assert est.privacy_spent_.epsilon > 2.0
-    assert report.cost["predicted_gradient_evaluations"] <= report.retrain_cost[
-        "gradient_evaluations"
-    ]
+    assert (
+        report.cost["predicted_gradient_evaluations"]
+        <= report.retrain_cost["gradient_evaluations"]
+    )
     # The counter starts again after a re-release.
     est.delete_samples([2])
     assert est.deletion_log_[-1].cost["action"] == "noise_only"
@@ -235,7 +248,9 @@ def test_pickled_state_is_free_of_deleted_rows(params):
     # The state never holds an un-noised minimizer, not even before a deletion.
     loss = est._loss()
     config = est.unlearning_state_.chunks[0]["config"]
-    exact = certified_minimize(loss, A, loss.encode_labels(y), config["Lambda"], 1e-8).theta
+    exact = certified_minimize(
+        loss, A, loss.encode_labels(y), config["Lambda"], 1e-8
+    ).theta
     blob = pickle.dumps(est)
     assert not _find(blob, exact)
     assert _find(blob, A[7]) and _has_id(blob, "secret-person-7")  # positive control
@@ -322,7 +337,9 @@ def test_stream_errors_are_clear_and_atomic():
 def test_budget_is_charged_before_data_and_deletions_are_never_refused(tmp_path):
     X, y, _, _ = _pair(9, n=40)
     budget = PrivacyBudget(epsilon=1.2, delta=DELTA, path=tmp_path / "b.sqlite")
-    est = DPLogisticRegression(epsilon=1.0, solver="output", budget=budget, random_state=0)
+    est = DPLogisticRegression(
+        epsilon=1.0, solver="output", budget=budget, random_state=0
+    )
     est.fit(X, y)
     with pytest.raises(BudgetExceededError):
         DPLogisticRegression(epsilon=1.0, budget=budget).fit("not even data", y)

@@ -30,14 +30,18 @@ def test_gradient_and_hessian_match_finite_differences(n_classes):
     H = loss.hessian(theta, A, y)
     numeric_h = np.array(
         [
-            approx_fprime(theta, lambda t, i=i: loss.value_and_grad(t, A, y)[1][i], 1e-7)
+            approx_fprime(
+                theta, lambda t, i=i: loss.value_and_grad(t, A, y)[1][i], 1e-7
+            )
             for i in range(loss.n_params)
         ]
     )
     np.testing.assert_allclose(H, numeric_h, rtol=1e-4, atol=1e-4)
     v = rng.normal(size=loss.n_params)
     np.testing.assert_allclose(loss.hessian_operator(theta, A, y)(v), H @ v, atol=1e-10)
-    np.testing.assert_allclose(loss.per_example_grads(theta, A, y).sum(0), grad, atol=1e-10)
+    np.testing.assert_allclose(
+        loss.per_example_grads(theta, A, y).sum(0), grad, atol=1e-10
+    )
     np.testing.assert_allclose(loss.gradient(theta, A, y), grad, atol=1e-12)
 
 
@@ -70,15 +74,19 @@ def test_certified_distance_holds(n_classes, radius):
     loss = GLMLoss(n_classes, 4, np.sqrt(2.0))
     A = _rows(rng, 300, 4, np.sqrt(2.0))
     labels = rng.integers(n_classes, size=300)
-    A[:, :3] += 0.3 * (labels[:, None] == np.arange(3)) if n_classes > 2 else 0.3 * labels[
-        :, None
-    ]
+    A[:, :3] += (
+        0.3 * (labels[:, None] == np.arange(3))
+        if n_classes > 2
+        else 0.3 * labels[:, None]
+    )
     A[:, 3] = 1.0
     y = loss.encode_labels(labels)
     Lambda, tol = 2.0, 1e-2 * loss.lipschitz
     # Reference: scikit-learn at a far tighter tolerance (C = 1/Lambda, every
     # coordinate penalized because the intercept is a column).
-    ref = LogisticRegression(C=1 / Lambda, fit_intercept=False, tol=1e-12, max_iter=10000)
+    ref = LogisticRegression(
+        C=1 / Lambda, fit_intercept=False, tol=1e-12, max_iter=10000
+    )
     ref = ref.fit(A, labels).coef_.ravel()
     if radius is None:
         solution = certified_minimize(loss, A, y, Lambda, tol)

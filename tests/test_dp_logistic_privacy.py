@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 import pytest
+from _stats import audit_epsilon_lower_bound, n_trials
 from dp_accounting import dp_event
 from dp_accounting.pld import PLDAccountant
 from dp_accounting.privacy_accountant import NeighboringRelation
@@ -23,14 +24,14 @@ from sklearn_dpu.linear_model._objective_perturbation import (
     objective_perturbation_noise_mu,
 )
 
-from _stats import audit_epsilon_lower_bound, n_trials
-
 DELTA = 1e-5
 
 
 def _delta_gdp(mu, eps):
     """Privacy profile of mu-GDP (Dong, Roth & Su 2022, Cor. 2.13)."""
-    return stats.norm.cdf(-eps / mu + mu / 2) - np.exp(eps) * stats.norm.cdf(-eps / mu - mu / 2)
+    return stats.norm.cdf(-eps / mu + mu / 2) - np.exp(eps) * stats.norm.cdf(
+        -eps / mu - mu / 2
+    )
 
 
 def _neighbours(seed=0, n=12, d=2, feature_norm=1.0, n_classes=2):
@@ -56,7 +57,9 @@ def test_output_perturbation_sensitivity_on_neighbours(n_classes, coef_bound):
     worst = 0.0
     for seed in range(25 if coef_bound is None else 8):
         X, y, Xp, yp = _neighbours(seed, n=8, d=3, n_classes=n_classes)
-        est = DPLogisticRegression(C=0.5, solver="output", coef_bound=coef_bound).fit(X, y)
+        est = DPLogisticRegression(C=0.5, solver="output", coef_bound=coef_bound).fit(
+            X, y
+        )
         loss = est._loss()
         config = est.unlearning_state_.chunks[0]["config"]
         Lambda, tau = config["Lambda"], config["tau"]
@@ -251,12 +254,16 @@ def test_release_path_is_what_fit_runs():
         est = DPLogisticRegression(solver=solver, C=0.05, random_state=7).fit(X, y)
         rng = _dp_logistic.release_generator(7, 0)
         chunk = est._release_batch(est._normalize(X), y, rng)[0]
-        np.testing.assert_array_equal(chunk["theta"], est.unlearning_state_.chunks[0]["theta"])
+        np.testing.assert_array_equal(
+            chunk["theta"], est.unlearning_state_.chunks[0]["theta"]
+        )
     est = DPLogisticRegression(C=0.05, random_state=7).partial_fit(X, y, classes=[0, 1])
     theta0 = np.zeros(est._loss().n_params)
     rng = _dp_logistic.release_generator(7, 0)
     chunk = est._release_stream(est._normalize(X), y, theta0, rng)
-    np.testing.assert_array_equal(chunk["theta"], est.unlearning_state_.chunks[0]["theta"])
+    np.testing.assert_array_equal(
+        chunk["theta"], est.unlearning_state_.chunks[0]["theta"]
+    )
 
 
 SOLVERS = {

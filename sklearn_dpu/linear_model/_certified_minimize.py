@@ -67,7 +67,7 @@ def certified_minimize(
     theta0=None,
     max_iter: int = 2000,
 ) -> CertifiedSolution:
-    """Minimize ``loss(theta) + Lambda/2 ||theta||^2 + <linear, theta>`` (over ``B(radius)``).
+    """Minimize ``loss + Lambda/2 ||theta||^2 + <linear, theta>``, over ``B(radius)``.
 
     Parameters
     ----------
@@ -123,8 +123,7 @@ def certified_minimize(
 
 
 _FLOOR = (
-    "could not certify the minimizer to tol={tol:.3g} (reached {got:.3g}); "
-    "increase tol"
+    "could not certify the minimizer to tol={tol:.3g} (reached {got:.3g}); increase tol"
 )
 
 
@@ -136,7 +135,9 @@ def _unconstrained(fun, loss, A, y, Lambda, tol, theta, max_iter, counter):
     """
     dim = theta.size
     if dim <= _DENSE_NEWTON and A.shape[0] * dim * dim <= _NEWTON_ONLY_WORK:
-        return _newton_polish(fun, loss, A, y, Lambda, tol, theta, counter, max_steps=100)
+        return _newton_polish(
+            fun, loss, A, y, Lambda, tol, theta, counter, max_steps=100
+        )
     result = minimize(
         fun,
         theta,

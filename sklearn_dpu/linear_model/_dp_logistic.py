@@ -25,7 +25,6 @@ from ..unlearning.planner import (
     NOISE_ONLY,
     RETRAIN,
     DeletionOption,
-    gdp_epsilon,
     linear_rate_iterations,
     plan_deletion,
 )
@@ -61,11 +60,15 @@ _JACOBIAN_FRACTION = 0.05
 _RIDGE = {"output": 1.0, "objective": 0.1, "noisy_gd": 0.03, "sgd": 0.03}
 
 _REFERENCES = {
-    "count": "Gaussian mechanism on the record count, sensitivity 1 (Balle & Wang 2018, Thm 8)",
+    "count": (
+        "Gaussian mechanism on the record count, sensitivity 1 "
+        "(Balle & Wang 2018, Thm 8)"
+    ),
     "output": (
         "output perturbation of the regularized ERM (Ullah 2024, seed 000, Alg. 3 / "
-        "Thm 12, line 1002) with its noise corrected (errata of diss_dp.md: the printed "
-        "sigma at line 2617 is too small) and add/remove sensitivity (G + 2 tol) / Lambda"
+        "Thm 12, line 1002) with its noise corrected (errata of diss_dp.md: the "
+        "printed sigma at line 2617 is too small) and add/remove sensitivity "
+        "(G + 2 tol) / Lambda"
     ),
     "objective": (
         "objective perturbation (Chaudhuri, Monteleoni & Sarwate 2011, Thm 9; Kifer, "
@@ -79,8 +82,8 @@ _REFERENCES = {
         "Cor. 3.3)"
     ),
     "sgd": (
-        "one-pass DP-SGD with per-example clipping (Abadi et al. 2016, Alg. 1), one noisy "
-        "batch sum per record"
+        "one-pass DP-SGD with per-example clipping (Abadi et al. 2016, Alg. 1), "
+        "one noisy batch sum per record"
     ),
 }
 
@@ -165,7 +168,11 @@ def _part_mu(part: dict, k: int) -> float:
     if k <= 0:
         return 0.0
     if part["kind"] == "output":
-        return part["mu"] * (k * part["G"] + 2.0 * part["tau"]) / (part["G"] + 2.0 * part["tau"])
+        return (
+            part["mu"]
+            * (k * part["G"] + 2.0 * part["tau"])
+            / (part["G"] + 2.0 * part["tau"])
+        )
     if part["kind"] == "fixed":
         return part["mu"]
     return k * part["mu"]
@@ -458,22 +465,20 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
         )
         self._charge_budget(increment, "fit")
 
-        started = time.perf_counter()
         self.classes_ = classes
-        A = self._normalize(X)
-        registry.add(ids, np.column_stack([A, y_index]), chunk=1)
+        rows = self._rows(X, y_index)
+        A = rows[:, :-1]
+        registry.add(ids, rows, chunk=1)
         state = LogisticUnlearningState(registry, self._frozen())
-        chunk, n_grad = self._release_batch(A, y_index, release_generator(self.random_state, 0))
+        chunk, _ = self._release_batch(
+            A, y_index, release_generator(self.random_state, 0)
+        )
         state.chunks = [chunk]
         self.unlearning_state_ = state
         self._publish()
         ran = self._planned_release("fit", mu, 1, True, chunk["config"]["solver"])
         self._set_ledger([ran.to_dict()])
         self.deletion_log_ = []
-        # Timing per row-gradient, normalized by the released count (not n).
-        self._seconds_per_row_grad = (time.perf_counter() - started) / max(
-            1.0, n_grad * chunk["config"]["n_public"]
-        )
         return self
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -506,18 +511,24 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
         mu = _gdp_mu(self.epsilon, self.delta)
         if first:
             if classes is None:
-                raise ValueError("classes must be passed on the first call to partial_fit.")
+                raise ValueError(
+                    "classes must be passed on the first call to partial_fit."
+                )
             self._check_public_params()
             chunk_no = 1
         else:
             state = self.unlearning_state_
-            changed = [k for k, v in state.frozen_params.items() if getattr(self, k) != v]
+            changed = [
+                k for k, v in state.frozen_params.items() if getattr(self, k) != v
+            ]
             if changed:
                 raise ValueError(
                     f"partial_fit cannot change {', '.join(changed)} within a stream; "
                     "call fit to start a new one"
                 )
-            if classes is not None and not np.array_equal(np.unique(classes), self.classes_):
+            if classes is not None and not np.array_equal(
+                np.unique(classes), self.classes_
+            ):
                 raise ValueError(
                     f"classes={np.unique(classes).tolist()!r} is not the label set of "
                     f"the stream, classes_={self.classes_.tolist()!r}"
@@ -559,19 +570,15 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
         else:
             ledger = list(self.privacy_ledger_)
             theta0 = state.chunks[-1]["theta"]
-        started = time.perf_counter()
         y_index = np.searchsorted(labels, y)
-        A = self._normalize(X)
+        rows = self._rows(X, y_index)
+        A = rows[:, :-1]
         rng = release_generator(self.random_state, len(ledger))
         chunk = self._release_stream(A, y_index, theta0, rng)
-        registry.add(ids, np.column_stack([A, y_index]), chunk=chunk_no)
+        registry.add(ids, rows, chunk=chunk_no)
         state.chunks = [*state.chunks, chunk]
         self._publish()
         self._set_ledger([*ledger, *(r.to_dict() for r in planned)])
-        if first:
-            self._seconds_per_row_grad = (time.perf_counter() - started) / max(
-                1.0, chunk["config"]["n_public"]
-            )
         return self
 
     # ------------------------------------------------------------- deletion
@@ -655,13 +662,17 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
             for offset, c in enumerate(range(first, len(chunks) + 1)):
                 rows = live_rows[live_chunks == c]
                 A, y_index = rows[:, :-1], rows[:, -1].astype(np.intp)
-                rng = release_generator(self.random_state, len(self.privacy_ledger_) + offset)
+                rng = release_generator(
+                    self.random_state, len(self.privacy_ledger_) + offset
+                )
                 n_noisy = chunks[c - 1]["n_noisy"] - chunks[c - 1]["pending"]
                 if chunks[c - 1]["kind"] == "fit":
                     chunk, n_grad = self._fit_chunk(A, y_index, n_noisy, rng)
                 else:
                     theta0 = (
-                        chunks[c - 2]["theta"] if c > 1 else np.zeros(self._loss().n_params)
+                        chunks[c - 2]["theta"]
+                        if c > 1
+                        else np.zeros(self._loss().n_params)
                     )
                     chunk, n_grad = self._sgd_chunk(A, y_index, n_noisy, theta0, rng)
                 chunks[c - 1] = chunk
@@ -678,17 +689,18 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
         if plan.action == RETRAIN or fell_back:
             method, eps_del = "retrain", None
             guarantee = (
-                "exact: the model, the counts and the stored rows have the distribution "
-                "of a fit on the remaining samples (streams: replayed from the first "
-                "affected chunk); nothing of the deleted rows is kept"
+                "exact: the model, the counts and the stored rows have the "
+                "distribution of a fit on the remaining samples (streams: "
+                "replayed from the first affected chunk); nothing of the "
+                "deleted rows is kept"
             )
         else:
             method, eps_del = "certified", plan.epsilon
             guarantee = (
-                f"the whole state is ({plan.epsilon:.4g}, {self.delta:g})-indistinguishable "
-                "from a fit on the remaining samples (non-adaptive requests; Gaussian DP, "
-                f"mu={plan.mu:.4g}); no un-noised value depending on the deleted rows is "
-                "kept"
+                f"the whole state is ({plan.epsilon:.4g}, {self.delta:g})-"
+                "indistinguishable from a fit on the remaining samples "
+                f"(non-adaptive requests; Gaussian DP, mu={plan.mu:.4g}); no "
+                "un-noised value depending on the deleted rows is kept"
             )
         retrain_option = plan.option(RETRAIN)
         self.deletion_log_ = [
@@ -707,23 +719,47 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
                     "fell_back_to_retrain": fell_back,
                 },
                 retrain_cost={
-                    "gradient_evaluations": float(retrain_option.predicted_gradient_evaluations),
+                    "gradient_evaluations": float(
+                        retrain_option.predicted_gradient_evaluations
+                    ),
                     "wall_time_s": float(
-                        retrain_option.predicted_gradient_evaluations * self._seconds_per_row_grad
+                        retrain_option.predicted_gradient_evaluations
+                        * self._seconds_per_row_gradient()
                     ),
                 },
                 deletion_epsilon=eps_del,
                 deletion_delta=self.delta if eps_del is not None else None,
                 rerelease_epsilon=(
-                    epsilon_spent([r.event for r in planned], self.delta) if planned else None
+                    epsilon_spent([r.event for r in planned], self.delta)
+                    if planned
+                    else None
                 ),
                 reason=plan.reason
-                + ("; the fine-tune did not certify within its budget and fell back to "
-                   "retraining" if fell_back else "")
+                + (
+                    "; the fine-tune did not certify within its budget and fell "
+                    "back to "
+                    "retraining"
+                    if fell_back
+                    else ""
+                )
                 + f"; target deletion epsilon {target:.4g}",
             ),
         ]
         return self
+
+    def _seconds_per_row_gradient(self) -> float:
+        """Machine speed for the retrain estimate, timed on public random rows.
+
+        Timing the fit itself would keep, in the state, a number that depends
+        on the deleted rows (their count); this depends on nothing private.
+        """
+        loss = self._loss()
+        rows = np.random.default_rng(0).normal(size=(2000, loss.n_coef))
+        labels = loss.encode_labels(np.arange(2000) % loss.n_classes)
+        theta = np.zeros(loss.n_params)
+        started = time.perf_counter()
+        loss.value_and_grad(theta, rows, labels)
+        return (time.perf_counter() - started) / 2000
 
     def _increment(self, planned: list, restart: bool) -> list:
         """Budget increment of ``planned``; nothing to compute without a budget
@@ -735,7 +771,11 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
     def _rerelease(self, chunk: dict, mu: float, number: int) -> Release:
         """A chunk's model released again (its count is reused, not re-released)."""
         return self._planned_release(
-            chunk["kind"], mu, number, with_count=False, solver=chunk["config"]["solver"]
+            chunk["kind"],
+            mu,
+            number,
+            with_count=False,
+            solver=chunk["config"]["solver"],
         )
 
     def _deletion_target(self) -> float:
@@ -745,11 +785,17 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
         """The deletion plan, from public quantities only (counts, parameters, k)."""
         chunks = self.unlearning_state_.chunks
         loss = self._loss()
-        pending = [c["pending"] + deleted_per_chunk.get(i + 1, 0) for i, c in enumerate(chunks)]
+        pending = [
+            c["pending"] + deleted_per_chunk.get(i + 1, 0) for i, c in enumerate(chunks)
+        ]
         first_affected = min(deleted_per_chunk)
 
-        noise_mu = math.sqrt(sum(_chunk_mu(c, k) ** 2 for c, k in zip(chunks, pending, strict=True)))
-        options = [DeletionOption(NOISE_ONLY, True, noise_mu, 0.0, "keep the released state")]
+        noise_mu = math.sqrt(
+            sum(_chunk_mu(c, k) ** 2 for c, k in zip(chunks, pending, strict=True))
+        )
+        options = [
+            DeletionOption(NOISE_ONLY, True, noise_mu, 0.0, "keep the released state")
+        ]
 
         # Predicted retrain (replay) cost, in row-gradient evaluations.
         retrain_rows, retrain_iterations = 0.0, 0
@@ -774,7 +820,9 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
         chunk = chunks[0]
         tune_note = ""
         if len(chunks) > 1 or chunk["kind"] != "fit":
-            tune_note = "fine-tune needs a single batch fit (streams are replayed instead)"
+            tune_note = (
+                "fine-tune needs a single batch fit (streams are replayed instead)"
+            )
         elif chunk["config"]["solver"] == "noisy_gd":
             tune_note = (
                 "noisy GD has no certified warm start cheaper than its own steps (a "
@@ -786,29 +834,39 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
             if config["solver"] != chunk["config"]["solver"]:
                 tune_note = "the updated count selects another solver"
         if tune_note:
-            options.append(DeletionOption(NOISE_FINETUNE, False, math.inf, math.inf, tune_note))
+            options.append(
+                DeletionOption(NOISE_FINETUNE, False, math.inf, math.inf, tune_note)
+            )
         else:
             kappa = (n_pub * loss.smoothness + config["Lambda"]) / config["Lambda"]
             target = config["tau"] / config["Lambda"]
             old = chunk["config"]
             if old["solver"] == "output":
-                start = old["sigma"] * math.sqrt(loss.n_params) + (
-                    pending[0] * loss.lipschitz + 2.0 * old["tau"]
-                ) / old["Lambda"]
+                start = (
+                    old["sigma"] * math.sqrt(loss.n_params)
+                    + (pending[0] * loss.lipschitz + 2.0 * old["tau"]) / old["Lambda"]
+                )
                 # Certified start-point dependence: both solutions within tau/Lambda.
-                tune_mu = config["mu_model"] * 2.0 * config["tau"] / (
-                    loss.lipschitz + 2.0 * config["tau"]
+                tune_mu = (
+                    config["mu_model"]
+                    * 2.0
+                    * config["tau"]
+                    / (loss.lipschitz + 2.0 * config["tau"])
                 )
             else:
-                start = (
-                    math.sqrt(2.0 * loss.n_params) * old["sigma_b"] / old["Lambda"]
-                    + old["sigma_amp"] * math.sqrt(loss.n_params)
-                )
+                start = math.sqrt(2.0 * loss.n_params) * old["sigma_b"] / old[
+                    "Lambda"
+                ] + old["sigma_amp"] * math.sqrt(loss.n_params)
                 tune_mu = config["mu_amp"]
             iterations = linear_rate_iterations(start, target, kappa)
-            options.append(DeletionOption(NOISE_FINETUNE, True, tune_mu, iterations * n_pub, ""))
+            options.append(
+                DeletionOption(NOISE_FINETUNE, True, tune_mu, iterations * n_pub, "")
+            )
         plan = plan_deletion(options, self._deletion_target(), self.delta)
-        return plan, {"first_affected": first_affected, "retrain_iterations": retrain_iterations}
+        return plan, {
+            "first_affected": first_affected,
+            "retrain_iterations": retrain_iterations,
+        }
 
     # ----------------------------------------------------------- prediction
 
@@ -901,10 +959,23 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
 
     def _normalize(self, X) -> np.ndarray:
         """Clip rows to ``feature_norm``, divide by it, add the intercept column."""
-        A = clip_rows_l2(np.asarray(X, dtype=np.float64), self.feature_norm) / self.feature_norm
+        return np.ascontiguousarray(self._rows(X, None)[:, :-1])
+
+    def _rows(self, X, y_index) -> np.ndarray:
+        """Registry rows ``[a, class index]`` with ``a`` the normalized row.
+
+        One allocation: at n = 1e5 each copy of the data costs as much as a
+        gradient step. ``rows[:, :-1]`` is the design matrix (a strided view
+        BLAS reads directly).
+        """
+        n, d = X.shape
+        rows = np.empty((n, self._n_coef(d) + 1))
+        clipped = clip_rows_l2(np.asarray(X, dtype=np.float64), self.feature_norm)
+        np.divide(clipped, self.feature_norm, out=rows[:, :d])
         if self.fit_intercept:
-            A = np.column_stack([A, np.ones(len(A))])
-        return A
+            rows[:, d] = 1.0
+        rows[:, -1] = 0.0 if y_index is None else y_index
+        return rows
 
     def _check_public_params(self) -> None:
         """Checks that need only the parameters (run before any data is read)."""
@@ -917,7 +988,8 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
             # The binary case; one-vs-rest splits mu further and is checked
             # again when the number of classes is known.
             objective_perturbation_noise_mu(
-                math.sqrt(1.0 - _COUNT_SHARE - _AMP_SHARE) * mu, jacobian_epsilon(beta, Lambda)
+                math.sqrt(1.0 - _COUNT_SHARE - _AMP_SHARE) * mu,
+                jacobian_epsilon(beta, Lambda),
             )
 
     def _configure(self, n_public: float) -> dict:
@@ -931,12 +1003,16 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
         mu = _gdp_mu(self.epsilon, self.delta)
         mu_model = math.sqrt(1.0 - _COUNT_SHARE) * mu
         if self.solver == "auto":
-            solver = "noisy_gd" if loss.n_params <= n_public * self.epsilon else "output"
+            solver = (
+                "noisy_gd" if loss.n_params <= n_public * self.epsilon else "output"
+            )
         else:
             solver = self.solver
         G, r = loss.lipschitz, loss.row_norm
         if self.C == "auto":
-            Lambda = _RIDGE[solver] * (n_public * G**2 * r**2 / mu_model**2) ** (1.0 / 3.0)
+            Lambda = _RIDGE[solver] * (n_public * G**2 * r**2 / mu_model**2) ** (
+                1.0 / 3.0
+            )
         else:
             Lambda = 1.0 / (self.C * self.feature_norm**2)
         tau = self.tol * G
@@ -995,7 +1071,12 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
         if config["solver"] == "output":
             G = self._loss().lipschitz
             parts.append(
-                {"kind": "output", "mu": config["mu_model"], "G": G, "tau": config["tau"]}
+                {
+                    "kind": "output",
+                    "mu": config["mu_model"],
+                    "G": G,
+                    "tau": config["tau"],
+                }
             )
         elif config["solver"] == "objective":
             parts.append({"kind": "gdp", "mu": config["mu_op"]})
@@ -1015,20 +1096,30 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
 
     def _release_stream(self, A, y_index, theta0, rng):
         """Everything a :meth:`partial_fit` chunk releases: count, then DP-SGD."""
-        return self._sgd_chunk(A, y_index, self._noisy_count(len(A), rng), theta0, rng)[0]
+        return self._sgd_chunk(A, y_index, self._noisy_count(len(A), rng), theta0, rng)[
+            0
+        ]
 
     def _fit_chunk(self, A, y_index, n_noisy, rng, theta0=None, max_iter=None):
-        """Batch release on chunk 1; returns the chunk record and full-gradient count."""
+        """Batch release on chunk 1; returns the chunk record and gradient count."""
         config = self._configure(n_noisy)
         loss = self._loss()
         Lambda, solver = config["Lambda"], config["solver"]
         cap = self.max_iter if max_iter is None else max_iter
         if solver == "output":
             solution = certified_minimize(
-                loss, A, loss.encode_labels(y_index), Lambda, config["tau"],
-                radius=self.coef_bound, theta0=theta0, max_iter=cap,
+                loss,
+                A,
+                loss.encode_labels(y_index),
+                Lambda,
+                config["tau"],
+                radius=self.coef_bound,
+                theta0=theta0,
+                max_iter=cap,
             )
-            theta = solution.theta + rng.normal(0.0, config["sigma"], size=loss.n_params)
+            theta = solution.theta + rng.normal(
+                0.0, config["sigma"], size=loss.n_params
+            )
             n_grad = solution.n_grad
         elif solver == "objective":
             binary = self._loss(binary=True)
@@ -1039,12 +1130,22 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
                 b = rng.normal(0.0, config["sigma_b"], size=p)
                 start = None
                 if theta0 is not None:
-                    start = theta0.reshape(-1, p)[j] if config["one_vs_rest"] else theta0
+                    start = (
+                        theta0.reshape(-1, p)[j] if config["one_vs_rest"] else theta0
+                    )
                 solution = certified_minimize(
-                    binary, A, np.where(y_index == k, 1.0, -1.0), Lambda, config["tau"],
-                    linear=b, theta0=start, max_iter=cap,
+                    binary,
+                    A,
+                    np.where(y_index == k, 1.0, -1.0),
+                    Lambda,
+                    config["tau"],
+                    linear=b,
+                    theta0=start,
+                    max_iter=cap,
                 )
-                thetas.append(solution.theta + rng.normal(0.0, config["sigma_amp"], size=p))
+                thetas.append(
+                    solution.theta + rng.normal(0.0, config["sigma_amp"], size=p)
+                )
                 n_grad += solution.n_grad
             theta = np.concatenate(thetas)
         else:
@@ -1086,7 +1187,9 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
         mu_model = math.sqrt(1.0 - _COUNT_SHARE) * mu
         G, r = loss.lipschitz, loss.row_norm
         if self.C == "auto":
-            Lambda = _RIDGE["sgd"] * (n_public * G**2 * r**2 / mu_model**2) ** (1.0 / 3.0)
+            Lambda = _RIDGE["sgd"] * (n_public * G**2 * r**2 / mu_model**2) ** (
+                1.0 / 3.0
+            )
         else:
             Lambda = 1.0 / (self.C * self.feature_norm**2)
         config = {
@@ -1099,9 +1202,16 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
             "one_vs_rest": False,
         }
         theta, n_batches = dp_sgd_pass(
-            loss, A, loss.encode_labels(y_index), theta0,
-            n_public=n_public, batch_size=self.batch_size, Lambda=Lambda,
-            noise_multiplier=config["batch_multiplier"], radius=config["radius"], rng=rng,
+            loss,
+            A,
+            loss.encode_labels(y_index),
+            theta0,
+            n_public=n_public,
+            batch_size=self.batch_size,
+            Lambda=Lambda,
+            noise_multiplier=config["batch_multiplier"],
+            radius=config["radius"],
+            rng=rng,
         )
         config["n_iter"] = int(n_batches)
         chunk = {
@@ -1133,14 +1243,18 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
         mu_model = math.sqrt(1.0 - _COUNT_SHARE) * mu
         events, words, references = [], [], []
         if with_count:
-            events.append(dp_event.GaussianDpEvent(1.0 / (math.sqrt(_COUNT_SHARE) * mu)))
+            events.append(
+                dp_event.GaussianDpEvent(1.0 / (math.sqrt(_COUNT_SHARE) * mu))
+            )
             words.append("Gaussian noisy record count")
             references.append(_REFERENCES["count"])
         if kind == "fit" and solver == "objective":
             mu_op = math.sqrt(1.0 - _COUNT_SHARE - _AMP_SHARE) * mu
             events.append(dp_event.GaussianDpEvent(1.0 / mu_op))
             events.append(dp_event.GaussianDpEvent(1.0 / (math.sqrt(_AMP_SHARE) * mu)))
-            words.append("objective perturbation (Gaussian-DP certified) + AMP output noise")
+            words.append(
+                "objective perturbation (Gaussian-DP certified) + AMP output noise"
+            )
             references.append(_REFERENCES["objective"])
         else:
             events.append(dp_event.GaussianDpEvent(1.0 / mu_model))
@@ -1148,7 +1262,9 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
                 words.append(f"one-pass DP-SGD (batch {self.batch_size}, clipped)")
                 references.append(_REFERENCES["sgd"])
             elif solver == "auto":
-                words.append("output perturbation or noisy GD (solver='auto', same GDP)")
+                words.append(
+                    "output perturbation or noisy GD (solver='auto', same GDP)"
+                )
                 references += [_REFERENCES["output"], _REFERENCES["noisy_gd"]]
             elif solver == "output":
                 words.append("output perturbation of the certified regularized ERM")
@@ -1177,7 +1293,9 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
         d = self.n_features_in_
         theta = last["theta"].reshape(-1, self._n_coef(d))
         self.coef_ = theta[:, :d] / self.feature_norm
-        self.intercept_ = theta[:, d].copy() if self.fit_intercept else np.zeros(len(theta))
+        self.intercept_ = (
+            theta[:, d].copy() if self.fit_intercept else np.zeros(len(theta))
+        )
         batch = [c for c in chunks if c["kind"] == "fit"]
         config = (batch[-1] if batch else last)["config"]
         self.solver_ = config["solver"]
@@ -1188,4 +1306,3 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
         tags = super().__sklearn_tags__()
         tags.classifier_tags.multi_class = True
         return tags
-

@@ -56,9 +56,13 @@ def _project(theta, radius):
 
 
 def released_preconditioner(
-    loss, A: np.ndarray, Lambda: float, noise_multiplier: float, rng: np.random.Generator
+    loss,
+    A: np.ndarray,
+    Lambda: float,
+    noise_multiplier: float,
+    rng: np.random.Generator,
 ) -> np.ndarray:
-    """Release the Gram matrix and return the preconditioner ``(beta_1 Gram + Lambda)^-1``.
+    """Release the Gram matrix; return the preconditioner ``(beta_1 Gram + Lambda)^-1``.
 
     Parameters
     ----------
@@ -149,7 +153,7 @@ def dp_sgd_pass(
     radius: float | None,
     rng: np.random.Generator,
 ) -> tuple[np.ndarray, int]:
-    """One pass of DP-SGD over a chunk; returns the tail-averaged iterate and the step count.
+    """One pass of DP-SGD over a chunk; returns the tail-averaged iterate and steps.
 
     Parameters
     ----------
@@ -185,7 +189,9 @@ def dp_sgd_pass(
         rows = order[bounds[j] : bounds[j + 1]]
         grads = loss.per_example_grads(theta, A[rows], y[rows])
         norms = np.linalg.norm(grads, axis=1)
-        grads *= np.minimum(1.0, clip / np.maximum(norms, np.finfo(float).tiny))[:, None]
+        grads *= np.minimum(1.0, clip / np.maximum(norms, np.finfo(float).tiny))[
+            :, None
+        ]
         noisy = grads.sum(axis=0) + rng.normal(0.0, sigma, size=theta.shape)
         theta = _project(theta - step * (noisy / batch_size + lam * theta), radius)
         if j >= start:

@@ -117,8 +117,9 @@ def objective_perturbation_noise_mu(target_mu: float, eps_jacobian: float) -> fl
     level = np.exp(eps_jacobian) * ndtr(-target_mu / 2.0)
     if level >= 0.5:
         raise ValueError(
-            "objective perturbation cannot reach this privacy with this regularization: "
-            f"the Jacobian term log(1 + beta/Lambda) = {eps_jacobian:.3g} is too large; "
+            "objective perturbation cannot reach this privacy with this "
+            "regularization: the Jacobian term log(1 + beta/Lambda) = "
+            f"{eps_jacobian:.3g} is too large; "
             "use a smaller C (stronger regularization) or another solver"
         )
     return float(-2.0 * ndtri(level))

@@ -61,7 +61,9 @@ def gdp_epsilon(mu: float, delta: float) -> float:
     return float(get_epsilon_gaussian(1.0 / mu, delta))
 
 
-def linear_rate_iterations(distance: float, target: float, condition_number: float) -> int:
+def linear_rate_iterations(
+    distance: float, target: float, condition_number: float
+) -> int:
     """Iterations of an accelerated first-order method from ``distance`` to ``target``.
 
     The cost model of the planner: a method with the accelerated linear rate
@@ -74,7 +76,9 @@ def linear_rate_iterations(distance: float, target: float, condition_number: flo
     """
     if distance <= target:
         return 0
-    return int(math.ceil(math.sqrt(max(condition_number, 1.0)) * math.log(distance / target)))
+    return int(
+        math.ceil(math.sqrt(max(condition_number, 1.0)) * math.log(distance / target))
+    )
 
 
 @dataclass(frozen=True)
@@ -172,7 +176,10 @@ def plan_deletion(
     )
     tune = by_action.get(NOISE_FINETUNE)
     if tune is not None and tune.available and eps[NOISE_FINETUNE] <= target_epsilon:
-        predicted, full = tune.predicted_gradient_evaluations, retrain.predicted_gradient_evaluations
+        predicted, full = (
+            tune.predicted_gradient_evaluations,
+            retrain.predicted_gradient_evaluations,
+        )
         if predicted < full:
             return DeletionPlan(
                 NOISE_FINETUNE,
@@ -180,7 +187,8 @@ def plan_deletion(
                 delta,
                 tune.mu,
                 "efficient",
-                f"{why_not_noise}; noise + fine-tune certifies eps={eps[NOISE_FINETUNE]:.3g} "
+                f"{why_not_noise}; noise + fine-tune certifies "
+                f"eps={eps[NOISE_FINETUNE]:.3g} "
                 f"at a predicted {predicted:.3g} gradient evaluations < {full:.3g} for "
                 "retraining (When to Forget? Thm 3, efficient regime)",
                 tuple(options),
