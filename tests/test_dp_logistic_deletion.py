@@ -7,6 +7,7 @@ import warnings
 import numpy as np
 import pytest
 from _stats import audit_epsilon_lower_bound, n_trials, same_distribution_pvalue
+from sklearn.base import clone
 
 from sklearn_dpu import io as dpu_io
 from sklearn_dpu.exceptions import (
@@ -350,3 +351,21 @@ def test_budget_is_charged_before_data_and_deletions_are_never_refused(tmp_path)
     assert any(issubclass(w.category, PrivacyLeakWarning) for w in caught)
     assert est.deletion_log_[-1].rerelease_epsilon is not None
     assert budget.spent().epsilon > 1.2
+
+
+def test_infeasible_objective_perturbation_fails_before_charging(tmp_path):
+    """A ridge too weak for objective perturbation's Jacobian term is refused
+    before the budget is charged (binary: before reading data; one-vs-rest:
+    once the label set is known)."""
+    X, y, _, _ = _pair(10, n=40)
+    budget = PrivacyBudget(epsilon=5.0, delta=DELTA, path=tmp_path / "b.sqlite")
+    with pytest.raises(ValueError, match="Jacobian term"):
+        DPLogisticRegression(solver="objective", C=1e6, budget=budget).fit("no data", y)
+    # Feasible for two classes, not for ten (mu split ten ways).
+    clf = DPLogisticRegression(solver="objective", C=0.02, epsilon=0.1, budget=budget)
+    clf.fit(X, y)
+    spent = budget.spent().epsilon
+    many = np.arange(len(X)) % 10
+    with pytest.raises(ValueError, match="Jacobian term"):
+        clone(clf).fit(X, many)
+    assert budget.spent().epsilon == spent

@@ -459,6 +459,7 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
                 "DPLogisticRegression needs samples of at least 2 classes in the data, "
                 f"but the data contains only one class: {classes[0]!r}"
             )
+        self._check_public_params(len(classes))
         registry = SampleRegistry(self._n_coef(X.shape[1]) + 1, dtype=np.float64)
         ids = registry.check_new_ids(
             registry.default_ids(len(X)) if sample_id is None else sample_id, len(X)
@@ -977,19 +978,23 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
         rows[:, -1] = 0.0 if y_index is None else y_index
         return rows
 
-    def _check_public_params(self) -> None:
-        """Checks that need only the parameters (run before any data is read)."""
+    def _check_public_params(self, n_classes: int = 2) -> None:
+        """Checks that need only the parameters and the label set.
+
+        Run before any data is read (with the binary case), and again before
+        the budget is charged once the number of classes is known: one-vs-rest
+        objective perturbation splits mu over the classes.
+        """
         if self.solver == "objective" and self.coef_bound is not None:
             raise ValueError("solver='objective' does not support coef_bound")
         if self.solver == "objective" and self.C != "auto":
             mu = _gdp_mu(self.epsilon, self.delta)
+            per_class = n_classes if n_classes > 2 else 1
             Lambda = 1.0 / (self.C * self.feature_norm**2)
             beta = self._row_norm() ** 2 / 4.0
-            # The binary case; one-vs-rest splits mu further and is checked
-            # again when the number of classes is known.
+            mu_op = math.sqrt(1.0 - _COUNT_SHARE - _AMP_SHARE) * mu
             objective_perturbation_noise_mu(
-                math.sqrt(1.0 - _COUNT_SHARE - _AMP_SHARE) * mu,
-                jacobian_epsilon(beta, Lambda),
+                mu_op / math.sqrt(per_class), jacobian_epsilon(beta, Lambda)
             )
 
     def _configure(self, n_public: float) -> dict:
