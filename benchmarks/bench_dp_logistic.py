@@ -117,21 +117,30 @@ def _breast_cancer(seed):
     return scaler.transform(Xtr), ytr, scaler.transform(Xte), yte, 6.0
 
 
-def _synthetic(seed):
-    X, y = make_classification(n_samples=40_000, n_features=20, random_state=seed)
+def _synthetic(seed, class_sep=1.0):
+    X, y = make_classification(
+        n_samples=40_000, n_features=20, class_sep=class_sep, random_state=seed
+    )
     Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.25, random_state=seed)
     scaler = StandardScaler().fit(Xtr)
     return scaler.transform(Xtr), ytr, scaler.transform(Xte), yte, 1.2 * math.sqrt(20)
 
 
-def accuracy(name, make_split, n_seeds):
+def _synthetic_hard(seed):
+    # The anchor's synthetic parameters are not recorded; make_classification's
+    # defaults give a non-private accuracy near 0.89, class_sep=0.5 near the
+    # anchor's 0.747. Both are shown.
+    return _synthetic(seed, class_sep=0.5)
+
+
+def accuracy(name, make_split, n_seeds, anchor="synthetic"):
     print(f"\n== 3. accuracy on {name} ({n_seeds} seeds, mean ± std) ==")
     splits = [make_split(seed) for seed in range(n_seeds)]
     base = [
         LogisticRegression(max_iter=1000).fit(a, b).score(c, d)
         for a, b, c, d, _ in splits
     ]
-    anchors = ANCHORS[name]
+    anchors = ANCHORS[anchor]
     print(
         f"non-private: {np.mean(base):.3f} ± {np.std(base):.3f} "
         f"(anchor {anchors['non-private']})"
@@ -176,6 +185,7 @@ def streaming():
 if __name__ == "__main__":
     fit_time()
     deletion_time()
-    accuracy("breast_cancer", _breast_cancer, 20)
-    accuracy("synthetic", _synthetic, 10)
+    accuracy("breast_cancer", _breast_cancer, 20, anchor="breast_cancer")
+    accuracy("synthetic (make_classification defaults)", _synthetic, 10)
+    accuracy("synthetic (class_sep=0.5)", _synthetic_hard, 10)
     streaming()
