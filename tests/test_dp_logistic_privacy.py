@@ -91,6 +91,33 @@ def test_noisy_gd_step_sensitivity():
         assert np.linalg.norm(g - gp) <= loss.lipschitz * (1 + 1e-12)
 
 
+def test_dp_sgd_clips_per_example_gradients():
+    """Whatever a per-example gradient is, a batch sum moves by at most G per row
+    (the sensitivity of a DP-SGD step holds by construction)."""
+    from sklearn_dpu.linear_model._losses import GLMLoss
+    from sklearn_dpu.linear_model._noisy_gd_glm import dp_sgd_pass
+
+    loss = GLMLoss(2, 3, np.sqrt(2.0))
+    A = np.array([[1.0, 0.0, 1.0]])
+    y = np.array([-1.0])
+
+    class Huge(GLMLoss):
+        def per_example_grads(self, theta, A, y):
+            return 1e6 * super().per_example_grads(theta, A, y)
+
+    huge = Huge(2, 3, np.sqrt(2.0))
+    common = dict(
+        n_public=1.0, batch_size=1, Lambda=1e-9, noise_multiplier=0.0, radius=None
+    )
+    zero = np.zeros(3)
+    for current in (loss, huge):
+        theta, _ = dp_sgd_pass(
+            current, A, y, zero, rng=np.random.default_rng(0), **common
+        )
+        step = 1.0 / (loss.smoothness + 1e-9)
+        assert np.linalg.norm(theta) <= step * loss.lipschitz * (1 + 1e-9)
+
+
 # ----------------------------------------------------- objective perturbation
 
 
@@ -158,13 +185,15 @@ def _pld_epsilon(events):
 
 def _ran_events(est):
     """The per-step events of what ran, rebuilt from the public configuration."""
-    config = est.unlearning_state_.chunks[0]["config"]
+    config = est.unlearning_state_.chunks[-1]["config"]
     mu = 1 / _dp_logistic.gaussian_noise_multiplier(est.epsilon, est.delta)
     events = [dp_event.GaussianDpEvent(1 / (math.sqrt(_dp_logistic._COUNT_SHARE) * mu))]
     loss = est._loss()
     if config["solver"] == "output":
         sensitivity = (loss.lipschitz + 2 * config["tau"]) / config["Lambda"]
         events.append(dp_event.GaussianDpEvent(config["sigma"] / sensitivity))
+    elif config["solver"] == "sgd":
+        events.append(dp_event.GaussianDpEvent(config["batch_multiplier"]))
     elif config["solver"] == "noisy_gd":
         events.append(dp_event.GaussianDpEvent(config["gram_multiplier"]))
         events.append(
@@ -188,14 +217,19 @@ def _ran_events(est):
     return events
 
 
-@pytest.mark.parametrize("solver", ["output", "objective", "noisy_gd"])
+@pytest.mark.parametrize("solver", ["output", "objective", "noisy_gd", "sgd"])
 @pytest.mark.parametrize("n_classes", [2, 4])
 @pytest.mark.parametrize("epsilon", [0.1, 1.0, 10.0])
 def test_calibration_against_dp_accounting(solver, n_classes, epsilon):
     """The noise that ran, composed by dp-accounting's PLD accountant, is at
     most (epsilon, delta) and tight; privacy_spent_ reports it."""
     X, y, _, _ = _neighbours(0, n=40, d=3, n_classes=n_classes)
-    est = DPLogisticRegression(epsilon=epsilon, solver=solver, random_state=0).fit(X, y)
+    if solver == "sgd":
+        est = DPLogisticRegression(epsilon=epsilon, random_state=0)
+        est.partial_fit(X, y, classes=np.unique(y))
+    else:
+        est = DPLogisticRegression(epsilon=epsilon, solver=solver, random_state=0)
+        est.fit(X, y)
     eps = _pld_epsilon(_ran_events(est))
     assert eps <= epsilon * (1 + 1e-3)
     assert eps >= epsilon * 0.98
