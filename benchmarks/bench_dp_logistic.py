@@ -99,7 +99,7 @@ def deletion_time():
         print(
             f"{name:29s}: action={report.cost['action']:14s} "
             f"deletion {t_delete:.4f} s, "
-            f"retrain {t_retrain:.3f} s -> {t_retrain / t_delete:,.0f}x faster; "
+            f"retrain {t_retrain:.3f} s -> {t_retrain / t_delete:,.1f}x faster; "
             f"certified eps_del="
             + (f"{eps:.3g}" if eps is not None else "exact")
             + f" (delta={clf.delta:g}); gradient evals predicted "

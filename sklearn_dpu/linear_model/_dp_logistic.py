@@ -290,7 +290,11 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
         :meth:`partial_fit`: expected rows per DP-SGD step.
     deletion_epsilon : float, default=None
         Epsilon each deletion must be certified at (with ``delta``);
-        ``None`` means ``epsilon``.
+        ``None`` means ``epsilon``. With the default a single deletion goes by
+        noise only (the release already hides one sample at ``epsilon``); the
+        next one doubles the group and triggers a fine-tune or a retrain, each
+        a re-release charged to the budget. Smaller values force re-releases
+        sooner and certify deletions more strongly.
     random_state : int, RandomState instance or None, default=None
         Source of noise. ``None`` draws fresh OS entropy for every release. An
         int makes fits reproducible and is for tests only: anyone who knows it
