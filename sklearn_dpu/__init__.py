@@ -7,7 +7,7 @@ from .exceptions import (
     StateVersionError,
     UnlearningError,
 )
-from .linear_model import DPLinearRegression, UnlearnableSGDClassifier
+from .linear_model import DPLinearRegression, DPLogisticRegression, UnlearnableSGDClassifier
 from .model_selection import PrivateGridSearch
 from .privacy import PrivacyBudget
 
@@ -16,6 +16,7 @@ __version__ = "0.1.0.dev0"
 __all__ = [
     "BudgetExceededError",
     "DPLinearRegression",
+    "DPLogisticRegression",
     "PersistenceError",
     "PrivacyBudget",
     "PrivacyLeakWarning",

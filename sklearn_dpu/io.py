@@ -25,6 +25,8 @@ TRUSTED_TYPES = (
     "sklearn_dpu.linear_model._unlearnable_sgd.UnlearnableSGDClassifier",
     "sklearn_dpu.linear_model._coupled_sgd.CoupledSGDState",
     "sklearn_dpu.model_selection._private_search.PrivateGridSearch",
+    "sklearn_dpu.linear_model._dp_logistic.DPLogisticRegression",
+    "sklearn_dpu.linear_model._dp_logistic.LogisticUnlearningState",
     "sklearn_dpu.preprocessing._public_bounds.PublicBoundsScaler",
     "sklearn_dpu.privacy.budget.PrivacyBudget",
     "sklearn_dpu.privacy.ledger.PrivacySpent",

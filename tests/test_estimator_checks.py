@@ -7,13 +7,21 @@ from sklearn.utils.estimator_checks import (
     parametrize_with_checks,
 )
 
-from sklearn_dpu.linear_model import DPLinearRegression, UnlearnableSGDClassifier
+from sklearn_dpu.linear_model import (
+    DPLinearRegression,
+    DPLogisticRegression,
+    UnlearnableSGDClassifier,
+)
 from sklearn_dpu.model_selection import PrivateGridSearch
 from sklearn_dpu.preprocessing import PublicBoundsScaler
 
 ESTIMATORS = [
     DPLinearRegression(),
     DPLinearRegression(solver="noisy_gd", max_iter=50),
+    DPLogisticRegression(),
+    DPLogisticRegression(solver="output"),
+    DPLogisticRegression(solver="objective"),
+    DPLogisticRegression(solver="noisy_gd"),
     PublicBoundsScaler(),
     PrivateGridSearch(DPLinearRegression(), {"alpha": [0.0, 1.0]}),
     PrivateGridSearch(DPLinearRegression(), {"target_bound": [1.0, 3.0]}),

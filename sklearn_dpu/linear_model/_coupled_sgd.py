@@ -66,7 +66,7 @@ from ..unlearning.coupling import (
     uniform_subsets,
 )
 from ..unlearning.state import VersionedState
-from ._losses import get_loss
+from ._margin_losses import get_loss
 
 __all__ = ["CoupledSGDState", "EditOutcome"]
 

@@ -22,7 +22,7 @@ from ..unlearning.coupling import noise_for_recompute_rate, recompute_probabilit
 from ..unlearning.report import DeletionReport
 from ..unlearning.state import SampleRegistry
 from ._coupled_sgd import CoupledSGDState
-from ._losses import get_loss
+from ._margin_losses import get_loss
 
 __all__ = ["UnlearnableSGDClassifier"]
 

@@ -18,6 +18,10 @@ states two data-independent constants:
     (``eta <= 1 / (2H)``, dissertation Prop. 7, line 4484). ``inf`` for the
     non-smooth hinge.
 
+This module serves the SGD of :class:`UnlearnableSGDClassifier`; the ERM
+solvers of :class:`DPLogisticRegression` use :mod:`._glm_losses` (summed
+values, Hessians), with the same logistic and softmax constants.
+
 Binary problems use ``K = 1`` and labels ``y in {0, 1}`` (``z > 0`` means class
 1). Multiclass log loss is the multinomial (softmax) loss; multiclass hinge and
 modified Huber are one-vs-rest sums, as in :class:`sklearn.linear_model.SGDClassifier`.
