@@ -6,7 +6,6 @@ import warnings
 
 import numpy as np
 import pytest
-from ._stats import audit_epsilon_lower_bound, n_trials, same_distribution_pvalue
 from sklearn.base import clone
 
 from sklearn_dpu import io as dpu_io
@@ -24,6 +23,8 @@ from sklearn_dpu.unlearning.planner import (
     linear_rate_iterations,
     plan_deletion,
 )
+
+from ._stats import audit_epsilon_lower_bound, n_trials, same_distribution_pvalue
 
 DELTA = 1e-5
 

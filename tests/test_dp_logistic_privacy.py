@@ -9,7 +9,6 @@ import math
 
 import numpy as np
 import pytest
-from ._stats import audit_epsilon_lower_bound, n_trials
 from dp_accounting import dp_event
 from dp_accounting.pld import PLDAccountant
 from dp_accounting.privacy_accountant import NeighboringRelation
@@ -23,6 +22,8 @@ from sklearn_dpu.linear_model._objective_perturbation import (
     objective_perturbation_mu,
     objective_perturbation_noise_mu,
 )
+
+from ._stats import audit_epsilon_lower_bound, n_trials
 
 DELTA = 1e-5
 
