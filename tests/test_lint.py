@@ -1,20 +1,19 @@
 """The code base stays clean under the project's ruff configuration."""
 
+import importlib.util
 import pathlib
-import shutil
 import subprocess
+import sys
 
 import pytest
 
 ROOT = pathlib.Path(__file__).parents[1]
 
 
+@pytest.mark.skipif(importlib.util.find_spec("ruff") is None, reason="ruff is not installed")
 def test_ruff_check():
-    ruff = shutil.which("ruff")
-    if ruff is None:
-        pytest.skip("ruff is not installed")
     result = subprocess.run(
-        [ruff, "check", "sklearn_dpu", "tests", "benchmarks", "examples"],
+        [sys.executable, "-m", "ruff", "check", "sklearn_dpu", "tests", "benchmarks", "examples"],
         cwd=ROOT,
         capture_output=True,
         text=True,
