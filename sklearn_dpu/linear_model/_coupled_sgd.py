@@ -446,6 +446,24 @@ class CoupledSGDState(VersionedState):
         else:
             reg.remove(slots)
 
+    def _resolve(self, steps, first, new_grad, rng, evaluated: int) -> "EditOutcome":
+        """Finish an edit whose tested ``steps`` first failed at index ``first``
+        (``None``: all passed): reflect that step, recompute the rest, report.
+
+        ``evaluated`` counts the per-record gradients the tests already took.
+        """
+        recomputed = evaluations = 0
+        if first is not None:
+            step = int(steps[first])
+            evaluations = self._reflect_and_recompute(step, new_grad[first], rng)
+            recomputed = self.n_steps - step
+        return EditOutcome(
+            _tested(steps, first),
+            None if first is None else int(steps[first]),
+            recomputed,
+            evaluated + evaluations,
+        )
+
     def delete_poisson(self, slots: np.ndarray, rng) -> EditOutcome:
         """Delete ``slots`` as one edit (Poisson batches): drop them from their
         batches, test each step that used one, recompute from the first rejection.
@@ -462,17 +480,7 @@ class CoupledSGDState(VersionedState):
         self._finish_raw_noise_variant(steps, first)
         self._remove_from_batches(positions)
         self.forget_slots(slots)
-        recomputed = evaluations = 0
-        if first is not None:
-            step = int(steps[first])
-            evaluations = self._reflect_and_recompute(step, new_grad[first], rng)
-            recomputed = self.n_steps - step
-        return EditOutcome(
-            _tested(steps, first),
-            None if first is None else int(steps[first]),
-            recomputed,
-            len(positions) + evaluations,
-        )
+        return self._resolve(steps, first, new_grad, rng, len(positions))
 
     def insert_poisson(self, slots: np.ndarray, rng) -> EditOutcome:
         """Insert registry ``slots`` (already added) as one edit (Poisson batches):
@@ -494,17 +502,7 @@ class CoupledSGDState(VersionedState):
         self.batch_slots = np.insert(self.batch_slots, at, member_slots[keep])
         added = np.bincount(member_steps[keep], minlength=self.n_steps)
         self.batch_ptr[1:] += np.cumsum(added)
-        recomputed = evaluations = 0
-        if first is not None:
-            step = int(steps[first])
-            evaluations = self._reflect_and_recompute(step, new_grad[first], rng)
-            recomputed = self.n_steps - step
-        return EditOutcome(
-            _tested(steps, first),
-            None if first is None else int(steps[first]),
-            recomputed,
-            len(member_slots) + evaluations,
-        )
+        return self._resolve(steps, first, new_grad, rng, len(member_slots))
 
     def delete_fixed(self, slot: int, rng) -> EditOutcome:
         """Delete one slot (fixed-size batches): Alg. 22 with Claim 5's coupling."""
@@ -525,17 +523,7 @@ class CoupledSGDState(VersionedState):
         self._finish_raw_noise_variant(steps, first)
         self.batch_slots[positions] = replacements
         self.forget_slots(np.array([slot]))
-        recomputed = evaluations = 0
-        if first is not None:
-            step = int(steps[first])
-            evaluations = self._reflect_and_recompute(step, new_grad[first], rng)
-            recomputed = self.n_steps - step
-        return EditOutcome(
-            _tested(steps, first),
-            None if first is None else int(steps[first]),
-            recomputed,
-            2 * len(steps) + evaluations,
-        )
+        return self._resolve(steps, first, new_grad, rng, 2 * len(steps))
 
     def insert_fixed(self, slot: int, rng) -> EditOutcome:
         """Insert one slot (already added; fixed-size batches): Alg. 22 with
@@ -555,17 +543,7 @@ class CoupledSGDState(VersionedState):
         first = self._couple(steps, new_grad, rng)
         self._finish_raw_noise_variant(steps, first)
         self.batch_slots[positions] = slot
-        recomputed = evaluations = 0
-        if first is not None:
-            step = int(steps[first])
-            evaluations = self._reflect_and_recompute(step, new_grad[first], rng)
-            recomputed = T - step
-        return EditOutcome(
-            _tested(steps, first),
-            None if first is None else int(steps[first]),
-            recomputed,
-            2 * len(steps) + evaluations,
-        )
+        return self._resolve(steps, first, new_grad, rng, 2 * len(steps))
 
     # ---------------------------------------------------------- predictions
 

@@ -38,6 +38,7 @@ from ._objective_perturbation import (
     objective_perturbation_mu,
     objective_perturbation_noise_mu,
 )
+from ._scores import labels_from_scores
 
 __all__ = ["DPLogisticRegression", "LogisticUnlearningState"]
 
@@ -864,10 +865,8 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
         -------
         ndarray of shape (n_samples,)
         """
-        scores = self.decision_function(X)
-        if scores.ndim == 1:
-            return self.classes_[(scores > 0).astype(np.intp)]
-        return self.classes_[np.argmax(scores, axis=1)]
+        scores = self.decision_function(X)  # checks fitted before classes_ is read
+        return labels_from_scores(self.classes_, scores)
 
     def predict_proba(self, X):
         """Class probabilities (softmax; one-vs-rest normalized for ``'objective'``).

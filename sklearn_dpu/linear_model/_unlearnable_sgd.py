@@ -23,6 +23,7 @@ from ..unlearning.report import DeletionReport
 from ..unlearning.state import SampleRegistry
 from ._coupled_sgd import CoupledSGDState
 from ._margin_losses import get_loss
+from ._scores import labels_from_scores
 
 __all__ = ["UnlearnableSGDClassifier"]
 
@@ -994,10 +995,8 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
         -------
         ndarray of shape (n_samples,)
         """
-        scores = self.decision_function(X)
-        if scores.ndim == 1:
-            return self.classes_[(scores > 0).astype(int)]
-        return self.classes_[np.argmax(scores, axis=1)]
+        scores = self.decision_function(X)  # checks fitted before classes_ is read
+        return labels_from_scores(self.classes_, scores)
 
     @available_if(_has_proba)
     def predict_proba(self, X):
