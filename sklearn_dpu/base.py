@@ -78,6 +78,16 @@ class PrivateEstimatorMixin:
                 stacklevel=3,
             )
 
+    def _fit_release_plan(self) -> list[Release]:
+        """The releases one ``fit`` makes, from the parameters alone (an upper bound).
+
+        Every estimator overrides it. ``fit`` uses it for its budget pre-check,
+        and :class:`~sklearn_dpu.model_selection.PrivateGridSearch` uses it to
+        plan the cost of a whole search before any data is read, so it must not
+        depend on data (nor on the exact number of rows).
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not say what its fit releases")
+
     def _set_ledger(self, ledger: list[dict]) -> None:
         self.privacy_ledger_ = ledger
 

@@ -445,8 +445,7 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
     def _fit(self, X, y, sample_id):
         self._check_public_params()
         mu = _gdp_mu(self.epsilon, self.delta)
-        planned = [self._planned_release("fit", mu, 1, with_count=True)]
-        increment = self._increment(planned, restart=True)
+        increment = self._increment(self._fit_release_plan(), restart=True)
         self._check_budget(increment, "fit")
 
         X, y = validate_data(self, X, y, dtype=[np.float64, np.float32])
@@ -744,6 +743,10 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
         if self.budget is None:
             return []
         return self._budget_increment(planned, restart=restart)
+
+    def _fit_release_plan(self) -> list[Release]:
+        """The releases one :meth:`fit` makes, from the parameters alone."""
+        return [self._planned_release("fit", _gdp_mu(self.epsilon, self.delta), 1, with_count=True)]
 
     def _rerelease(self, chunk: dict, mu: float, number: int) -> Release:
         """A chunk's model released again (its count is reused, not re-released)."""

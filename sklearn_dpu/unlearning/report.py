@@ -34,6 +34,14 @@ class DeletionReport:
         (estimated from public sizes, not run).
     reason : str
         Why this method was chosen.
+    remaining_epsilon : float or None
+        The estimator's ``privacy_spent_.epsilon`` after the call: what
+        everything published so far (the fit, earlier re-releases and this
+        one) costs the samples that remain. A deletion that re-releases the
+        model raises it; deleting many ids in one call costs one re-release.
+    notes : tuple of str
+        Further statements a reader of the log needs (for example that the
+        ids were row positions, or that a shared budget could not be charged).
     """
 
     n_deleted: int
@@ -45,6 +53,8 @@ class DeletionReport:
     deletion_delta: float | None = None
     rerelease_epsilon: float | None = None
     reason: str = ""
+    remaining_epsilon: float | None = None
+    notes: tuple[str, ...] = ()
 
     def as_dict(self) -> dict:
         """The report as plain types (for logs and JSON)."""
@@ -68,6 +78,12 @@ class DeletionReport:
             lines.append(
                 f"re-release cost to remaining samples: eps = {self.rerelease_epsilon:.4g}"
             )
+        if self.remaining_epsilon is not None:
+            lines.append(
+                f"everything published so far costs the remaining samples eps = "
+                f"{self.remaining_epsilon:.4g} (one call deleting many ids costs one re-release)"
+            )
         if self.reason:
             lines.append(f"why: {self.reason}")
+        lines.extend(f"note: {note}" for note in self.notes)
         return "\n".join(lines)
