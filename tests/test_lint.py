@@ -11,9 +11,10 @@ ROOT = pathlib.Path(__file__).parents[1]
 
 
 @pytest.mark.skipif(importlib.util.find_spec("ruff") is None, reason="ruff is not installed")
-def test_ruff_check():
+@pytest.mark.parametrize("command", [["check"], ["format", "--check"]], ids=["check", "format"])
+def test_ruff(command):
     result = subprocess.run(
-        [sys.executable, "-m", "ruff", "check", "sklearn_dpu", "tests", "benchmarks", "examples"],
+        [sys.executable, "-m", "ruff", *command, "sklearn_dpu", "tests", "benchmarks", "examples"],
         cwd=ROOT,
         capture_output=True,
         text=True,
