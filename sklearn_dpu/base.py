@@ -1,5 +1,6 @@
 """Behaviour shared by every private estimator: the ledger, the budget, persistence."""
 
+import dataclasses
 import warnings
 from contextlib import contextmanager
 
@@ -87,6 +88,13 @@ class PrivateEstimatorMixin:
         depend on data (nor on the exact number of rows).
         """
         raise NotImplementedError(f"{type(self).__name__} does not say what its fit releases")
+
+    def _log_deletion(self, report) -> None:
+        """Append ``report`` to ``deletion_log_``, stating what everything
+        published so far (this call's re-release included) costs the samples
+        that remain: ``remaining_epsilon`` is ``privacy_spent_.epsilon``."""
+        report = dataclasses.replace(report, remaining_epsilon=self.privacy_spent_.epsilon)
+        self.deletion_log_ = [*self.deletion_log_, report]
 
     def _set_ledger(self, ledger: list[dict]) -> None:
         self.privacy_ledger_ = ledger

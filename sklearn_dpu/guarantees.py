@@ -98,7 +98,9 @@ GUARANTEES: dict[str, Guarantee] = {
             "PrivateGridSearch",
             "ADD_OR_REMOVE_ONE",
             "delegated",
-            frozenset({"exact", "certified", "retrain"}),
+            # the selected model's method, "+certified" for the selection it keeps;
+            # "certified" alone when only validation rows were deleted
+            frozenset({"certified", "exact+certified", "certified+certified", "retrain+certified"}),
             (
                 *_COMMON,
                 "the choice of hyper-parameters is not recomputed after a deletion: it is "

@@ -477,8 +477,7 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
                 "gradient_steps": self.max_iter,
                 "flops": len(slots) * q * q + self.max_iter * q * q,
             }
-        self.deletion_log_ = [
-            *self.deletion_log_,
+        self._log_deletion(
             DeletionReport(
                 n_deleted=len(slots),
                 method="exact",
@@ -493,8 +492,8 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
                 },
                 rerelease_epsilon=epsilon_spent([planned[0].event], self.delta),
                 reason="the sufficient statistics are exact integer sums: subtract, re-noise",
-            ),
-        ]
+            )
+        )
         return self
 
     # ----------------------------------------------------------- prediction

@@ -687,8 +687,7 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
                 "un-noised value depending on the deleted rows is kept"
             )
         retrain_option = plan.option(RETRAIN)
-        self.deletion_log_ = [
-            *self.deletion_log_,
+        self._log_deletion(
             DeletionReport(
                 n_deleted=len(slots),
                 method=method,
@@ -719,8 +718,8 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
                     else ""
                 )
                 + f"; target deletion epsilon {target:.4g}",
-            ),
-        ]
+            )
+        )
         return self
 
     def _seconds_per_row_gradient(self) -> float:

@@ -837,8 +837,7 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
             )
         else:
             reason = "every step that used the rows passed its coupling test"
-        self.deletion_log_ = [
-            *self.deletion_log_,
+        self._log_deletion(
             DeletionReport(
                 n_deleted=n_deleted,
                 method="exact",
@@ -860,8 +859,8 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
                 },
                 rerelease_epsilon=self.privacy_per_model_.epsilon if released else None,
                 reason=reason,
-            ),
-        ]
+            )
+        )
         return self
 
     # --------------------------------------------------------- accounting

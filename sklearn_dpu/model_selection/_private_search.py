@@ -416,8 +416,7 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
             f"hyper-parameter choice: not recomputed, ({retained:.3g}, {self.delta:g})-"
             "indistinguishable from a search without the deleted samples"
         )
-        self.deletion_log_ = [
-            *self.deletion_log_,
+        self._log_deletion(
             DeletionReport(
                 n_deleted=len(sample_ids),
                 method="certified" if not in_train else f"{inner.method}+certified",
@@ -428,8 +427,8 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
                 deletion_delta=self.delta,
                 rerelease_epsilon=inner.rerelease_epsilon if in_train else None,
                 reason="the selected model deletes; the selection is covered by its privacy",
-            ),
-        ]
+            )
+        )
         return self
 
 
