@@ -716,3 +716,17 @@ def test_increment_invariant_check_rejects_set_difference():
     _replay(_JUMP, charge_increment, 1e-6)
     with pytest.raises(AssertionError):
         _replay(_JUMP, one_copy_increment, 1e-6)
+
+
+def test_epsilon_upper_bound_is_basic_composition_and_never_below_the_exact_composition():
+    from sklearn_dpu.privacy.accounting import epsilon_upper_bound
+
+    known = [dp_event.GaussianDpEvent(3.0)]
+    other = dp_event.GaussianDpEvent(2.0)
+    eps_other = epsilon_spent([other], 1e-6)
+    bound = epsilon_upper_bound(known, [(eps_other, 1e-6)], 1e-5)
+    assert bound == pytest.approx(epsilon_spent(known, 1e-5 - 1e-6) + eps_other)
+    # The exact composition of the same releases is never above the bound.
+    assert epsilon_spent([*known, other], 1e-5) <= bound
+    assert epsilon_upper_bound(known, [], 1e-5) == epsilon_spent(known, 1e-5)
+    assert epsilon_upper_bound(known, [(0.1, 1e-5)], 1e-5) == math.inf

@@ -31,7 +31,13 @@ from dp_accounting.rdp import RdpAccountant
 
 from .events import event_from_dict, event_key
 
-__all__ = ["NEIGHBORING_RELATION", "epsilon_spent", "gaussian_precision", "group_events"]
+__all__ = [
+    "NEIGHBORING_RELATION",
+    "epsilon_spent",
+    "epsilon_upper_bound",
+    "gaussian_precision",
+    "group_events",
+]
 
 NEIGHBORING_RELATION = NeighboringRelation.ADD_OR_REMOVE_ONE
 
@@ -89,6 +95,30 @@ def epsilon_spent(events: Iterable[dp_event.DpEvent], delta: float) -> float:
             return math.inf
         return _gaussian_epsilon(precision, delta)
     return _epsilon_of_coalesced(_coalesced_key(events), float(delta))
+
+
+def epsilon_upper_bound(
+    events: Iterable[dp_event.DpEvent], bounds: Iterable[tuple[float, float]], delta: float
+) -> float:
+    """Epsilon at ``delta`` of ``events`` composed with releases known only as (eps_i, delta_i)-DP.
+
+    Basic composition [DR14]_ (Theorem 3.16) of the events' exact composition,
+    taken at ``delta - sum(delta_i)``, with the bounded releases:
+    ``epsilon_spent(events, delta - sum delta_i) + sum eps_i``. ``inf`` when
+    the bounds use up ``delta``.
+
+    References
+    ----------
+    .. [DR14] C. Dwork and A. Roth, "The algorithmic foundations of
+       differential privacy", 2014, Theorem 3.16.
+    """
+    bounds = list(bounds)
+    if not bounds:
+        return epsilon_spent(events, delta)
+    rest = delta - sum(d for _, d in bounds)
+    if rest <= 0:
+        return math.inf
+    return epsilon_spent(events, rest) + sum(e for e, _ in bounds)
 
 
 def _leaves(event: dp_event.DpEvent, count: int, out: Counter, by_key: dict) -> None:

@@ -27,7 +27,7 @@ from contextlib import closing, contextmanager
 from dp_accounting import dp_event
 
 from ..exceptions import BudgetExceededError, PersistenceError
-from .accounting import NEIGHBORING_RELATION, epsilon_spent
+from .accounting import NEIGHBORING_RELATION, epsilon_spent, epsilon_upper_bound
 from .events import event_from_dict, event_to_dict
 from .ledger import PrivacySpent
 
@@ -155,18 +155,28 @@ class PrivacyBudget:
                 f"{self.path} holds a charge that is not a valid privacy event: {err}"
             ) from err
 
-    def _raise_if_over(self, stored, new, description) -> None:
-        total = epsilon_spent([*stored, *new], self.delta)
+    def _raise_if_over(self, stored, new, description, bounds=()) -> None:
+        total = epsilon_upper_bound([*stored, *new], bounds, self.delta)
         if total > self.epsilon + _TOLERANCE:
             raise BudgetExceededError(
                 f"{description} would bring the budget in {self.path} to epsilon="
                 f"{total:.4g} at delta={self.delta:g}, above its cap epsilon={self.epsilon:g}"
             )
 
-    def check(self, events: Sequence[dp_event.DpEvent], description: str = "this release") -> None:
-        """Raise :class:`BudgetExceededError` if charging ``events`` would exceed the cap."""
+    def check(
+        self,
+        events: Sequence[dp_event.DpEvent],
+        description: str = "this release",
+        bounds: Sequence[tuple[float, float]] = (),
+    ) -> None:
+        """Raise :class:`BudgetExceededError` if charging ``events`` would exceed the cap.
+
+        ``bounds`` are further planned releases known only as (epsilon, delta)
+        pairs (:class:`~sklearn_dpu.privacy.ledger.ApproximateDPBound`); they
+        are composed by basic composition, an upper bound.
+        """
         with self._closing() as db:
-            self._raise_if_over(self._load_events(db), list(events), description)
+            self._raise_if_over(self._load_events(db), list(events), description, bounds)
 
     def charge(self, events: Sequence[dp_event.DpEvent], description: str) -> None:
         """Check and record ``events`` in one transaction.

@@ -23,6 +23,7 @@ from .accounting import NEIGHBORING_RELATION, epsilon_spent, gaussian_precision
 from .events import event_from_dict, event_key, event_to_dict
 
 __all__ = [
+    "ApproximateDPBound",
     "PrivacySpent",
     "Release",
     "charge_increment",
@@ -83,6 +84,32 @@ class Release:
             chunks=(int(data["chunks"][0]), int(data["chunks"][1])),
             reference=data["reference"],
         )
+
+
+@dataclass(frozen=True)
+class ApproximateDPBound:
+    """A planned release known, before any data is read, only to be (epsilon, delta)-DP.
+
+    Some releases have parameters that depend on a noised count drawn during
+    ``fit`` (the steps and sampling rate of a run calibrated to a target
+    epsilon), so no ``dp_accounting`` event for them exists at planning time;
+    their calibration guarantees only ``(epsilon, delta)``. A budget check
+    composes such bounds with known events by basic composition
+    (:func:`~sklearn_dpu.privacy.accounting.epsilon_upper_bound`), which is
+    sound and never below what the exact events will compose to. The ledger
+    and the charge always hold the exact events.
+
+    Parameters
+    ----------
+    epsilon : float
+    delta : float
+    mechanism : str
+        What will be released, in words.
+    """
+
+    epsilon: float
+    delta: float
+    mechanism: str = ""
 
 
 def _releases(entries: Iterable) -> list[Release]:
