@@ -17,6 +17,7 @@ from ..privacy.ledger import Release
 from ..privacy.mechanisms import GaussianMechanism
 from ..privacy.random import release_generator
 from ..privacy.tree_aggregation import TreeAggregator
+from ..unlearning.ids import as_id_list, requested_ids
 from ..unlearning.report import DeletionReport
 from ..unlearning.state import SampleRegistry, VersionedState
 from ._noisy_gd import gd_noise_multipliers, noisy_projected_gd
@@ -311,7 +312,7 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         self : DPLinearRegression
         """
         with self._atomic():
-            return self._fit(X, y, sample_id)
+            return self._fit(X, y, requested_ids(X, sample_id))
 
     def _fit(self, X, y, sample_id):
         center, half_range = _target_interval(self.target_bound, self.fit_intercept)
@@ -371,7 +372,7 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         if not hasattr(self, "unlearning_state_"):
             return self.fit(X, y, sample_id=sample_id)
         with self._atomic():
-            return self._partial_fit(X, y, sample_id)
+            return self._partial_fit(X, y, requested_ids(X, sample_id))
 
     def _partial_fit(self, X, y, sample_id):
         state = self.unlearning_state_
@@ -428,7 +429,7 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         """
         check_is_fitted(self)
         with self._atomic():
-            return self._delete_samples(sample_ids)
+            return self._delete_samples(as_id_list(sample_ids))
 
     def _delete_samples(self, sample_ids):
         state = self.unlearning_state_

@@ -20,6 +20,7 @@ from ..privacy.calibration import gaussian_noise_multiplier
 from ..privacy.clipping import clip_rows_l2
 from ..privacy.ledger import Release
 from ..privacy.random import release_generator
+from ..unlearning.ids import as_id_list, requested_ids
 from ..unlearning.planner import (
     NOISE_FINETUNE,
     NOISE_ONLY,
@@ -440,7 +441,7 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
         self : DPLogisticRegression
         """
         with self._atomic():
-            return self._fit(X, y, sample_id)
+            return self._fit(X, y, requested_ids(X, sample_id))
 
     def _fit(self, X, y, sample_id):
         self._check_public_params()
@@ -500,7 +501,7 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
         self : DPLogisticRegression
         """
         with self._atomic():
-            return self._partial_fit(X, y, classes, sample_id)
+            return self._partial_fit(X, y, classes, requested_ids(X, sample_id))
 
     def _partial_fit(self, X, y, classes, sample_id):
         first = not hasattr(self, "unlearning_state_")
@@ -599,7 +600,7 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
         """
         check_is_fitted(self)
         with self._atomic():
-            return self._delete_samples(sample_ids)
+            return self._delete_samples(as_id_list(sample_ids))
 
     def _delete_samples(self, sample_ids):
         started = time.perf_counter()

@@ -19,6 +19,7 @@ from ..privacy.clipping import clip_rows_l2
 from ..privacy.ledger import Release, privacy_spent
 from ..privacy.random import release_generator
 from ..unlearning.coupling import noise_for_recompute_rate, recompute_probability_bound
+from ..unlearning.ids import as_id_list, requested_ids
 from ..unlearning.report import DeletionReport
 from ..unlearning.state import SampleRegistry
 from ._coupled_sgd import CoupledSGDState
@@ -534,7 +535,7 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
         self : UnlearnableSGDClassifier
         """
         with self._atomic():
-            return self._fit(X, y, sample_id, classes=None)
+            return self._fit(X, y, requested_ids(X, sample_id), classes=None)
 
     def _fit(self, X, y, sample_id, classes):
         started = time.perf_counter()
@@ -680,9 +681,9 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
         """
         if not hasattr(self, "unlearning_state_"):
             with self._atomic():
-                return self._fit(X, y, sample_id, classes=classes)
+                return self._fit(X, y, requested_ids(X, sample_id), classes=classes)
         with self._atomic():
-            return self._insert(X, y, classes, sample_id)
+            return self._insert(X, y, classes, requested_ids(X, sample_id))
 
     def _insert(self, X, y, classes, sample_id):
         started = time.perf_counter()
@@ -786,7 +787,7 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
         """
         check_is_fitted(self)
         with self._atomic():
-            return self._delete(sample_ids)
+            return self._delete(as_id_list(sample_ids))
 
     def _delete(self, sample_ids):
         started = time.perf_counter()
