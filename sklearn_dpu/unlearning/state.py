@@ -150,8 +150,7 @@ class SampleRegistry(VersionedState):
         if self._slot_of and not self._slot_of.keys().isdisjoint(values.tolist()):
             clash = [i for i in values.tolist() if i in self._slot_of]  # error path only
             raise ValueError(
-                f"{len(clash)} sample id(s) are already in the training set: "
-                f"{describe_ids(clash)}"
+                f"{len(clash)} sample id(s) are already in the training set: {describe_ids(clash)}"
             )
         if stream is None:  # a fresh registry, discarded if the call fails later
             self.id_kind = request.kind
