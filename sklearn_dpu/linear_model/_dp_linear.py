@@ -304,8 +304,9 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         X : array-like of shape (n_samples, n_features)
         y : array-like of shape (n_samples,)
         sample_id : array-like of shape (n_samples,), default=None
-            Unique hashable ids used by :meth:`delete_samples`. Default: row
-            numbers ``0 .. n_samples - 1``.
+            Unique hashable ids for :meth:`delete_samples` (no NaN). Default:
+            the index labels if ``X`` is a pandas DataFrame, else row positions
+            ``0 .. n_samples - 1``.
 
         Returns
         -------
@@ -363,7 +364,8 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         X : array-like of shape (n_samples, n_features)
         y : array-like of shape (n_samples,)
         sample_id : array-like of shape (n_samples,), default=None
-            Default: arrival numbers continuing those of earlier calls.
+            Default: the index labels if ``X`` is a pandas DataFrame, else row
+            positions continuing those of earlier calls (not mixed in a stream).
 
         Returns
         -------
@@ -414,8 +416,9 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
 
         Parameters
         ----------
-        sample_ids : iterable of hashable
-            Ids given at fit time (row numbers by default).
+        sample_ids : hashable or iterable of hashable
+            Ids known at fit time: ``sample_id``, else a DataFrame's index
+            labels, else row positions. A bare string or scalar is one id.
 
         Returns
         -------

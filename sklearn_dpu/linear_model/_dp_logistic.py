@@ -433,8 +433,9 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
         X : array-like of shape (n_samples, n_features)
         y : array-like of shape (n_samples,)
         sample_id : array-like of shape (n_samples,), default=None
-            Unique hashable ids used by :meth:`delete_samples`. Default: row
-            numbers ``0 .. n_samples - 1``.
+            Unique hashable ids for :meth:`delete_samples` (no NaN). Default:
+            the index labels if ``X`` is a pandas DataFrame, else row positions
+            ``0 .. n_samples - 1``.
 
         Returns
         -------
@@ -494,7 +495,8 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
             Every label of the stream; required at the first call (unless the
             estimator was fitted), optional and checked afterwards.
         sample_id : array-like of shape (n_samples,), default=None
-            Default: arrival numbers continuing those of earlier calls.
+            Default: the index labels if ``X`` is a pandas DataFrame, else row
+            positions continuing those of earlier calls (not mixed in a stream).
 
         Returns
         -------
@@ -585,8 +587,9 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
 
         Parameters
         ----------
-        sample_ids : iterable of hashable
-            Ids given at fit time (row numbers by default).
+        sample_ids : hashable or iterable of hashable
+            Ids known at fit time: ``sample_id``, else a DataFrame's index
+            labels, else row positions. A bare string or scalar is one id.
 
         Returns
         -------
