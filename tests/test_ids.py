@@ -1,6 +1,8 @@
 """Sample ids name the right person: index labels, one-id strings, valid ids, short errors."""
 
+import doctest
 import pickle
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -298,3 +300,9 @@ def test_only_positional_streams_pickle_the_row_counter():
     assert 199 not in _live_ids(positional) and 200 in _live_ids(positional)
     n_deleted = sum(r.n_deleted for r in positional.deletion_log_)
     assert _registry(positional).n_seen == len(_live_ids(positional)) + n_deleted
+
+
+def test_the_deletion_requests_page_examples_run():
+    page = Path(__file__).parents[1] / "doc" / "deletion_requests.rst"
+    result = doctest.testfile(str(page), module_relative=False, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 10 and result.failed == 0
