@@ -184,10 +184,11 @@ def test_as_id_list():
         np.r_[np.arange(199.0), np.nan],
         [*range(199), float("nan")],
         [*range(199), pd.NA],
+        np.array([*map(str, range(199)), None], dtype=object),
         [*map(str, range(199)), ["unhashable"]],
         np.arange(200) % 150,  # repeats
     ],
-    ids=["nan-array", "nan-list", "pd.NA", "unhashable", "repeated"],
+    ids=["nan-array", "nan-list", "pd.NA", "None", "unhashable", "repeated"],
 )
 def test_undeletable_ids_are_refused_at_fit(name, bad):
     X, y = _frame(n=200)
@@ -306,3 +307,15 @@ def test_the_deletion_requests_page_examples_run():
     page = Path(__file__).parents[1] / "doc" / "deletion_requests.rst"
     result = doctest.testfile(str(page), module_relative=False, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 10 and result.failed == 0
+
+
+def test_registry_pickles_of_format_1_load_as_positions():
+    X, y = _frame(n=50)
+    estimator = _make("linear").fit(X.to_numpy(), y.to_numpy())
+    registry = _registry(estimator)
+    state = {**registry.__getstate__(), "_format_version": 1}
+    del state["id_kind"]
+    old = type(registry).__new__(type(registry))
+    old.__setstate__(state)
+    assert old.id_kind == "positions" and old.n_seen == 50
+    assert old.default_ids(2).tolist() == [50, 51]

@@ -14,8 +14,8 @@ estimators, :class:`~sklearn_dpu.model_selection.PrivateGridSearch` and
   row ever passed has id ``k``). The first deletion report says so.
 
 A deletion request is a list of ids; a bare ``str``, ``bytes`` or any scalar is
-ONE id, never the sequence of its characters. Ids must be hashable, equal to
-themselves (no NaN, NaT or ``pd.NA``) and unique; error messages show at most
+ONE id, never the sequence of its characters. Ids must be hashable, present and
+equal to themselves (no None, NaN, NaT or ``pd.NA``) and unique; error messages show at most
 :data:`SHOWN_IDS` of them, each cut to :data:`SHOWN_CHARS` characters, since an
 id can be personal data that should not be copied into logs.
 """
@@ -129,24 +129,26 @@ def as_id_list(sample_ids) -> list:
     return list(sample_ids)
 
 
-def _self_equal_hashable(value) -> bool:
-    if not isinstance(value, Hashable):
-        return False
+def _missing(value) -> bool:
+    """None, or a value not equal to itself (NaN, NaT), or one that cannot say (pd.NA)."""
+    if value is None:
+        return True
     try:
-        return not bool(value != value)
-    except (TypeError, ValueError):  # pd.NA and friends: neither equal nor unequal
-        return False
+        return bool(value != value)
+    except (TypeError, ValueError):
+        return True
 
 
 def check_id_array(ids) -> np.ndarray:
     """Ids for new rows as a 1-d array: checked, exact and ready for the index.
 
     Integer ids become int64 (``uint64`` stays ``uint64``: no wrap-around),
-    strings a ``str`` array, anything else an object array. NaN / NaT, values
-    unequal to themselves, unhashable values, booleans and duplicates are
-    refused with ``ValueError`` / ``TypeError``. Numeric arrays and pandas
-    indexes are checked with vectorized NumPy operations; object arrays and
-    lists take one pass.
+    strings a ``str`` array, anything else an object array. Missing values
+    (None, NaN, NaT, ``pd.NA``), values unequal to themselves, unhashable
+    values, boolean arrays and duplicates are refused with ``ValueError`` /
+    ``TypeError``. The checks are NumPy (and pandas) element-wise operations,
+    not a Python loop per id, except for lists (read once) and on the error
+    path.
 
     Parameters
     ----------
@@ -202,24 +204,44 @@ def _list_ids(values: list) -> np.ndarray:
 
 
 def _object_ids(values: list) -> np.ndarray:
-    bad = [v for v in values if not _self_equal_hashable(v)]
-    if bad:
-        raise ValueError(
-            f"sample_id contains {len(bad)} value(s) that are unhashable or not equal to "
-            f"themselves (NaN, NaT, pd.NA), which could never be deleted: {describe_ids(bad)}"
-        )
-    if any(isinstance(v, bool | np.bool_) for v in values):
-        raise TypeError("sample_id contains booleans: ids must be labels, not flags")
     out = np.empty(len(values), dtype=object)
     out[:] = values
+    if not _all_self_equal(out):
+        bad = [v for v in values if _missing(v)]  # error path only
+        raise ValueError(
+            f"sample_id contains {len(bad)} missing or self-unequal value(s) (None, NaN, "
+            f"NaT, pd.NA), which could never be deleted: {describe_ids(bad)}"
+        )
     return out
+
+
+def _all_self_equal(ids: np.ndarray) -> bool:
+    """No missing value (None, NaN, NaT, pd.NA) and every id equal to itself.
+
+    Element-wise comparisons run in NumPy's loop (pandas' ``isna`` first when
+    pandas is loaded); only ids whose comparison raises take a Python pass.
+    """
+    pandas = sys.modules.get("pandas")
+    if pandas is not None and pandas.isna(ids).any():
+        return False
+    try:
+        unequal = np.not_equal(ids, ids).astype(bool)
+    except (TypeError, ValueError):
+        return not any(map(_missing, ids.tolist()))
+    return not unequal.any() and None not in ids.tolist()
 
 
 def _check_unique(ids: np.ndarray) -> None:
     if ids.dtype == object:
         values = ids.tolist()
-        if len(set(values)) == len(values):
-            return
+        try:
+            if len(set(values)) == len(values):
+                return
+        except TypeError as err:
+            bad = [v for v in values if not isinstance(v, Hashable)]
+            raise TypeError(
+                f"sample_id contains {len(bad)} unhashable value(s): {describe_ids(bad)}"
+            ) from err
         seen, twice = set(), {}
         for v in values:  # error path only
             if v in seen:
