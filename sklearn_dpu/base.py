@@ -8,6 +8,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .exceptions import BudgetExceededError, PrivacyLeakWarning, StateVersionError
 from .privacy.ledger import Release, charge_increment, privacy_spent, worst_case_events
+from .unlearning.ids import POSITIONS_NOTE, sample_id_kind
 
 __all__ = ["PrivateEstimatorMixin", "STATE_FORMAT_VERSION"]
 
@@ -92,8 +93,14 @@ class PrivateEstimatorMixin:
     def _log_deletion(self, report) -> None:
         """Append ``report`` to ``deletion_log_``, stating what everything
         published so far (this call's re-release included) costs the samples
-        that remain: ``remaining_epsilon`` is ``privacy_spent_.epsilon``."""
-        report = dataclasses.replace(report, remaining_epsilon=self.privacy_spent_.epsilon)
+        that remain: ``remaining_epsilon`` is ``privacy_spent_.epsilon``. The
+        first report of an estimator whose ids are row positions says so."""
+        notes = report.notes
+        if not self.deletion_log_ and sample_id_kind(self) == "positions":
+            notes = (POSITIONS_NOTE, *notes)
+        report = dataclasses.replace(
+            report, remaining_epsilon=self.privacy_spent_.epsilon, notes=notes
+        )
         self.deletion_log_ = [*self.deletion_log_, report]
 
     def _set_ledger(self, ledger: list[dict]) -> None:

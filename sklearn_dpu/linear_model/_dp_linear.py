@@ -17,6 +17,7 @@ from ..privacy.ledger import Release
 from ..privacy.mechanisms import GaussianMechanism
 from ..privacy.random import release_generator
 from ..privacy.tree_aggregation import TreeAggregator
+from ..unlearning.ids import as_id_list, requested_ids
 from ..unlearning.report import DeletionReport
 from ..unlearning.state import SampleRegistry, VersionedState
 from ._noisy_gd import gd_noise_multipliers, noisy_projected_gd
@@ -303,15 +304,16 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         X : array-like of shape (n_samples, n_features)
         y : array-like of shape (n_samples,)
         sample_id : array-like of shape (n_samples,), default=None
-            Unique hashable ids used by :meth:`delete_samples`. Default: row
-            numbers ``0 .. n_samples - 1``.
+            Unique hashable ids for :meth:`delete_samples` (no NaN). Default:
+            the index labels if ``X`` is a pandas DataFrame, else row positions
+            ``0 .. n_samples - 1``.
 
         Returns
         -------
         self : DPLinearRegression
         """
         with self._atomic():
-            return self._fit(X, y, sample_id)
+            return self._fit(X, y, requested_ids(X, sample_id))
 
     def _fit(self, X, y, sample_id):
         center, half_range = _target_interval(self.target_bound, self.fit_intercept)
@@ -362,7 +364,8 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         X : array-like of shape (n_samples, n_features)
         y : array-like of shape (n_samples,)
         sample_id : array-like of shape (n_samples,), default=None
-            Default: arrival numbers continuing those of earlier calls.
+            Default: the index labels if ``X`` is a pandas DataFrame, else row
+            positions continuing those of earlier calls (not mixed in a stream).
 
         Returns
         -------
@@ -371,7 +374,7 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         if not hasattr(self, "unlearning_state_"):
             return self.fit(X, y, sample_id=sample_id)
         with self._atomic():
-            return self._partial_fit(X, y, sample_id)
+            return self._partial_fit(X, y, requested_ids(X, sample_id))
 
     def _partial_fit(self, X, y, sample_id):
         state = self.unlearning_state_
@@ -413,8 +416,9 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
 
         Parameters
         ----------
-        sample_ids : iterable of hashable
-            Ids given at fit time (row numbers by default).
+        sample_ids : hashable or iterable of hashable
+            Ids known at fit time: ``sample_id``, else a DataFrame's index
+            labels, else row positions. A bare string or scalar is one id.
 
         Returns
         -------
@@ -428,7 +432,7 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         """
         check_is_fitted(self)
         with self._atomic():
-            return self._delete_samples(sample_ids)
+            return self._delete_samples(as_id_list(sample_ids))
 
     def _delete_samples(self, sample_ids):
         state = self.unlearning_state_

@@ -20,6 +20,7 @@ from ..privacy.calibration import gaussian_noise_multiplier
 from ..privacy.clipping import clip_rows_l2
 from ..privacy.ledger import Release
 from ..privacy.random import release_generator
+from ..unlearning.ids import as_id_list, requested_ids
 from ..unlearning.planner import (
     NOISE_FINETUNE,
     NOISE_ONLY,
@@ -432,15 +433,16 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
         X : array-like of shape (n_samples, n_features)
         y : array-like of shape (n_samples,)
         sample_id : array-like of shape (n_samples,), default=None
-            Unique hashable ids used by :meth:`delete_samples`. Default: row
-            numbers ``0 .. n_samples - 1``.
+            Unique hashable ids for :meth:`delete_samples` (no NaN). Default:
+            the index labels if ``X`` is a pandas DataFrame, else row positions
+            ``0 .. n_samples - 1``.
 
         Returns
         -------
         self : DPLogisticRegression
         """
         with self._atomic():
-            return self._fit(X, y, sample_id)
+            return self._fit(X, y, requested_ids(X, sample_id))
 
     def _fit(self, X, y, sample_id):
         self._check_public_params()
@@ -493,14 +495,15 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
             Every label of the stream; required at the first call (unless the
             estimator was fitted), optional and checked afterwards.
         sample_id : array-like of shape (n_samples,), default=None
-            Default: arrival numbers continuing those of earlier calls.
+            Default: the index labels if ``X`` is a pandas DataFrame, else row
+            positions continuing those of earlier calls (not mixed in a stream).
 
         Returns
         -------
         self : DPLogisticRegression
         """
         with self._atomic():
-            return self._partial_fit(X, y, classes, sample_id)
+            return self._partial_fit(X, y, classes, requested_ids(X, sample_id))
 
     def _partial_fit(self, X, y, classes, sample_id):
         first = not hasattr(self, "unlearning_state_")
@@ -584,8 +587,9 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
 
         Parameters
         ----------
-        sample_ids : iterable of hashable
-            Ids given at fit time (row numbers by default).
+        sample_ids : hashable or iterable of hashable
+            Ids known at fit time: ``sample_id``, else a DataFrame's index
+            labels, else row positions. A bare string or scalar is one id.
 
         Returns
         -------
@@ -599,7 +603,7 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
         """
         check_is_fitted(self)
         with self._atomic():
-            return self._delete_samples(sample_ids)
+            return self._delete_samples(as_id_list(sample_ids))
 
     def _delete_samples(self, sample_ids):
         started = time.perf_counter()

@@ -18,6 +18,7 @@ from ..privacy.accounting import epsilon_spent, group_events
 from ..privacy.ledger import Release, event_from_dict
 from ..privacy.mechanisms import GeneralizedExponentialMechanism, PermuteAndFlip
 from ..privacy.random import release_generator
+from ..unlearning.ids import as_id_list, requested_ids
 from ..unlearning.report import DeletionReport
 
 __all__ = ["PrivateGridSearch"]
@@ -227,14 +228,16 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
         X : array-like of shape (n_samples, n_features)
         y : array-like of shape (n_samples,)
         sample_id : array-like of shape (n_samples,), default=None
-            Ids for deletion (row numbers by default).
+            Unique hashable ids for :meth:`delete_samples` (no NaN). Default:
+            the index labels if ``X`` is a pandas DataFrame, else row positions
+            ``0 .. n_samples - 1``.
 
         Returns
         -------
         self : PrivateGridSearch
         """
         with self._atomic():
-            return self._fit(X, y, sample_id)
+            return self._fit(X, y, requested_ids(X, sample_id))
 
     def _fit(self, X, y, sample_id):
         if y is None:
@@ -265,7 +268,7 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
             raise ValueError(
                 f"PrivateGridSearch needs at least 2 samples to split, got n_samples = {n}"
             )
-        ids = np.arange(n) if sample_id is None else np.asarray(sample_id, dtype=object)
+        ids = np.arange(n) if sample_id.values is None else sample_id.values
         if len(ids) != n:
             raise ValueError(f"sample_id has {len(ids)} entries for {n} rows")
         to_validation = rng.random(n) < self.validation_fraction
@@ -276,7 +279,7 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
                 "the random split left one part empty; n_samples is too small for a search"
             )
         X_train, y_train = _take(X, train), _take(y, train)
-        train_ids = ids[train] if sample_id is not None else train
+        train_ids = ids[train]
         self._charge_budget([selection.event], "fit (selection)")
         fitted = Parallel(n_jobs=self.n_jobs)(
             delayed(_fit_candidate)(c, X_train, y_train, train_ids) for c in candidates
@@ -328,6 +331,7 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
         self.best_estimator_ = fitted[best]
         self.n_candidates_ = len(fitted)
         self._validation_ids = set(ids[validation].tolist())
+        self._sample_id_kind = sample_id.kind
         self._set_ledger(ledger)
         self.deletion_log_ = []
         if hasattr(self.best_estimator_, "feature_names_in_"):
@@ -382,7 +386,9 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
 
         Parameters
         ----------
-        sample_ids : iterable of hashable
+        sample_ids : hashable or iterable of hashable
+            Ids known at fit time: ``sample_id``, else a DataFrame's index
+            labels, else row positions. A bare string or scalar is one id.
 
         Returns
         -------
@@ -390,7 +396,7 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
         """
         check_is_fitted(self)
         with self._atomic():
-            return self._delete(list(sample_ids))
+            return self._delete(as_id_list(sample_ids))
 
     def _delete(self, sample_ids):
         if not sample_ids:

@@ -14,6 +14,7 @@ from sklearn.pipeline import Pipeline
 from sklearn.utils import get_tags
 
 from ..exceptions import UnlearningError
+from .ids import as_id_list, sample_id_kind
 
 __all__ = ["IncompleteUnlearningWarning", "delete_samples", "unlearnable_steps"]
 
@@ -63,6 +64,26 @@ def unlearnable_steps(estimator) -> list[str]:
     return names
 
 
+def _check_ids_survived(estimator, deletable) -> None:
+    """Refuse when a pipeline saw a DataFrame but a step numbered rows by position.
+
+    A transformer returning an array drops the DataFrame's index, so the
+    deletable step fell back to row positions: the labels the caller holds
+    would name other people.
+    """
+    if not (isinstance(estimator, Pipeline) and hasattr(estimator, "feature_names_in_")):
+        return
+    lost = [path for path, step in deletable if sample_id_kind(step) == "positions"]
+    if lost:
+        raise UnlearningError(
+            f"this pipeline was fitted on a DataFrame, but step(s) {', '.join(lost)} "
+            "received an array (an earlier step dropped the index) and numbered the rows "
+            "by position: deleting index labels would delete other rows. Refit with "
+            "explicit ids (e.g. pipe.fit(X, y, <step>__sample_id=X.index)) or keep the "
+            "index through the pipeline (pipe.set_output(transform='pandas'))."
+        )
+
+
 def delete_samples(estimator, sample_ids, *, on_unlearnable="raise"):
     """Delete samples from every deletable step of ``estimator``.
 
@@ -70,7 +91,8 @@ def delete_samples(estimator, sample_ids, *, on_unlearnable="raise"):
     ----------
     estimator : estimator or Pipeline
         Fitted; steps with ``delete_samples`` must know the same sample ids.
-    sample_ids : iterable of hashable
+    sample_ids : hashable or iterable of hashable
+        One id (a bare string or scalar is one id) or several.
     on_unlearnable : {"raise", "warn"}, default="raise"
         What to do when a step holds data-derived state it cannot unlearn:
         raise :class:`~sklearn_dpu.exceptions.UnlearningError` before
@@ -97,10 +119,11 @@ def delete_samples(estimator, sample_ids, *, on_unlearnable="raise"):
     """
     if on_unlearnable not in ("raise", "warn"):
         raise ValueError(f"on_unlearnable must be 'raise' or 'warn', got {on_unlearnable!r}")
-    sample_ids = list(sample_ids)
+    sample_ids = as_id_list(sample_ids)
     deletable = [(p, s) for p, s in _walk(estimator, "") if hasattr(s, "delete_samples")]
     if not deletable:
         raise UnlearningError(f"no step of {type(estimator).__name__} can delete samples")
+    _check_ids_survived(estimator, deletable)
     blocked = unlearnable_steps(estimator)
     if blocked and on_unlearnable == "raise":
         raise UnlearningError(
