@@ -239,7 +239,9 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
     * noise + fine-tune: Descent-to-Delete's perturbed gradient descent [6]_,
       restarted from the *published* model (no secret state), solved to the
       certified tolerance on the remaining rows, then fresh noise;
-    * retrain (exact; for streams, replay from the first affected chunk).
+    * retrain (exact; for streams, replay from the earliest chunk that holds a
+      row deleted so far and not yet removed exactly, earlier noise-only
+      deletions included).
 
     Nothing un-noised that depends on deleted rows remains (no exact
     minimizer, no gradient cache, no old noise), as Chourasia & Shah [7]_
@@ -675,7 +677,8 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
             guarantee = (
                 "exact: the model, the counts and the stored rows have the "
                 "distribution of a fit on the remaining samples (streams: "
-                "replayed from the first affected chunk); nothing of the "
+                "replayed from the earliest chunk holding any row deleted so "
+                "far); nothing of the "
                 "deleted rows is kept"
             )
         else:
@@ -765,7 +768,11 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
         chunks = self.unlearning_state_.chunks
         loss = self._loss()
         pending = [c["pending"] + deleted_per_chunk.get(i + 1, 0) for i, c in enumerate(chunks)]
-        first_affected = min(deleted_per_chunk)
+        # The earliest chunk holding a row deleted so far and not yet removed
+        # exactly: an earlier noise-only deletion leaves its row in that chunk's
+        # release (and in every later chunk started from it), so an exact
+        # replay must start there, not at the chunks of this request.
+        first_affected = next(i + 1 for i, k in enumerate(pending) if k > 0)
 
         noise_mu = math.sqrt(
             sum(_chunk_mu(c, k) ** 2 for c, k in zip(chunks, pending, strict=True))
