@@ -1,4 +1,4 @@
-"""Deletions in a DPLogisticRegression stream: the report must be true for every row deleted so far."""
+"""Deletions in a DPLogisticRegression stream: reports must hold for every row deleted."""
 
 import numpy as np
 import pytest

@@ -85,6 +85,14 @@ _REFERENCES = {
     ),
 }
 
+# Stated in every deletion report, whatever the deleted labels (a note that
+# depended on them would publish whether a label still has samples).
+_LABEL_SET_NOTE = (
+    "classes_ is the public label set fixed at the first fit and is kept, also "
+    "for a label whose last sample was deleted; guarantees compare with a fit "
+    "given this label set; refit to drop a label"
+)
+
 # Parameters a stream freezes at its first call.
 _FROZEN = (
     "epsilon",
@@ -302,7 +310,8 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
     ----------
     classes_ : ndarray of shape (n_classes,)
         The label set, treated as public: it is read from ``y`` at fit (or
-        ``classes`` at the first :meth:`partial_fit`) and kept after deletions.
+        ``classes`` at the first :meth:`partial_fit`) and kept after
+        deletions, also when no remaining sample has a label (see Notes).
     coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
     intercept_ : ndarray of shape (1,) or (n_classes,)
     solver_ : str
@@ -332,10 +341,23 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
     ``sample_weight`` is not accepted: a weight scales a record's
     contribution, and unbounded weights break every sensitivity bound above.
 
-    Side channels outside the guarantee: the wall time of every call, and the
-    realized cost a :class:`~sklearn_dpu.unlearning.DeletionReport` records for
-    a fine-tune (its gradient evaluations depend on the remaining rows), are not
-    privatized. The fitted state keeps no data-dependent iteration count.
+    Side channels outside the guarantee: the wall time of every call
+    (``wall_time_s`` in deletion reports) is not privatized. Every other
+    number a :class:`~sklearn_dpu.unlearning.DeletionReport` holds comes from
+    parameters, request sizes and the released (charged) record counts:
+    ``gradient_evaluations`` is the planner's prediction (public iteration
+    counts times released counts), not the realized count, which depends on
+    the private rows. The fitted state keeps no data-dependent iteration
+    count.
+
+    The label set ``classes_`` is public and fixed by the first fit. A
+    deletion never changes it, even when it removes the last sample of a
+    label: checking would publish whether any remaining sample carries that
+    label. "A fit on the remaining samples" in deletion guarantees is a fit
+    with this label set (as ``partial_fit(..., classes=classes_)`` would make);
+    a label without samples keeps a coefficient row driven by the
+    regularization and by the other classes. Call :meth:`fit` on the
+    remaining data to drop the label (a new release).
 
     See Also
     --------
@@ -633,22 +655,21 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
         chunks = [dict(c) for c in state.chunks]
         for c, k in deleted_per_chunk.items():
             chunks[c - 1]["pending"] = chunks[c - 1]["pending"] + k
-        n_grad_rows, fell_back = 0, False
+        fell_back = False
         if plan.action == NOISE_FINETUNE:
             A, y_index = live_rows[:, :-1], live_rows[:, -1].astype(np.intp)
             rng = release_generator(self.random_state, len(self.privacy_ledger_))
             n_noisy = chunks[0]["n_noisy"] - chunks[0]["pending"]
             cap = max(1, int(context["retrain_iterations"]))
             try:
-                chunk, n_grad = self._fit_chunk(
+                chunk, _ = self._fit_chunk(
                     A, y_index, n_noisy, rng, theta0=chunks[0]["theta"], max_iter=cap
                 )
             except RuntimeError:
                 # The certified path ran past the retrain prediction: retrain.
                 fell_back = True
-                chunk, n_grad = self._fit_chunk(A, y_index, n_noisy, rng)
+                chunk, _ = self._fit_chunk(A, y_index, n_noisy, rng)
             chunks[0] = chunk
-            n_grad_rows = n_grad * len(A)
         elif plan.action == RETRAIN:
             first = context["first_affected"]
             for offset, c in enumerate(range(first, len(chunks) + 1)):
@@ -657,12 +678,11 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
                 rng = release_generator(self.random_state, len(self.privacy_ledger_) + offset)
                 n_noisy = chunks[c - 1]["n_noisy"] - chunks[c - 1]["pending"]
                 if chunks[c - 1]["kind"] == "fit":
-                    chunk, n_grad = self._fit_chunk(A, y_index, n_noisy, rng)
+                    chunk, _ = self._fit_chunk(A, y_index, n_noisy, rng)
                 else:
                     theta0 = chunks[c - 2]["theta"] if c > 1 else np.zeros(self._loss().n_params)
-                    chunk, n_grad = self._sgd_chunk(A, y_index, n_noisy, theta0, rng)
+                    chunk, _ = self._sgd_chunk(A, y_index, n_noisy, theta0, rng)
                 chunks[c - 1] = chunk
-                n_grad_rows += n_grad * len(A)
 
         registry.remove(slots)
         state.chunks = chunks
@@ -671,7 +691,7 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
         self._set_ledger([*self.privacy_ledger_, *(r.to_dict() for r in ran)])
         elapsed = time.perf_counter() - started
 
-        option = plan.option(plan.action)
+        option = plan.option(RETRAIN if fell_back else plan.action)
         if plan.action == RETRAIN or fell_back:
             method, eps_del = "retrain", None
             guarantee = (
@@ -698,8 +718,13 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
                 cost={
                     "action": RETRAIN if fell_back else plan.action,
                     "wall_time_s": elapsed,
-                    "gradient_evaluations": int(n_grad_rows),
-                    "predicted_gradient_evaluations": float(option.predicted_gradient_evaluations),
+                    # Public: iterations predicted from released counts, times
+                    # those counts. The realized count (iterations x exact rows)
+                    # is a function of the private data and is not published.
+                    "gradient_evaluations": float(option.predicted_gradient_evaluations),
+                    "predicted_gradient_evaluations": float(
+                        plan.option(plan.action).predicted_gradient_evaluations
+                    ),
                     "fell_back_to_retrain": fell_back,
                 },
                 retrain_cost={
@@ -721,6 +746,7 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
                     else ""
                 )
                 + f"; target deletion epsilon {target:.4g}",
+                notes=(_LABEL_SET_NOTE,),
             )
         )
         return self

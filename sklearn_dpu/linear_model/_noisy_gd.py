@@ -79,7 +79,9 @@ def noisy_projected_gd(
 
     Returns
     -------
-    ndarray of shape (n_coef,)
+    w : ndarray of shape (n_coef,)
+    noisy_count : float
+        The released (noised, charged) record count the steps were normalized by.
     """
     A, b = gram[:n_coef, :n_coef], gram[:n_coef, n_coef]
     lipschitz = 2.0 * row_norm * (row_norm * radius + 1.0)
@@ -101,4 +103,4 @@ def noisy_projected_gd(
         if norm > radius:
             w *= radius / norm
         total += w
-    return total / n_steps
+    return total / n_steps, float(noisy_count)

@@ -110,6 +110,19 @@ class TreeAggregator:
         """Replace ``node``'s noise by a fresh draw (after its exact sum changed)."""
         node.noisy = self._noised(node.exact, rng)
 
+    def draw_noise(self, shape: tuple, rng) -> np.ndarray:
+        """A fresh draw of the noise one node receives (no data involved)."""
+        return self._noised(np.zeros(shape, dtype=np.int64), rng)
+
+    def set_noise(self, node: TreeNode, noise: np.ndarray) -> None:
+        """Release ``node`` with the given noise draw (its exact sum plus ``noise``).
+
+        For correlated re-releases: the caller builds ``noise`` from noise
+        draws only, never from released values, so no rounding of the exact
+        sum leaks into it.
+        """
+        node.noisy = node.exact.astype(np.float64) * self.scale + noise
+
     def released_sum(self) -> np.ndarray:
         """The current noisy running sum (post-processing of released nodes)."""
         return np.sum([node.noisy for node in self.nodes], axis=0)
