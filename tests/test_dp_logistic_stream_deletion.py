@@ -60,3 +60,31 @@ def test_replay_starts_at_the_earliest_pending_chunk(deleted):
     for i in range(first - 1, 3):
         assert not np.array_equal(after[i], before[i])
     assert all(c["pending"] == 0 for c in est.unlearning_state_.chunks)
+
+
+@pytest.mark.parametrize("deletion_epsilon", [None, 0.01])
+def test_deleting_the_last_sample_of_a_label_keeps_the_public_label_set(deletion_epsilon):
+    """classes_ is public and fixed at fit: deleting a label's only sample keeps
+    it, and every report says so in the same words, whatever was deleted (a
+    statement that depended on the remaining labels would publish them)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 2))
+    y = (X[:, 0] > 0).astype(int)
+    y[5] = 2  # the only sample of label 2
+    reports = []
+    for deleted in (5, 6):
+        est = DPLogisticRegression(
+            epsilon=2.0, solver="output", C=0.05, deletion_epsilon=deletion_epsilon, random_state=0
+        ).fit(X, y)
+        est.delete_samples([deleted])
+        np.testing.assert_array_equal(est.classes_, [0, 1, 2])
+        assert est.coef_.shape == (3, 2)
+        reports.append(est.deletion_log_[-1])
+    lone, other = reports
+    assert lone.method == other.method
+    assert lone.notes == other.notes
+    assert any("classes_ is the public label set" in note for note in lone.notes)
+    assert any("last sample was deleted" in note for note in lone.notes)
+    assert "classes_" in DPLogisticRegression.__doc__ and "last sample of a" in (
+        DPLogisticRegression.__doc__
+    )

@@ -64,6 +64,7 @@ import numpy as np
 
 __all__ = [
     "ar1_covariance",
+    "correlated_noise",
     "deleted_row_precision",
     "remaining_row_precision",
     "rerelease_increment_multiplier",
@@ -74,6 +75,16 @@ def ar1_covariance(n_releases: int, rho: float) -> np.ndarray:
     """Correlation matrix ``rho^|i - j|`` of the noise of ``n_releases`` releases."""
     index = np.arange(n_releases)
     return rho ** np.abs(index[:, None] - index[None, :])
+
+
+def correlated_noise(previous: np.ndarray, fresh: np.ndarray, rho: float) -> np.ndarray:
+    """The next release's noise ``rho * previous + sqrt(1 - rho^2) * fresh``.
+
+    With ``previous`` and ``fresh`` independent draws of the same centred
+    Gaussian law, the result has that law too (variance
+    ``rho^2 + 1 - rho^2 = 1`` times it) and correlation ``rho`` with ``previous``.
+    """
+    return rho * previous + math.sqrt(1.0 - rho * rho) * fresh
 
 
 def remaining_row_precision(n_rereleases: int, rho: float) -> float:

@@ -21,6 +21,7 @@ from ..unlearning.planner import gdp_epsilon
 from ..unlearning.report import DeletionReport
 from ..unlearning.state import SampleRegistry, VersionedState
 from ._correlated_rerelease import (
+    correlated_noise,
     deleted_row_precision,
     remaining_row_precision,
     rerelease_increment_multiplier,
@@ -541,7 +542,7 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
                 node.exact -= gram_of_codes(removed[inside], self.fit_intercept)
                 if rho > 0:  # a single fit: this is the only node
                     fresh = state.statistics.draw_noise(node.exact.shape, rng)
-                    state.release_noise = rho * state.release_noise + np.sqrt(1 - rho**2) * fresh
+                    state.release_noise = correlated_noise(state.release_noise, fresh, rho)
                     state.statistics.set_noise(node, state.release_noise)
                 else:
                     state.statistics.renoise(node, rng)
