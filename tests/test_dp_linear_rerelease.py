@@ -1,5 +1,7 @@
 """DPLinearRegression: what deleting costs the remaining rows, and correlated re-release."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -96,6 +98,12 @@ def test_measured_cost_of_many_deletions():
                 spent[rho, i + 1] = est.privacy_spent_.epsilon
     assert [round(spent[0.0, k], 2) for k in (1, 10, 100)] == [1.47, 3.82, 14.52]
     assert [round(spent[0.9, k], 2) for k in (1, 10, 100)] == [1.03, 1.26, 2.77]
+    # ... and where users read them.
+    root = Path(__file__).resolve().parents[1]
+    for page in ("README.md", "doc/user_guide.rst", "doc/guarantees.rst"):
+        text = (root / page).read_text()
+        for number in ("1.47", "3.8", "14.5", "1.03", "1.26", "2.77"):
+            assert number in text, (page, number)
 
 
 def test_summary_states_the_cost_to_the_remaining_rows():
