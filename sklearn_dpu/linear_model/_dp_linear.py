@@ -44,8 +44,9 @@ _SSP_REFERENCE = (
     "(Balle & Wang 2018, Thm 8; Sheffet 2017; tree aggregation: Chan, Shi & Song 2011)"
 )
 _GD_REFERENCE = (
-    "Ullah 2024 (seed 000) Alg. 1 / Thm 8, noise recalibrated by exact Gaussian "
-    "composition (Dong, Roth & Su 2022, Cor. 3.3); errata of digest diss_dp.md"
+    "Ullah 2024 (PhD thesis) Alg. 1 / Thm 8, noise recalibrated by exact Gaussian "
+    "composition (Dong, Roth & Su 2022, Cor. 3.3); errata: gradient (not loss) in "
+    "the update, averaged iterates w_1..w_T, corrected step size"
 )
 _CORRELATED_REFERENCE = (
     "correlated re-release Z_k = rho Z_(k-1) + sqrt(1 - rho^2) W_k: with the fit and "
@@ -170,7 +171,7 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
     ridge lifts the released ``X^T X`` above the noise level (AdaSSP [2]_), so
     it cannot blow up at any epsilon. ``solver='noisy_gd'`` runs projected noisy
     gradient descent (dissertation Alg. 1 / Thm 8 [1]_, with the errata of its
-    digest) on the same statistics.
+    errata listed in the algorithms page) on the same statistics.
 
     :meth:`partial_fit` streams chunks and releases after each one. With
     ``'ssp'`` the releases use the binary tree mechanism [3]_: after ``t``
@@ -276,8 +277,8 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
     References
     ----------
     .. [1] M. E. Ullah, "Statistical learning via stochastic optimization under
-       data privacy considerations", PhD thesis, JHU 2024 (seed 000),
-       Algorithm 1 and Theorem 8.
+       data privacy considerations", PhD thesis, Johns Hopkins University,
+       2024, Algorithm 1 and Theorem 8.
     .. [2] Y.-X. Wang, "Revisiting differentially private linear regression",
        UAI 2018, Algorithm 2 (AdaSSP).
     .. [3] T.-H. H. Chan, E. Shi and D. Song, "Private and continual release of

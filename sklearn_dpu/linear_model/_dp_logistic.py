@@ -54,8 +54,9 @@ _GRAM_SHARE = 0.10
 _JACOBIAN_FRACTION = 0.05
 # C='auto': Lambda = _RIDGE[solver] * (n * G^2 * r^2 / mu^2) ** (1/3), the
 # balance of ridge bias (Lambda/2n) D^2 against the noise's second-order loss
-# (beta/2) sigma^2 r^2 with sigma = G / (Lambda mu) (digest diss_dp.md §2.3,
-# ENG lambda*), the unknown ||w*||^(2/3) folded into the constant.
+# (beta/2) sigma^2 r^2 with sigma = G / (Lambda mu) (Ullah 2024, Ch. 2, the
+# regularization that balances bias and noise), the unknown ||w*||^(2/3)
+# folded into the constant.
 # Constants chosen on synthetic data (benchmarks/tune_dp_logistic.py), never on
 # the evaluation sets.
 _RIDGE = {"output": 1.0, "objective": 0.1, "noisy_gd": 0.03, "sgd": 0.03}
@@ -63,9 +64,9 @@ _RIDGE = {"output": 1.0, "objective": 0.1, "noisy_gd": 0.03, "sgd": 0.03}
 _REFERENCES = {
     "count": ("Gaussian mechanism on the record count, sensitivity 1 (Balle & Wang 2018, Thm 8)"),
     "output": (
-        "output perturbation of the regularized ERM (Ullah 2024, seed 000, Alg. 3 / "
-        "Thm 12, line 1002) with its noise corrected (errata of diss_dp.md: the "
-        "printed sigma at line 2617 is too small) and add/remove sensitivity "
+        "output perturbation of the regularized ERM (Ullah 2024, PhD thesis, Alg. 3 / "
+        "Thm 12) with its noise corrected (erratum: the printed sigma is too small "
+        "for its own sensitivity) and add/remove sensitivity "
         "(G + 2 tol) / Lambda"
     ),
     "objective": (
@@ -75,8 +76,9 @@ _REFERENCES = {
         "perturbation (Iyengar et al. 2019, Alg. 1) for the solver tolerance"
     ),
     "noisy_gd": (
-        "projected noisy GD (Ullah 2024, seed 000, Alg. 1 / Thm 8, line 861; errata of "
-        "diss_dp.md), T Gaussian gradient sums composed exactly (Dong, Roth & Su 2022, "
+        "projected noisy GD (Ullah 2024, PhD thesis, Alg. 1 / Thm 8; errata: gradient "
+        "in the update, loop from w_0 = 0), T Gaussian gradient sums composed exactly "
+        "(Dong, Roth & Su 2022, "
         "Cor. 3.3)"
     ),
     "sgd": (
@@ -223,7 +225,7 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
       :mod:`sklearn_dpu.linear_model._objective_perturbation`).
     * ``'noisy_gd'``: projected noisy gradient descent (Alg. 1 / Thm 8 [1]_),
       ``max_iter`` Gaussian gradient releases composed exactly.
-    * ``'auto'``: the dissertation's Table 2-I (§2.4, lines 764-772): noisy GD
+    * ``'auto'``: the dissertation's Table 2-I (§2.4): noisy GD
       when the number of parameters is at most ``n * epsilon`` (its rate
       ``sqrt(d)/(n eps)`` wins), output perturbation otherwise (its rate
       ``1/sqrt(n eps)`` is dimension-free); ``n`` is the released count.
@@ -367,7 +369,8 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
     References
     ----------
     .. [1] M. E. Ullah, "Statistical learning via stochastic optimization under
-       data privacy considerations", PhD thesis, JHU 2024 (seed 000): Alg. 1 /
+       data privacy considerations", PhD thesis, Johns Hopkins University,
+       2024: Alg. 1 /
        Thm 8; Alg. 3 / Thm 12 with the erratum on its noise; Table 2-I.
     .. [2] K. Chaudhuri, C. Monteleoni and A. D. Sarwate, "Differentially
        private empirical risk minimization", JMLR 2011.
@@ -376,11 +379,12 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
     .. [4] R. Iyengar et al., "Towards practical differentially private convex
        optimization", IEEE S&P 2019.
     .. [5] M. Van Waerebeke, M. Lorenzi, G. Neglia and K. Scaman, "When to
-       Forget? Complexity trade-offs in machine unlearning" (seed 003).
+       Forget? Complexity trade-offs in machine unlearning", preprint, 2025:
+       Thm 1-3.
     .. [6] S. Neel, A. Roth and S. Sharifi-Malvajerdi, "Descent-to-Delete",
-       ALT 2021 (seed 002), Alg. 1-3, Thm 3.2 (perfect unlearning).
+       ALT 2021, Alg. 1-3, Thm 3.2 (perfect unlearning).
     .. [7] R. Chourasia and N. Shah, "Forget unlearning: towards true
-       data-deletion in machine learning" (seed 001), Thm 3.2, Thm 4.3.
+       data-deletion in machine learning", ICML 2023, Thm 3.2, Thm 4.3.
 
     Examples
     --------

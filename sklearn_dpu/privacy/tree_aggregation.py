@@ -8,8 +8,9 @@ once, and releases a prefix as the sum of at most ``floor(log2 t) + 1`` of
 them; a record belongs to at most that many noised nodes, so its privacy loss
 grows with ``log t``.
 
-We keep the dissertation's Fenwick form (digest ``diss_unlearn.md`` §2.6.2,
-which replaces the garbled Alg. 30-32 of seed 000, lines 5243-5296): chunk
+We keep the Fenwick form of the binary tree (Ullah, PhD thesis, Johns Hopkins
+University 2024, Ch. 5, whose Alg. 30-32 as printed are garbled; the
+index arithmetic below is the standard Fenwick tree): chunk
 ``t`` completes node ``F(t)`` covering chunks ``(t - lowbit(t), t]``. Only the
 nodes of the current prefix are stored (they partition the chunks seen), since
 every later node is a sum of them and of new chunks. Their exact sums are
