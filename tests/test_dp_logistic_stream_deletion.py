@@ -5,6 +5,8 @@ import pytest
 
 from sklearn_dpu.linear_model import DPLogisticRegression
 
+from ._stats import n_trials, same_distribution_pvalue
+
 
 def _stream(seed=0):
     rng = np.random.default_rng(seed)
@@ -88,3 +90,44 @@ def test_deleting_the_last_sample_of_a_label_keeps_the_public_label_set(deletion
     assert "classes_" in DPLogisticRegression.__doc__ and "last sample of a" in (
         DPLogisticRegression.__doc__
     )
+
+
+@pytest.mark.statistical
+def test_replayed_stream_has_the_law_of_a_stream_on_the_remaining_rows():
+    """After a noise-only deletion in chunk 1 and a deletion in chunk 3, the
+    released checkpoints have the law of a stream that never saw either row;
+    a state still holding the chunk-1 row (what replaying chunk 3 alone left,
+    negative control) does not."""
+    rng = np.random.default_rng(2)
+    X = 0.3 * rng.normal(size=(24, 2))
+    y = (X[:, 0] > 0).astype(int)
+    z = np.array([[5.0, 0.0]])  # on the clip boundary, labelled against the trend
+    parts = [(X[:8], y[:8]), (X[8:16], y[8:16]), (X[16:], y[16:])]
+
+    def stream(seed, keep_z, keep_w, delete=()):
+        est = DPLogisticRegression(
+            epsilon=8.0, solver="noisy_gd", C=0.05, max_iter=5, batch_size=64, random_state=seed
+        )
+        (X1, y1), (X2, y2), (X3, y3) = parts
+        if keep_z:
+            X1, y1 = np.vstack([X1, z]), np.append(y1, 0)
+        if keep_w:
+            X3, y3 = np.vstack([X3, -z]), np.append(y3, 1)
+        est.fit(X1, y1, sample_id=[*range(len(X1) - keep_z), *[99] * keep_z])
+        est.partial_fit(X2, y2, sample_id=list(range(100, 108)))
+        est.partial_fit(X3, y3, sample_id=[*range(200, 208), *[98] * keep_w])
+        for ids in delete:
+            est.delete_samples(ids)
+        return est
+
+    def checkpoints(est):
+        return np.concatenate([c["theta"] for c in est.unlearning_state_.chunks])
+
+    first = stream(0, True, True, delete=[[99], [98]])
+    assert [r.cost["action"] for r in first.deletion_log_] == ["noise_only", "retrain"]
+    n = n_trials(ci=300, full=3000)
+    deleted = np.array([checkpoints(stream(t, True, True, [[99], [98]])) for t in range(n)])
+    fresh = np.array([checkpoints(stream(10**6 + t, False, False)) for t in range(n)])
+    kept = np.array([checkpoints(stream(2 * 10**6 + t, True, False)) for t in range(n)])
+    assert same_distribution_pvalue(deleted, fresh) > 1e-3
+    assert same_distribution_pvalue(kept, fresh) < 1e-3
