@@ -474,10 +474,16 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
         return self.best_estimator_.decision_function(X)
 
     @available_if(_estimator_has("score"))
-    def score(self, X, y):
-        """Score of the selected candidate (its estimator's ``score``)."""
+    def score(self, X, y, sample_weight=None):
+        """Score of the selected candidate (its estimator's ``score``).
+
+        ``sample_weight`` is passed on when given; accepting it lets a
+        ``Pipeline`` route its ``score`` call here with metadata routing on.
+        """
         check_is_fitted(self)
-        return self.best_estimator_.score(X, y)
+        if sample_weight is None:
+            return self.best_estimator_.score(X, y)
+        return self.best_estimator_.score(X, y, sample_weight=sample_weight)
 
     def delete_samples(self, sample_ids):
         """Delete samples from the selected model; state what the selection keeps.
