@@ -603,9 +603,15 @@ def _group_epsilon(events: list, group: int, delta: float) -> float:
     mixes Gaussian and other events is split in two, each part composed
     exactly at ``delta / 2`` and the two added (basic composition, Dwork &
     Roth Thm 3.16): an upper bound, since the exact PLD of a Gaussian whose
-    noise is ``group`` times smaller takes seconds to build.
+    noise is ``group`` times smaller takes seconds to build. A non-private
+    release makes the result infinite.
     """
-    grouped = [e for event in events for e in _flatten(group_events(event, group))]
+    grouped = [
+        # a non-private release stays non-private for any group
+        e if isinstance(e, dp_event.NonPrivateDpEvent) else group_events(e, group)
+        for event in events
+        for e in _flatten(event)
+    ]
     gaussian = [e for e in grouped if gaussian_precision([e]) is not None]
     other = [e for e in grouped if gaussian_precision([e]) is None]
     if not gaussian or not other:
