@@ -59,22 +59,26 @@ class PrivateEstimatorMixin:
         if self.budget is not None and increment:
             self.budget.check(increment, f"{type(self).__name__}.{what}")
 
-    def _charge_budget(self, increment: list, what: str, mandatory: bool = False) -> None:
-        """Spend ``increment``. A mandatory charge (a deletion's re-release) is
-        recorded even past the cap: a deletion is never refused, and the true
-        spend must show in the ledger."""
-        if self.budget is None or not increment:
+    def _charge_budget(
+        self, increment: list, what: str, mandatory: bool = False, budget=None
+    ) -> None:
+        """Spend ``increment`` on ``budget`` (default: ``self.budget``). A
+        mandatory charge (a deletion's re-release) is recorded even past the
+        cap: a deletion is never refused, and the true spend must show in the
+        ledger."""
+        budget = self.budget if budget is None else budget
+        if budget is None or not increment:
             return
         description = f"{type(self).__name__}.{what}"
         try:
-            self.budget.charge(increment, description)
+            budget.charge(increment, description)
         except BudgetExceededError:
             if not mandatory:
                 raise
-            self.budget.charge_over_cap(increment, description)
+            budget.charge_over_cap(increment, description)
             warnings.warn(
                 f"{description} re-released the model past the budget cap of "
-                f"{self.budget.path}: deletions are never refused. Further fits on "
+                f"{budget.path}: deletions are never refused. Further fits on "
                 "this budget will be refused.",
                 PrivacyLeakWarning,
                 stacklevel=3,

@@ -3,14 +3,17 @@
 ``Pipeline`` cannot route a ``delete_samples`` call (it is not one of
 scikit-learn's routed methods), and a deletion is only as complete as the
 least deletable step: a ``StandardScaler`` fitted on the deleted rows still
-remembers their mean. :func:`delete_samples` finds every step, deletes
-through those that can, and names those that hold data-derived state they
-cannot unlearn.
+remembers their mean. :func:`delete_samples` finds every step, through
+nested ``Pipeline`` and ``ColumnTransformer`` objects, deletes through those
+that can, and names those that hold data-derived state they cannot unlearn,
+with the attributes that hold it.
 """
 
 import warnings
 
+from sklearn.compose import ColumnTransformer
 from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import OneHotEncoder, OrdinalEncoder
 from sklearn.utils import get_tags
 
 from ..exceptions import UnlearningError
@@ -23,19 +26,96 @@ class IncompleteUnlearningWarning(UserWarning):
     """A deletion went through, but some step still holds data-derived state."""
 
 
-def _learns_nothing(step) -> bool:
-    if step is None or step == "passthrough":
-        return True
+# Fitted attributes that describe the input's schema, not its values.
+_SCHEMA_ATTRIBUTES = frozenset({"n_features_in_", "feature_names_in_"})
+
+
+def _is_placeholder(step) -> bool:
+    return step is None or (isinstance(step, str) and step in ("passthrough", "drop"))
+
+
+def _encoder_state(step) -> list[str]:
+    """What a OneHotEncoder or OrdinalEncoder learned from the data's values."""
+    held = []
+    if isinstance(step.categories, str) and step.categories == "auto":
+        held.append(
+            "categories_ holds the categories found in the data (give categories= "
+            "from a public data dictionary)"
+        )
+    if getattr(step, "min_frequency", None) is not None or (
+        getattr(step, "max_categories", None) is not None
+    ):
+        held.append(
+            "infrequent_categories_ holds the categories found rare in the data "
+            "(min_frequency / max_categories)"
+        )
+    return held
+
+
+def _column_transformer_state(step) -> list[str]:
+    """The ColumnTransformer's own data-derived decision: sparse or dense output.
+
+    ``sparse_output_`` compares the density of the transformed data with
+    ``sparse_threshold``. The density is fixed by the shape when every sparse
+    block is a one-hot encoding with exactly one entry per row and feature
+    (``handle_unknown='error'``, ``drop=None``).
+    """
+    if step.sparse_threshold == 0:
+        return []
+    fitted = getattr(step, "transformers_", step.transformers)
+    variable = [
+        name
+        for name, transformer, _ in fitted
+        if isinstance(transformer, OneHotEncoder)
+        and transformer.sparse_output
+        and (transformer.handle_unknown != "error" or transformer.drop is not None)
+    ]
+    if not variable:
+        return []
+    return [
+        "sparse_output_ was chosen from the density of the transformed data (sparse one-hot "
+        f"blocks of {', '.join(variable)} with handle_unknown or drop set; pass "
+        "sparse_threshold=0 or sparse_output=False)"
+    ]
+
+
+def _data_derived_state(step) -> list[str]:
+    """The fitted attributes of ``step`` that depend on the data's values, in words.
+
+    Empty for a step that learns nothing: ``None``, ``'passthrough'``,
+    ``'drop'``, a tag ``requires_fit=False``, or an encoder whose categories
+    are given.
+    """
+    if _is_placeholder(step):
+        return []
+    if isinstance(step, ColumnTransformer):
+        return _column_transformer_state(step)
+    if isinstance(step, OneHotEncoder | OrdinalEncoder):
+        return _encoder_state(step)
     try:
-        return get_tags(step).requires_fit is False
+        if get_tags(step).requires_fit is False:
+            return []
     except (AttributeError, TypeError):
-        return False
+        pass
+    fitted = sorted(
+        name
+        for name in vars(step)
+        if name.endswith("_") and not name.startswith("_") and name not in _SCHEMA_ATTRIBUTES
+    )
+    return [f"{', '.join(fitted) or 'its fitted state'} learned from the data"]
 
 
 def _walk(estimator, path):
-    """Yield ``(path, step)`` for leaves of nested pipelines, in order."""
+    """Yield ``(path, step)`` for the steps of nested pipelines and column
+    transformers, in order; a ColumnTransformer is yielded itself (for its own
+    state) and then its fitted transformers."""
     if isinstance(estimator, Pipeline):
         for name, step in estimator.steps:
+            yield from _walk(step, f"{path}.{name}" if path else name)
+    elif isinstance(estimator, ColumnTransformer):
+        yield path or "columntransformer", estimator
+        # The fitted clones live in transformers_, not in transformers.
+        for name, step, _ in getattr(estimator, "transformers_", estimator.transformers):
             yield from _walk(step, f"{path}.{name}" if path else name)
     else:
         yield path or type(estimator).__name__, estimator
@@ -46,7 +126,11 @@ def unlearnable_steps(estimator) -> list[str]:
 
     A step is fine if it has ``delete_samples`` (which states its own
     guarantee, e.g. a private search's certified selection) or learns
-    nothing (tag ``requires_fit=False``, ``'passthrough'``).
+    nothing from the data's values (tag ``requires_fit=False``,
+    ``'passthrough'``, ``'drop'``, ``OneHotEncoder`` or ``OrdinalEncoder`` with
+    given ``categories``). Steps inside a ``ColumnTransformer`` are checked
+    one by one, and so is the ColumnTransformer's own choice of a sparse
+    output.
 
     Parameters
     ----------
@@ -55,12 +139,18 @@ def unlearnable_steps(estimator) -> list[str]:
     Returns
     -------
     list of str
-        ``"pipeline.step"`` paths, with the reason.
+        ``"pipeline.step"`` paths, each with the class and the attributes
+        that hold what it learned, e.g. ``"columntransformer.cat
+        (OneHotEncoder: categories_ holds the categories found in the data
+        ...)"``.
     """
     names = []
     for path, step in _walk(estimator, ""):
-        if not (hasattr(step, "delete_samples") or _learns_nothing(step)):
-            names.append(f"{path} ({type(step).__name__} keeps what it learned from the data)")
+        if hasattr(step, "delete_samples"):
+            continue
+        held = _data_derived_state(step)
+        if held:
+            names.append(f"{path} ({type(step).__name__}: {'; '.join(held)})")
     return names
 
 
