@@ -8,6 +8,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .exceptions import BudgetExceededError, PrivacyLeakWarning, StateVersionError
 from .privacy.ledger import Release, charge_increment, privacy_spent, worst_case_events
+from .unlearning.ids import POSITIONS_NOTE, sample_id_kind
 
 __all__ = ["PrivateEstimatorMixin", "STATE_FORMAT_VERSION"]
 
@@ -58,22 +59,26 @@ class PrivateEstimatorMixin:
         if self.budget is not None and increment:
             self.budget.check(increment, f"{type(self).__name__}.{what}")
 
-    def _charge_budget(self, increment: list, what: str, mandatory: bool = False) -> None:
-        """Spend ``increment``. A mandatory charge (a deletion's re-release) is
-        recorded even past the cap: a deletion is never refused, and the true
-        spend must show in the ledger."""
-        if self.budget is None or not increment:
+    def _charge_budget(
+        self, increment: list, what: str, mandatory: bool = False, budget=None
+    ) -> None:
+        """Spend ``increment`` on ``budget`` (default: ``self.budget``). A
+        mandatory charge (a deletion's re-release) is recorded even past the
+        cap: a deletion is never refused, and the true spend must show in the
+        ledger."""
+        budget = self.budget if budget is None else budget
+        if budget is None or not increment:
             return
         description = f"{type(self).__name__}.{what}"
         try:
-            self.budget.charge(increment, description)
+            budget.charge(increment, description)
         except BudgetExceededError:
             if not mandatory:
                 raise
-            self.budget.charge_over_cap(increment, description)
+            budget.charge_over_cap(increment, description)
             warnings.warn(
                 f"{description} re-released the model past the budget cap of "
-                f"{self.budget.path}: deletions are never refused. Further fits on "
+                f"{budget.path}: deletions are never refused. Further fits on "
                 "this budget will be refused.",
                 PrivacyLeakWarning,
                 stacklevel=3,
@@ -92,8 +97,14 @@ class PrivateEstimatorMixin:
     def _log_deletion(self, report) -> None:
         """Append ``report`` to ``deletion_log_``, stating what everything
         published so far (this call's re-release included) costs the samples
-        that remain: ``remaining_epsilon`` is ``privacy_spent_.epsilon``."""
-        report = dataclasses.replace(report, remaining_epsilon=self.privacy_spent_.epsilon)
+        that remain: ``remaining_epsilon`` is ``privacy_spent_.epsilon``. The
+        first report of an estimator whose ids are row positions says so."""
+        notes = report.notes
+        if not self.deletion_log_ and sample_id_kind(self) == "positions":
+            notes = (POSITIONS_NOTE, *notes)
+        report = dataclasses.replace(
+            report, remaining_epsilon=self.privacy_spent_.epsilon, notes=notes
+        )
         self.deletion_log_ = [*self.deletion_log_, report]
 
     def _set_ledger(self, ledger: list[dict]) -> None:

@@ -191,7 +191,7 @@ def main(argv=None) -> None:
     )
     print(
         f"budget total: eps = {budget.spent().epsilon:.3f} of {budget.epsilon:g} "
-        f"({len(budget.history())} charges: search candidates, selection, fit, deletions)"
+        f"({len(budget.history())} charges: the whole search once, the fit, deletions)"
     )
     state = final.unlearning_state_
     print(

@@ -233,7 +233,7 @@ def test_calibration_against_dp_accounting(solver, n_classes, epsilon):
 @pytest.mark.parametrize("epsilon", [0.5, 1.0, 4.0])
 def test_dissertation_printed_sigma_is_too_small(epsilon):
     """Negative control for the calibration: Thm 12's sigma = Delta sqrt(log(1/delta))
-    / eps (line 1002 / 2617) exceeds the target epsilon under dp-accounting."""
+    / eps (as printed in Ullah 2024, Thm 12) exceeds the target epsilon under dp-accounting."""
     printed = math.sqrt(math.log(1 / DELTA)) / epsilon
     assert _pld_epsilon([dp_event.GaussianDpEvent(printed)]) > 1.02 * epsilon
     ours = _dp_logistic.gaussian_noise_multiplier(epsilon, DELTA)

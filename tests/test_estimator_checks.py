@@ -25,6 +25,10 @@ ESTIMATORS = [
     PublicBoundsScaler(),
     PrivateGridSearch(DPLinearRegression(), {"alpha": [0.0, 1.0]}),
     PrivateGridSearch(DPLinearRegression(), {"target_bound": [1.0, 3.0]}),
+    # the search over every estimator of the library, with a 4-value grid
+    PrivateGridSearch(DPLinearRegression(), {"alpha": [0.0, 1.0, 10.0, 100.0]}),
+    PrivateGridSearch(DPLogisticRegression(), {"C": [0.1, 1.0, 10.0, 100.0]}),
+    PrivateGridSearch(UnlearnableSGDClassifier(), {"alpha": [1e-4, 1e-3, 1e-2, 1e-1]}),
     UnlearnableSGDClassifier(),
     UnlearnableSGDClassifier(solver="sgd", batch_sampling="fixed", loss="modified_huber"),
     UnlearnableSGDClassifier(loss="hinge", noise_multiplier=1.0, coupling_share=1.0),

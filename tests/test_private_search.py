@@ -145,8 +145,11 @@ def test_budget_refuses_the_whole_search_before_reading_data(budget_path):
         search.fit(Untouchable(), Untouchable())
     assert budget.history() == []
     X, y = _data(200)
-    PrivateGridSearch(base, {"alpha": [0.0]}, budget=budget, selection_epsilon=0.1).fit(X, y)
-    assert len(budget.history()) == 2  # the candidate and the selection
+    search = PrivateGridSearch(base, {"alpha": [0.0]}, budget=budget, selection_epsilon=0.1)
+    search.fit(X, y)
+    # one charge for the whole search on the one ledger both handles share
+    assert [h["description"] for h in budget.history()] == ["PrivateGridSearch.fit"]
+    assert budget.spent().epsilon == pytest.approx(search.privacy_spent_.epsilon)
 
 
 def test_too_few_samples_is_a_clear_error():

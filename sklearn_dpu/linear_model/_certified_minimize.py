@@ -1,8 +1,9 @@
 """Minimize a regularized GLM objective to a *certified* distance from its minimizer.
 
 Output and objective perturbation release a noised minimizer; their
-sensitivity bounds hold for the **exact** minimizer (digest ``diss_dp.md`` §4,
-A5). An iterative solver stops near it, so we certify how near:
+sensitivity bounds hold for the **exact** minimizer (Ullah, PhD thesis, Johns
+Hopkins University 2024, Thm 12 assumes an exact solution). An iterative
+solver stops near it, so we certify how near:
 
 * unconstrained, ``f`` is ``Lambda``-strongly convex: for any ``theta``,
   ``||theta - theta*|| <= ||grad f(theta)|| / Lambda``;

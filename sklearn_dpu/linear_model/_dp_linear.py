@@ -17,8 +17,16 @@ from ..privacy.ledger import Release
 from ..privacy.mechanisms import GaussianMechanism
 from ..privacy.random import release_generator
 from ..privacy.tree_aggregation import TreeAggregator
+from ..unlearning.ids import as_id_list, requested_ids
+from ..unlearning.planner import gdp_epsilon
 from ..unlearning.report import DeletionReport
 from ..unlearning.state import SampleRegistry, VersionedState
+from ._correlated_rerelease import (
+    correlated_noise,
+    deleted_row_precision,
+    remaining_row_precision,
+    rerelease_increment_multiplier,
+)
 from ._noisy_gd import gd_noise_multipliers, noisy_projected_gd
 from ._sufficient_statistics import (
     GRAM_SCALE,
@@ -37,8 +45,15 @@ _SSP_REFERENCE = (
     "(Balle & Wang 2018, Thm 8; Sheffet 2017; tree aggregation: Chan, Shi & Song 2011)"
 )
 _GD_REFERENCE = (
-    "Ullah 2024 (seed 000) Alg. 1 / Thm 8, noise recalibrated by exact Gaussian "
-    "composition (Dong, Roth & Su 2022, Cor. 3.3); errata of digest diss_dp.md"
+    "Ullah 2024 (PhD thesis) Alg. 1 / Thm 8, noise recalibrated by exact Gaussian "
+    "composition (Dong, Roth & Su 2022, Cor. 3.3); errata: gradient (not loss) in "
+    "the update, averaged iterates w_1..w_T, corrected step size"
+)
+_CORRELATED_REFERENCE = (
+    "correlated re-release Z_k = rho Z_(k-1) + sqrt(1 - rho^2) W_k: with the fit and "
+    "earlier re-releases a Gaussian mechanism of precision mu^2 [2 + (k-1)(1-rho)]/(1+rho) "
+    "(sklearn_dpu derivation, see sklearn_dpu.linear_model._correlated_rerelease; Dong, "
+    "Roth & Su 2022, Thm 2.7 and Cor. 3.3); this event is its increment"
 )
 # Parameters a partial_fit stream freezes at its first call.
 _FROZEN = (
@@ -51,6 +66,7 @@ _FROZEN = (
     "alpha",
     "max_iter",
     "coef_bound",
+    "rerelease_correlation",
 )
 
 
@@ -93,6 +109,16 @@ class LinearStatisticsState(VersionedState):
         Noise multiplier of one release.
     n_chunks : int
         Chunks received (1 for ``fit``, one more per ``partial_fit``).
+    n_rereleases : int
+        Deletion calls since the fit (each re-released the statistics).
+    release_noise : ndarray or None
+        ``rerelease_correlation > 0``: the noise of the current release
+        (``(n_features + 2)^2`` floats), from which the next re-release's
+        noise is drawn. Independent of the data; a fresh fit holds its own
+        noise draw too, so the state keeps the law of a fresh fit.
+    released_count : float or None
+        ``solver='noisy_gd'``: the noised record count of the last release
+        (charged with it), for public cost estimates.
 
     Notes
     -----
@@ -100,6 +126,10 @@ class LinearStatisticsState(VersionedState):
     """
 
     FORMAT_VERSION = 1
+    # Class defaults: states saved before these attributes existed load with them.
+    n_rereleases = 0
+    release_noise = None
+    released_count = None
 
     def __init__(
         self, registry, statistics, exact_gram, frozen_params, center, half_range, noise_multiplier
@@ -121,6 +151,8 @@ class LinearStatisticsState(VersionedState):
             total += sum(n.exact.nbytes + n.noisy.nbytes for n in self.statistics.nodes)
         if self.exact_gram is not None:
             total += self.exact_gram.nbytes
+        if self.release_noise is not None:
+            total += self.release_noise.nbytes
         return total
 
 
@@ -140,7 +172,7 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
     ridge lifts the released ``X^T X`` above the noise level (AdaSSP [2]_), so
     it cannot blow up at any epsilon. ``solver='noisy_gd'`` runs projected noisy
     gradient descent (dissertation Alg. 1 / Thm 8 [1]_, with the errata of its
-    digest) on the same statistics.
+    errata listed in the algorithms page) on the same statistics.
 
     :meth:`partial_fit` streams chunks and releases after each one. With
     ``'ssp'`` the releases use the binary tree mechanism [3]_: after ``t``
@@ -154,6 +186,25 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
     rows) has the distribution of a fit on the remaining rows, and holds
     nothing of the deleted ones. Each re-release is accounted; a deletion is
     never refused for lack of budget.
+
+    **What deleting costs the remaining rows.** Every :meth:`delete_samples`
+    call is a new release to the rows that stay: with the default
+    independent noise, ``k`` calls compose ``k + 1`` releases (at
+    ``epsilon=1, delta=1e-5``: 1.0 after the fit, 1.47 after one call, 3.8
+    after 10, 14.5 after 100; see ``privacy_spent_``). Deleting many ids in
+    one call costs one re-release. ``rerelease_correlation=rho`` bounds the
+    growth: each re-release's noise is ``rho`` times the previous noise plus
+    fresh noise ``sqrt(1 - rho^2) W``, so every release is still marginally a
+    fresh fit's, and for the remaining rows the fit and ``k`` re-releases
+    form one Gaussian mechanism of precision ``mu^2 [2 + (k-1)(1-rho)]/(1+rho)``
+    instead of ``(k + 1) mu^2`` (derivation in
+    :mod:`sklearn_dpu.linear_model._correlated_rerelease`, on Gaussian DP
+    [5]_). The price: a deleted row's exposure over everything published
+    grows from ``mu^2`` to ``mu^2 / (1 - rho^2)`` (deleted after the fit),
+    because given the previous release the new one shows its contribution
+    under noise ``sigma sqrt(1 - rho^2)``; each report states it as
+    ``deletion_epsilon``. Supported for ``solver='ssp'`` with a single
+    :meth:`fit` (a :meth:`partial_fit` stream refuses it).
 
     ``X`` may be a Dask array: rows are clipped, coded and summed block by
     block on the workers, and only the compact int16 codes (kept for
@@ -185,6 +236,14 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         ``solver='noisy_gd'``: radius of the ball the normalized coefficients
         (those of the model from ``x / feature_norm`` to the normalized target,
         intercept included) are projected onto. Affects accuracy, not privacy.
+    rerelease_correlation : float in [0, 1), default=0.0
+        Correlation ``rho`` of a deletion's re-release noise with the previous
+        release's (see above). 0: independent noise, each deletion call costs
+        the remaining rows a full release. ``rho = 0.9``: 100 single deletions
+        cost them about as much as 6 releases, and each deleted row's exposure
+        is ``1 / (1 - rho^2) = 5.3`` times a release's precision. Needs
+        ``solver='ssp'`` and no :meth:`partial_fit` after the fit. Frozen at
+        fit.
     random_state : int, RandomState instance or None, default=None
         Source of noise. ``None`` draws fresh OS entropy for every release. An
         int makes fits reproducible and is for tests only: anyone who knows it
@@ -219,14 +278,17 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
     References
     ----------
     .. [1] M. E. Ullah, "Statistical learning via stochastic optimization under
-       data privacy considerations", PhD thesis, JHU 2024 (seed 000),
-       Algorithm 1 and Theorem 8.
+       data privacy considerations", PhD thesis, Johns Hopkins University,
+       2024, Algorithm 1 and Theorem 8.
     .. [2] Y.-X. Wang, "Revisiting differentially private linear regression",
        UAI 2018, Algorithm 2 (AdaSSP).
     .. [3] T.-H. H. Chan, E. Shi and D. Song, "Private and continual release of
        statistics", ACM TISSEC 2011.
     .. [4] B. Balle and Y.-X. Wang, "Improving the Gaussian mechanism for
        differential privacy", ICML 2018.
+    .. [5] J. Dong, A. Roth and W. J. Su, "Gaussian differential privacy",
+       JRSS-B 2022, Thm 2.7 and Cor. 3.3 (the correlated re-release bound is
+       our derivation from them).
 
     Examples
     --------
@@ -254,6 +316,7 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         "solver": [StrOptions({"ssp", "noisy_gd"})],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "coef_bound": [Interval(Real, 0, None, closed="neither")],
+        "rerelease_correlation": [Interval(Real, 0, 1, closed="left")],
         "random_state": ["random_state"],
         "budget": [HasMethods(["charge", "check"]), None],
     }
@@ -270,6 +333,7 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         solver="ssp",
         max_iter=1000,
         coef_bound=5.0,
+        rerelease_correlation=0.0,
         random_state=None,
         budget=None,
     ):
@@ -282,6 +346,7 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         self.solver = solver
         self.max_iter = max_iter
         self.coef_bound = coef_bound
+        self.rerelease_correlation = rerelease_correlation
         self.random_state = random_state
         self.budget = budget
 
@@ -303,17 +368,23 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         X : array-like of shape (n_samples, n_features)
         y : array-like of shape (n_samples,)
         sample_id : array-like of shape (n_samples,), default=None
-            Unique hashable ids used by :meth:`delete_samples`. Default: row
-            numbers ``0 .. n_samples - 1``.
+            Unique hashable ids for :meth:`delete_samples` (no NaN). Default:
+            the index labels if ``X`` is a pandas DataFrame, else row positions
+            ``0 .. n_samples - 1``.
 
         Returns
         -------
         self : DPLinearRegression
         """
         with self._atomic():
-            return self._fit(X, y, sample_id)
+            return self._fit(X, y, requested_ids(X, sample_id))
 
     def _fit(self, X, y, sample_id):
+        if self.rerelease_correlation > 0 and self.solver != "ssp":
+            raise ValueError(
+                "rerelease_correlation > 0 needs solver='ssp' (the noisy-GD release is "
+                f"not one Gaussian statistic); got solver={self.solver!r}"
+            )
         center, half_range = _target_interval(self.target_bound, self.fit_intercept)
         multiplier = self._noise_multiplier()
         planned = self._fit_release_plan()
@@ -341,7 +412,13 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         rng = release_generator(self.random_state, 0)
         if self.solver == "ssp":
             state.statistics = self._new_tree(multiplier)
-            state.statistics.append(gram, rng)
+            node = state.statistics.append(gram, rng)
+            if self.rerelease_correlation > 0:
+                # Keep the noise draw itself: the next re-release's noise is
+                # built from it (a fresh fit has its own draw, so the state's
+                # law is unchanged).
+                state.release_noise = state.statistics.draw_noise(gram.shape, rng)
+                state.statistics.set_noise(node, state.release_noise)
         else:
             state.exact_gram = gram
         self.unlearning_state_ = state
@@ -362,7 +439,8 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         X : array-like of shape (n_samples, n_features)
         y : array-like of shape (n_samples,)
         sample_id : array-like of shape (n_samples,), default=None
-            Default: arrival numbers continuing those of earlier calls.
+            Default: the index labels if ``X`` is a pandas DataFrame, else row
+            positions continuing those of earlier calls (not mixed in a stream).
 
         Returns
         -------
@@ -371,7 +449,7 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         if not hasattr(self, "unlearning_state_"):
             return self.fit(X, y, sample_id=sample_id)
         with self._atomic():
-            return self._partial_fit(X, y, sample_id)
+            return self._partial_fit(X, y, requested_ids(X, sample_id))
 
     def _partial_fit(self, X, y, sample_id):
         state = self.unlearning_state_
@@ -380,6 +458,12 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
             raise ValueError(
                 f"partial_fit cannot change {', '.join(changed)} within a stream; "
                 "call fit to start a new one"
+            )
+        if state.frozen_params.get("rerelease_correlation", 0.0) > 0:
+            raise ValueError(
+                "partial_fit cannot stream with rerelease_correlation > 0: the correlated "
+                "re-release bound covers a single fit; call fit with "
+                "rerelease_correlation=0 to stream"
             )
         chunk = state.n_chunks + 1
         first = chunk - (chunk & -chunk) + 1 if self.solver == "ssp" else 1
@@ -413,8 +497,9 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
 
         Parameters
         ----------
-        sample_ids : iterable of hashable
-            Ids given at fit time (row numbers by default).
+        sample_ids : hashable or iterable of hashable
+            Ids known at fit time: ``sample_id``, else a DataFrame's index
+            labels, else row positions. A bare string or scalar is one id.
 
         Returns
         -------
@@ -428,13 +513,14 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         """
         check_is_fitted(self)
         with self._atomic():
-            return self._delete_samples(sample_ids)
+            return self._delete_samples(as_id_list(sample_ids))
 
     def _delete_samples(self, sample_ids):
         state = self.unlearning_state_
         registry = state.registry
         slots = registry.slots_of(sample_ids)
         chunks = registry.chunks[slots]
+        rho = float(state.frozen_params.get("rerelease_correlation", 0.0))
         if self.solver == "ssp":
             nodes = {}
             for chunk in np.unique(chunks).tolist():
@@ -443,9 +529,12 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
             ranges = [(node.first, node.last) for node in nodes.values()]
         else:
             ranges = [(1, state.n_chunks)]
-        planned = [
-            self._planned_release(state.noise_multiplier, first, last) for first, last in ranges
-        ]
+        if rho > 0:
+            planned = [self._planned_correlated_release(state, rho)]
+        else:
+            planned = [
+                self._planned_release(state.noise_multiplier, first, last) for first, last in ranges
+            ]
         increment = self._budget_increment(planned, restart=False)
         self._charge_budget(increment, "delete_samples", mandatory=True)
 
@@ -456,17 +545,22 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
             for node in nodes.values():
                 inside = (chunks >= node.first) & (chunks <= node.last)
                 node.exact -= gram_of_codes(removed[inside], self.fit_intercept)
-                state.statistics.renoise(node, rng)
+                if rho > 0:  # a single fit: this is the only node
+                    fresh = state.statistics.draw_noise(node.exact.shape, rng)
+                    state.release_noise = correlated_noise(state.release_noise, fresh, rho)
+                    state.statistics.set_noise(node, state.release_noise)
+                else:
+                    state.statistics.renoise(node, rng)
         else:
             state.exact_gram = state.exact_gram - gram_of_codes(removed, self.fit_intercept)
         del removed
         registry.remove(slots)
+        state.n_rereleases += 1
         self._release(state, rng)
         self._set_ledger([*self.privacy_ledger_, *(r.to_dict() for r in planned)])
 
         elapsed = time.perf_counter() - started
         q = self.n_features_in_ + 1 + self.fit_intercept
-        n_left = registry.n_samples
         if self.solver == "ssp":
             cost = {
                 "renoised_sums": len(planned),
@@ -477,24 +571,82 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
                 "gradient_steps": self.max_iter,
                 "flops": len(slots) * q * q + self.max_iter * q * q,
             }
+        guarantee = (
+            "the model and all stored state have the distribution of a fit "
+            "on the remaining samples; nothing of the deleted rows is kept. "
+            "The re-release is a new release to the remaining samples "
+            "(remaining_epsilon); deleting many ids in one call costs one re-release"
+        )
+        deletion_epsilon = None
+        if rho > 0:
+            # The deleted rows were in the fit and the earlier re-releases; the
+            # correlated new release sharpens what those showed of them.
+            exposure = deleted_row_precision(state.n_rereleases, rho)
+            deletion_epsilon = gdp_epsilon(np.sqrt(exposure) / state.noise_multiplier, self.delta)
+            guarantee += (
+                f". Correlated re-release (rho={rho:g}): the remaining samples pay "
+                f"less than a fresh release, but everything published (before and "
+                f"after) shows each deleted row at (deletion_epsilon, delta), "
+                f"precision {exposure:.3g} times one release's"
+            )
         self._log_deletion(
             DeletionReport(
                 n_deleted=len(slots),
                 method="exact",
-                guarantee=(
-                    "the model and all stored state have the distribution of a fit "
-                    "on the remaining samples; nothing of the deleted rows is kept"
-                ),
+                guarantee=guarantee,
                 cost={"wall_time_s": elapsed, **cost},
-                retrain_cost={
-                    "wall_time_s": _seconds_per_row(self.n_features_in_) * n_left,
-                    "flops": n_left * q * q + q**3,
-                },
-                rerelease_epsilon=epsilon_spent([planned[0].event], self.delta),
+                retrain_cost=self._retrain_cost(state, q),
+                deletion_epsilon=deletion_epsilon,
+                deletion_delta=None if deletion_epsilon is None else self.delta,
+                rerelease_epsilon=epsilon_spent([r.event for r in planned], self.delta),
                 reason="the sufficient statistics are exact integer sums: subtract, re-noise",
             )
         )
         return self
+
+    def _retrain_cost(self, state: LinearStatisticsState, q: int) -> dict:
+        """Retrain estimate from public sizes and a released (charged) record count.
+
+        The exact number of remaining rows is private: the estimate uses the
+        released count (the intercept entry of the released Gram matrix for
+        ``'ssp'``, the noised count of noisy GD). Without an intercept ``'ssp'``
+        releases no count, and only per-row costs are given.
+        """
+        per_row = {
+            "flops_per_row": q * q,
+            "wall_time_s_per_row": _seconds_per_row(self.n_features_in_),
+        }
+        if self.solver == "ssp" and self.fit_intercept:
+            d = self.n_features_in_
+            n_released = float(state.statistics.released_sum()[d, d])
+        elif self.solver == "noisy_gd":
+            n_released = state.released_count
+        else:
+            return per_row
+        n_released = max(0.0, n_released)
+        return {
+            **per_row,
+            "released_count": n_released,
+            "flops": n_released * q * q + q**3,
+            "wall_time_s": per_row["wall_time_s_per_row"] * n_released,
+        }
+
+    def _planned_correlated_release(self, state: LinearStatisticsState, rho: float) -> Release:
+        """Ledger event of one correlated re-release after a single fit.
+
+        Its Gaussian precision is the increment of the joint mechanism (fit and
+        all re-releases), so the ledger composes exactly to it.
+        """
+        multiplier = rerelease_increment_multiplier(state.noise_multiplier, rho)
+        k = state.n_rereleases + 1
+        total = remaining_row_precision(k, rho)
+        return Release(
+            f"correlated re-release {k} of the clipped Gram matrix (rho={rho:g}; with the fit "
+            f"and earlier re-releases: {total:.4g} times one release's GDP precision)",
+            dp_event.GaussianDpEvent(multiplier),
+            (1, state.n_chunks),
+            _CORRELATED_REFERENCE,
+        )
 
     # ----------------------------------------------------------- prediction
 
@@ -587,7 +739,7 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
             self.n_iter_ = 1
         else:
             grad, count = gd_noise_multipliers(state.noise_multiplier, self.max_iter)
-            w = noisy_projected_gd(
+            w, state.released_count = noisy_projected_gd(
                 state.exact_gram * GRAM_SCALE,
                 state.registry.n_samples,
                 n_coef,

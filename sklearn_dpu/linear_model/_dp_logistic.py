@@ -20,6 +20,7 @@ from ..privacy.calibration import gaussian_noise_multiplier
 from ..privacy.clipping import clip_rows_l2
 from ..privacy.ledger import Release
 from ..privacy.random import release_generator
+from ..unlearning.ids import as_id_list, requested_ids
 from ..unlearning.planner import (
     NOISE_FINETUNE,
     NOISE_ONLY,
@@ -54,8 +55,9 @@ _GRAM_SHARE = 0.10
 _JACOBIAN_FRACTION = 0.05
 # C='auto': Lambda = _RIDGE[solver] * (n * G^2 * r^2 / mu^2) ** (1/3), the
 # balance of ridge bias (Lambda/2n) D^2 against the noise's second-order loss
-# (beta/2) sigma^2 r^2 with sigma = G / (Lambda mu) (digest diss_dp.md §2.3,
-# ENG lambda*), the unknown ||w*||^(2/3) folded into the constant.
+# (beta/2) sigma^2 r^2 with sigma = G / (Lambda mu) (Ullah 2024, Ch. 2, the
+# regularization that balances bias and noise), the unknown ||w*||^(2/3)
+# folded into the constant.
 # Constants chosen on synthetic data (benchmarks/tune_dp_logistic.py), never on
 # the evaluation sets.
 _RIDGE = {"output": 1.0, "objective": 0.1, "noisy_gd": 0.03, "sgd": 0.03}
@@ -63,9 +65,9 @@ _RIDGE = {"output": 1.0, "objective": 0.1, "noisy_gd": 0.03, "sgd": 0.03}
 _REFERENCES = {
     "count": ("Gaussian mechanism on the record count, sensitivity 1 (Balle & Wang 2018, Thm 8)"),
     "output": (
-        "output perturbation of the regularized ERM (Ullah 2024, seed 000, Alg. 3 / "
-        "Thm 12, line 1002) with its noise corrected (errata of diss_dp.md: the "
-        "printed sigma at line 2617 is too small) and add/remove sensitivity "
+        "output perturbation of the regularized ERM (Ullah 2024, PhD thesis, Alg. 3 / "
+        "Thm 12) with its noise corrected (erratum: the printed sigma is too small "
+        "for its own sensitivity) and add/remove sensitivity "
         "(G + 2 tol) / Lambda"
     ),
     "objective": (
@@ -75,8 +77,9 @@ _REFERENCES = {
         "perturbation (Iyengar et al. 2019, Alg. 1) for the solver tolerance"
     ),
     "noisy_gd": (
-        "projected noisy GD (Ullah 2024, seed 000, Alg. 1 / Thm 8, line 861; errata of "
-        "diss_dp.md), T Gaussian gradient sums composed exactly (Dong, Roth & Su 2022, "
+        "projected noisy GD (Ullah 2024, PhD thesis, Alg. 1 / Thm 8; errata: gradient "
+        "in the update, loop from w_0 = 0), T Gaussian gradient sums composed exactly "
+        "(Dong, Roth & Su 2022, "
         "Cor. 3.3)"
     ),
     "sgd": (
@@ -84,6 +87,14 @@ _REFERENCES = {
         "one noisy batch sum per record"
     ),
 }
+
+# Stated in every deletion report, whatever the deleted labels (a note that
+# depended on them would publish whether a label still has samples).
+_LABEL_SET_NOTE = (
+    "classes_ is the public label set fixed at the first fit and is kept, also "
+    "for a label whose last sample was deleted; guarantees compare with a fit "
+    "given this label set; refit to drop a label"
+)
 
 # Parameters a stream freezes at its first call.
 _FROZEN = (
@@ -215,7 +226,7 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
       :mod:`sklearn_dpu.linear_model._objective_perturbation`).
     * ``'noisy_gd'``: projected noisy gradient descent (Alg. 1 / Thm 8 [1]_),
       ``max_iter`` Gaussian gradient releases composed exactly.
-    * ``'auto'``: the dissertation's Table 2-I (§2.4, lines 764-772): noisy GD
+    * ``'auto'``: the dissertation's Table 2-I (§2.4): noisy GD
       when the number of parameters is at most ``n * epsilon`` (its rate
       ``sqrt(d)/(n eps)`` wins), output perturbation otherwise (its rate
       ``1/sqrt(n eps)`` is dimension-free); ``n`` is the released count.
@@ -239,7 +250,9 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
     * noise + fine-tune: Descent-to-Delete's perturbed gradient descent [6]_,
       restarted from the *published* model (no secret state), solved to the
       certified tolerance on the remaining rows, then fresh noise;
-    * retrain (exact; for streams, replay from the first affected chunk).
+    * retrain (exact; for streams, replay from the earliest chunk that holds a
+      row deleted so far and not yet removed exactly, earlier noise-only
+      deletions included).
 
     Nothing un-noised that depends on deleted rows remains (no exact
     minimizer, no gradient cache, no old noise), as Chourasia & Shah [7]_
@@ -300,7 +313,8 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
     ----------
     classes_ : ndarray of shape (n_classes,)
         The label set, treated as public: it is read from ``y`` at fit (or
-        ``classes`` at the first :meth:`partial_fit`) and kept after deletions.
+        ``classes`` at the first :meth:`partial_fit`) and kept after
+        deletions, also when no remaining sample has a label (see Notes).
     coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
     intercept_ : ndarray of shape (1,) or (n_classes,)
     solver_ : str
@@ -330,10 +344,23 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
     ``sample_weight`` is not accepted: a weight scales a record's
     contribution, and unbounded weights break every sensitivity bound above.
 
-    Side channels outside the guarantee: the wall time of every call, and the
-    realized cost a :class:`~sklearn_dpu.unlearning.DeletionReport` records for
-    a fine-tune (its gradient evaluations depend on the remaining rows), are not
-    privatized. The fitted state keeps no data-dependent iteration count.
+    Side channels outside the guarantee: the wall time of every call
+    (``wall_time_s`` in deletion reports) is not privatized. Every other
+    number a :class:`~sklearn_dpu.unlearning.DeletionReport` holds comes from
+    parameters, request sizes and the released (charged) record counts:
+    ``gradient_evaluations`` is the planner's prediction (public iteration
+    counts times released counts), not the realized count, which depends on
+    the private rows. The fitted state keeps no data-dependent iteration
+    count.
+
+    The label set ``classes_`` is public and fixed by the first fit. A
+    deletion never changes it, even when it removes the last sample of a
+    label: checking would publish whether any remaining sample carries that
+    label. "A fit on the remaining samples" in deletion guarantees is a fit
+    with this label set (as ``partial_fit(..., classes=classes_)`` would make);
+    a label without samples keeps a coefficient row driven by the
+    regularization and by the other classes. Call :meth:`fit` on the
+    remaining data to drop the label (a new release).
 
     See Also
     --------
@@ -343,7 +370,8 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
     References
     ----------
     .. [1] M. E. Ullah, "Statistical learning via stochastic optimization under
-       data privacy considerations", PhD thesis, JHU 2024 (seed 000): Alg. 1 /
+       data privacy considerations", PhD thesis, Johns Hopkins University,
+       2024: Alg. 1 /
        Thm 8; Alg. 3 / Thm 12 with the erratum on its noise; Table 2-I.
     .. [2] K. Chaudhuri, C. Monteleoni and A. D. Sarwate, "Differentially
        private empirical risk minimization", JMLR 2011.
@@ -352,11 +380,12 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
     .. [4] R. Iyengar et al., "Towards practical differentially private convex
        optimization", IEEE S&P 2019.
     .. [5] M. Van Waerebeke, M. Lorenzi, G. Neglia and K. Scaman, "When to
-       Forget? Complexity trade-offs in machine unlearning" (seed 003).
+       Forget? Complexity trade-offs in machine unlearning", preprint, 2025:
+       Thm 1-3.
     .. [6] S. Neel, A. Roth and S. Sharifi-Malvajerdi, "Descent-to-Delete",
-       ALT 2021 (seed 002), Alg. 1-3, Thm 3.2 (perfect unlearning).
+       ALT 2021, Alg. 1-3, Thm 3.2 (perfect unlearning).
     .. [7] R. Chourasia and N. Shah, "Forget unlearning: towards true
-       data-deletion in machine learning" (seed 001), Thm 3.2, Thm 4.3.
+       data-deletion in machine learning", ICML 2023, Thm 3.2, Thm 4.3.
 
     Examples
     --------
@@ -432,15 +461,16 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
         X : array-like of shape (n_samples, n_features)
         y : array-like of shape (n_samples,)
         sample_id : array-like of shape (n_samples,), default=None
-            Unique hashable ids used by :meth:`delete_samples`. Default: row
-            numbers ``0 .. n_samples - 1``.
+            Unique hashable ids for :meth:`delete_samples` (no NaN). Default:
+            the index labels if ``X`` is a pandas DataFrame, else row positions
+            ``0 .. n_samples - 1``.
 
         Returns
         -------
         self : DPLogisticRegression
         """
         with self._atomic():
-            return self._fit(X, y, sample_id)
+            return self._fit(X, y, requested_ids(X, sample_id))
 
     def _fit(self, X, y, sample_id):
         self._check_public_params()
@@ -493,14 +523,15 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
             Every label of the stream; required at the first call (unless the
             estimator was fitted), optional and checked afterwards.
         sample_id : array-like of shape (n_samples,), default=None
-            Default: arrival numbers continuing those of earlier calls.
+            Default: the index labels if ``X`` is a pandas DataFrame, else row
+            positions continuing those of earlier calls (not mixed in a stream).
 
         Returns
         -------
         self : DPLogisticRegression
         """
         with self._atomic():
-            return self._partial_fit(X, y, classes, sample_id)
+            return self._partial_fit(X, y, classes, requested_ids(X, sample_id))
 
     def _partial_fit(self, X, y, classes, sample_id):
         first = not hasattr(self, "unlearning_state_")
@@ -584,8 +615,9 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
 
         Parameters
         ----------
-        sample_ids : iterable of hashable
-            Ids given at fit time (row numbers by default).
+        sample_ids : hashable or iterable of hashable
+            Ids known at fit time: ``sample_id``, else a DataFrame's index
+            labels, else row positions. A bare string or scalar is one id.
 
         Returns
         -------
@@ -599,7 +631,7 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
         """
         check_is_fitted(self)
         with self._atomic():
-            return self._delete_samples(sample_ids)
+            return self._delete_samples(as_id_list(sample_ids))
 
     def _delete_samples(self, sample_ids):
         started = time.perf_counter()
@@ -631,22 +663,21 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
         chunks = [dict(c) for c in state.chunks]
         for c, k in deleted_per_chunk.items():
             chunks[c - 1]["pending"] = chunks[c - 1]["pending"] + k
-        n_grad_rows, fell_back = 0, False
+        fell_back = False
         if plan.action == NOISE_FINETUNE:
             A, y_index = live_rows[:, :-1], live_rows[:, -1].astype(np.intp)
             rng = release_generator(self.random_state, len(self.privacy_ledger_))
             n_noisy = chunks[0]["n_noisy"] - chunks[0]["pending"]
             cap = max(1, int(context["retrain_iterations"]))
             try:
-                chunk, n_grad = self._fit_chunk(
+                chunk, _ = self._fit_chunk(
                     A, y_index, n_noisy, rng, theta0=chunks[0]["theta"], max_iter=cap
                 )
             except RuntimeError:
                 # The certified path ran past the retrain prediction: retrain.
                 fell_back = True
-                chunk, n_grad = self._fit_chunk(A, y_index, n_noisy, rng)
+                chunk, _ = self._fit_chunk(A, y_index, n_noisy, rng)
             chunks[0] = chunk
-            n_grad_rows = n_grad * len(A)
         elif plan.action == RETRAIN:
             first = context["first_affected"]
             for offset, c in enumerate(range(first, len(chunks) + 1)):
@@ -655,12 +686,11 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
                 rng = release_generator(self.random_state, len(self.privacy_ledger_) + offset)
                 n_noisy = chunks[c - 1]["n_noisy"] - chunks[c - 1]["pending"]
                 if chunks[c - 1]["kind"] == "fit":
-                    chunk, n_grad = self._fit_chunk(A, y_index, n_noisy, rng)
+                    chunk, _ = self._fit_chunk(A, y_index, n_noisy, rng)
                 else:
                     theta0 = chunks[c - 2]["theta"] if c > 1 else np.zeros(self._loss().n_params)
-                    chunk, n_grad = self._sgd_chunk(A, y_index, n_noisy, theta0, rng)
+                    chunk, _ = self._sgd_chunk(A, y_index, n_noisy, theta0, rng)
                 chunks[c - 1] = chunk
-                n_grad_rows += n_grad * len(A)
 
         registry.remove(slots)
         state.chunks = chunks
@@ -669,13 +699,14 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
         self._set_ledger([*self.privacy_ledger_, *(r.to_dict() for r in ran)])
         elapsed = time.perf_counter() - started
 
-        option = plan.option(plan.action)
+        option = plan.option(RETRAIN if fell_back else plan.action)
         if plan.action == RETRAIN or fell_back:
             method, eps_del = "retrain", None
             guarantee = (
                 "exact: the model, the counts and the stored rows have the "
                 "distribution of a fit on the remaining samples (streams: "
-                "replayed from the first affected chunk); nothing of the "
+                "replayed from the earliest chunk holding any row deleted so "
+                "far); nothing of the "
                 "deleted rows is kept"
             )
         else:
@@ -695,8 +726,13 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
                 cost={
                     "action": RETRAIN if fell_back else plan.action,
                     "wall_time_s": elapsed,
-                    "gradient_evaluations": int(n_grad_rows),
-                    "predicted_gradient_evaluations": float(option.predicted_gradient_evaluations),
+                    # Public: iterations predicted from released counts, times
+                    # those counts. The realized count (iterations x exact rows)
+                    # is a function of the private data and is not published.
+                    "gradient_evaluations": float(option.predicted_gradient_evaluations),
+                    "predicted_gradient_evaluations": float(
+                        plan.option(plan.action).predicted_gradient_evaluations
+                    ),
                     "fell_back_to_retrain": fell_back,
                 },
                 retrain_cost={
@@ -718,6 +754,7 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
                     else ""
                 )
                 + f"; target deletion epsilon {target:.4g}",
+                notes=(_LABEL_SET_NOTE,),
             )
         )
         return self
@@ -765,7 +802,11 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
         chunks = self.unlearning_state_.chunks
         loss = self._loss()
         pending = [c["pending"] + deleted_per_chunk.get(i + 1, 0) for i, c in enumerate(chunks)]
-        first_affected = min(deleted_per_chunk)
+        # The earliest chunk holding a row deleted so far and not yet removed
+        # exactly: an earlier noise-only deletion leaves its row in that chunk's
+        # release (and in every later chunk started from it), so an exact
+        # replay must start there, not at the chunks of this request.
+        first_affected = next(i + 1 for i, k in enumerate(pending) if k > 0)
 
         noise_mu = math.sqrt(
             sum(_chunk_mu(c, k) ** 2 for c, k in zip(chunks, pending, strict=True))

@@ -1,27 +1,31 @@
 """Projected noisy gradient descent for least squares (dissertation Alg. 1, Thm 8).
 
-Ullah's dissertation (seed 000), Algorithm 1 (lines 883-898) with Theorem 8
-(line 861) and Corollary 3 (line 2300), corrected as in digest ``diss_dp.md``
-§2.1 and its errata table:
+Ullah's dissertation [Ullah24]_, Algorithm 1 with Theorem 8 and Corollary 3,
+with these errata:
 
-* the update uses the gradient (line 895 prints the loss);
+* the update uses the gradient (the algorithm as printed uses the loss);
 * the loop runs ``t = 0 .. T-1`` from ``w_0 = 0`` and the output averages
-  ``w_1 .. w_T`` (line 891 starts at ``t = 1``);
+  ``w_1 .. w_T`` (as printed the loop starts at ``t = 1``);
 * the step size is ``min(D / (sqrt(T) max(sqrt(H~) ||Y||, sigma sqrt(p))),
-  1 / (4 H~))`` (lines 861 / 2407 misplace the square root; Cor. 3 caps the
-  step at ``1 / (4 H ||X||)`` where ``1 / (4 H ||X||^2)`` is meant).
+  1 / (4 H~))`` (Theorem 8 as printed misplaces the square root; Cor. 3 caps
+  the step at ``1 / (4 H ||X||)`` where ``1 / (4 H ||X||^2)`` is meant).
 
 Privacy does not use the dissertation's constant: each step releases the *sum*
 of per-record gradients plus Gaussian noise (add/remove relation, no public
 ``n``), the step normalization uses a separately noised count, and the noise
 multipliers are calibrated so that the whole run composes exactly to the
 target (epsilon, delta). Projection onto ``B(D)`` bounds each record's gradient
-``2 (a.w - t) a`` by ``G = 2 r (r D + 1)`` with ``r = max ||a||`` (Lemma 2,
-line 847, in its direct squared-loss form, digest §5.1); privacy holds for any
-``D`` (line 839).
+``2 (a.w - t) a`` by ``G = 2 r (r D + 1)`` with ``r = max ||a||`` (Lemma 2
+of [Ullah24]_ in its direct squared-loss form); privacy holds for any ``D``.
 
 For squared loss the sum gradient is ``2 (A w - b)`` with ``A, b`` the exact
 sufficient statistics, so a step costs O(p^2), not O(n p).
+
+References
+----------
+.. [Ullah24] M. E. Ullah, "Statistical learning via stochastic optimization
+   under data privacy considerations", PhD thesis, Johns Hopkins University,
+   2024, Algorithm 1, Theorem 8, Lemma 2, Corollary 3.
 """
 
 import numpy as np
@@ -79,7 +83,9 @@ def noisy_projected_gd(
 
     Returns
     -------
-    ndarray of shape (n_coef,)
+    w : ndarray of shape (n_coef,)
+    noisy_count : float
+        The released (noised, charged) record count the steps were normalized by.
     """
     A, b = gram[:n_coef, :n_coef], gram[:n_coef, n_coef]
     lipschitz = 2.0 * row_norm * (row_norm * radius + 1.0)
@@ -101,4 +107,4 @@ def noisy_projected_gd(
         if norm > radius:
             w *= radius / norm
         total += w
-    return total / n_steps
+    return total / n_steps, float(noisy_count)

@@ -1,7 +1,7 @@
 """Projected noisy gradient descent for GLM losses, and one-pass DP-SGD over a chunk.
 
-**Noisy GD** (dissertation, seed 000, Alg. 1, lines 883-898, Thm 8, line 861,
-with the errata of digest ``diss_dp.md``: the update uses the gradient, the
+**Noisy GD** (Ullah, PhD thesis, Johns Hopkins University 2024, Alg. 1 and
+Thm 8, with two errata: the update uses the gradient, not the loss, and the
 loop runs ``t = 0..T-1`` from ``w_0 = 0``). Each step releases the *sum* of
 per-record gradients plus Gaussian noise. A record's gradient has norm at most
 ``G`` for every parameter value (rows are clipped; ``G`` from
@@ -27,7 +27,7 @@ majorization, and hence descent, survives the noise. The noise of each step is
 added to the raw gradient sum *before* preconditioning: privacy is that of the
 Gram release composed with ``T`` Gaussian gradient releases, whatever the
 preconditioner. Iterates are projected onto a public ball, which privacy does
-not need (the loss is Lipschitz everywhere, line 839). Output: the average of
+not need (the loss is Lipschitz everywhere). Output: the average of
 the second half of the iterates (post-processing).
 
 **DP-SGD** (Abadi et al. 2016, Alg. 1) for ``partial_fit``: one pass over a

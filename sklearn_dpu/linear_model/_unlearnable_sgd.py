@@ -17,6 +17,7 @@ from ..exceptions import UnlearningError
 from ..privacy.clipping import clip_rows_l2
 from ..privacy.ledger import ApproximateDPBound, Release, privacy_spent
 from ..privacy.random import release_generator
+from ..unlearning.ids import as_id_list, requested_ids
 from ..unlearning.report import DeletionReport
 from ..unlearning.state import SampleRegistry
 from ._coupled_sgd import CoupledSGDState, EditOutcome, InsertionRecord
@@ -506,15 +507,16 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
         X : array-like of shape (n_samples, n_features)
         y : array-like of shape (n_samples,)
         sample_id : array-like of shape (n_samples,), default=None
-            Unique hashable ids for :meth:`delete_samples`. Default: row
-            numbers ``0 .. n_samples - 1``.
+            Unique hashable ids for :meth:`delete_samples` (no NaN). Default:
+            the index labels if ``X`` is a pandas DataFrame, else row positions
+            ``0 .. n_samples - 1``.
 
         Returns
         -------
         self : UnlearnableSGDClassifier
         """
         with self._atomic():
-            return self._fit(X, y, sample_id, classes=None)
+            return self._fit(X, y, requested_ids(X, sample_id), classes=None)
 
     def _fit_release_plan(self) -> list:
         """What one :meth:`fit` adds to the ledger, from the parameters alone.
@@ -726,7 +728,8 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
             All the labels, required on the first call only (as in
             scikit-learn); later it must equal ``classes_``.
         sample_id : array-like of shape (n_samples,), default=None
-            Default: arrival numbers continuing those of earlier calls.
+            Default: the index labels if ``X`` is a pandas DataFrame, else row
+            positions continuing those of earlier calls (not mixed in a stream).
 
         Returns
         -------
@@ -734,9 +737,9 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
         """
         if not hasattr(self, "unlearning_state_"):
             with self._atomic():
-                return self._fit(X, y, sample_id, classes=classes)
+                return self._fit(X, y, requested_ids(X, sample_id), classes=classes)
         with self._atomic():
-            return self._insert(X, y, classes, sample_id)
+            return self._insert(X, y, classes, requested_ids(X, sample_id))
 
     def _insert(self, X, y, classes, sample_id):
         state = self.unlearning_state_
@@ -836,8 +839,9 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
 
         Parameters
         ----------
-        sample_ids : iterable of hashable
-            Ids given at fit / partial_fit time (row numbers by default).
+        sample_ids : hashable or iterable of hashable
+            Ids known at fit time: ``sample_id``, else a DataFrame's index
+            labels, else row positions. A bare string or scalar is one id.
 
         Returns
         -------
@@ -850,7 +854,7 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
         """
         check_is_fitted(self)
         with self._atomic():
-            return self._delete(sample_ids)
+            return self._delete(as_id_list(sample_ids))
 
     def _delete(self, sample_ids):
         state = self.unlearning_state_

@@ -8,8 +8,9 @@ once, and releases a prefix as the sum of at most ``floor(log2 t) + 1`` of
 them; a record belongs to at most that many noised nodes, so its privacy loss
 grows with ``log t``.
 
-We keep the dissertation's Fenwick form (digest ``diss_unlearn.md`` §2.6.2,
-which replaces the garbled Alg. 30-32 of seed 000, lines 5243-5296): chunk
+We keep the Fenwick form of the binary tree (Ullah, PhD thesis, Johns Hopkins
+University 2024, Ch. 5, whose Alg. 30-32 as printed are garbled; the
+index arithmetic below is the standard Fenwick tree): chunk
 ``t`` completes node ``F(t)`` covering chunks ``(t - lowbit(t), t]``. Only the
 nodes of the current prefix are stored (they partition the chunks seen), since
 every later node is a sum of them and of new chunks. Their exact sums are
@@ -109,6 +110,19 @@ class TreeAggregator:
     def renoise(self, node: TreeNode, rng) -> None:
         """Replace ``node``'s noise by a fresh draw (after its exact sum changed)."""
         node.noisy = self._noised(node.exact, rng)
+
+    def draw_noise(self, shape: tuple, rng) -> np.ndarray:
+        """A fresh draw of the noise one node receives (no data involved)."""
+        return self._noised(np.zeros(shape, dtype=np.int64), rng)
+
+    def set_noise(self, node: TreeNode, noise: np.ndarray) -> None:
+        """Release ``node`` with the given noise draw (its exact sum plus ``noise``).
+
+        For correlated re-releases: the caller builds ``noise`` from noise
+        draws only, never from released values, so no rounding of the exact
+        sum leaks into it.
+        """
+        node.noisy = node.exact.astype(np.float64) * self.scale + noise
 
     def released_sum(self) -> np.ndarray:
         """The current noisy running sum (post-processing of released nodes)."""

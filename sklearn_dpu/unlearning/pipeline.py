@@ -3,17 +3,21 @@
 ``Pipeline`` cannot route a ``delete_samples`` call (it is not one of
 scikit-learn's routed methods), and a deletion is only as complete as the
 least deletable step: a ``StandardScaler`` fitted on the deleted rows still
-remembers their mean. :func:`delete_samples` finds every step, deletes
-through those that can, and names those that hold data-derived state they
-cannot unlearn.
+remembers their mean. :func:`delete_samples` finds every step, through
+nested ``Pipeline`` and ``ColumnTransformer`` objects, deletes through those
+that can, and names those that hold data-derived state they cannot unlearn,
+with the attributes that hold it.
 """
 
 import warnings
 
+from sklearn.compose import ColumnTransformer
 from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import OneHotEncoder, OrdinalEncoder
 from sklearn.utils import get_tags
 
 from ..exceptions import UnlearningError
+from .ids import as_id_list, sample_id_kind
 
 __all__ = ["IncompleteUnlearningWarning", "delete_samples", "unlearnable_steps"]
 
@@ -22,19 +26,96 @@ class IncompleteUnlearningWarning(UserWarning):
     """A deletion went through, but some step still holds data-derived state."""
 
 
-def _learns_nothing(step) -> bool:
-    if step is None or step == "passthrough":
-        return True
+# Fitted attributes that describe the input's schema, not its values.
+_SCHEMA_ATTRIBUTES = frozenset({"n_features_in_", "feature_names_in_"})
+
+
+def _is_placeholder(step) -> bool:
+    return step is None or (isinstance(step, str) and step in ("passthrough", "drop"))
+
+
+def _encoder_state(step) -> list[str]:
+    """What a OneHotEncoder or OrdinalEncoder learned from the data's values."""
+    held = []
+    if isinstance(step.categories, str) and step.categories == "auto":
+        held.append(
+            "categories_ holds the categories found in the data (give categories= "
+            "from a public data dictionary)"
+        )
+    if getattr(step, "min_frequency", None) is not None or (
+        getattr(step, "max_categories", None) is not None
+    ):
+        held.append(
+            "infrequent_categories_ holds the categories found rare in the data "
+            "(min_frequency / max_categories)"
+        )
+    return held
+
+
+def _column_transformer_state(step) -> list[str]:
+    """The ColumnTransformer's own data-derived decision: sparse or dense output.
+
+    ``sparse_output_`` compares the density of the transformed data with
+    ``sparse_threshold``. The density is fixed by the shape when every sparse
+    block is a one-hot encoding with exactly one entry per row and feature
+    (``handle_unknown='error'``, ``drop=None``).
+    """
+    if step.sparse_threshold == 0:
+        return []
+    fitted = getattr(step, "transformers_", step.transformers)
+    variable = [
+        name
+        for name, transformer, _ in fitted
+        if isinstance(transformer, OneHotEncoder)
+        and transformer.sparse_output
+        and (transformer.handle_unknown != "error" or transformer.drop is not None)
+    ]
+    if not variable:
+        return []
+    return [
+        "sparse_output_ was chosen from the density of the transformed data (sparse one-hot "
+        f"blocks of {', '.join(variable)} with handle_unknown or drop set; pass "
+        "sparse_threshold=0 or sparse_output=False)"
+    ]
+
+
+def _data_derived_state(step) -> list[str]:
+    """The fitted attributes of ``step`` that depend on the data's values, in words.
+
+    Empty for a step that learns nothing: ``None``, ``'passthrough'``,
+    ``'drop'``, a tag ``requires_fit=False``, or an encoder whose categories
+    are given.
+    """
+    if _is_placeholder(step):
+        return []
+    if isinstance(step, ColumnTransformer):
+        return _column_transformer_state(step)
+    if isinstance(step, OneHotEncoder | OrdinalEncoder):
+        return _encoder_state(step)
     try:
-        return get_tags(step).requires_fit is False
+        if get_tags(step).requires_fit is False:
+            return []
     except (AttributeError, TypeError):
-        return False
+        pass
+    fitted = sorted(
+        name
+        for name in vars(step)
+        if name.endswith("_") and not name.startswith("_") and name not in _SCHEMA_ATTRIBUTES
+    )
+    return [f"{', '.join(fitted) or 'its fitted state'} learned from the data"]
 
 
 def _walk(estimator, path):
-    """Yield ``(path, step)`` for leaves of nested pipelines, in order."""
+    """Yield ``(path, step)`` for the steps of nested pipelines and column
+    transformers, in order; a ColumnTransformer is yielded itself (for its own
+    state) and then its fitted transformers."""
     if isinstance(estimator, Pipeline):
         for name, step in estimator.steps:
+            yield from _walk(step, f"{path}.{name}" if path else name)
+    elif isinstance(estimator, ColumnTransformer):
+        yield path or "columntransformer", estimator
+        # The fitted clones live in transformers_, not in transformers.
+        for name, step, _ in getattr(estimator, "transformers_", estimator.transformers):
             yield from _walk(step, f"{path}.{name}" if path else name)
     else:
         yield path or type(estimator).__name__, estimator
@@ -45,7 +126,11 @@ def unlearnable_steps(estimator) -> list[str]:
 
     A step is fine if it has ``delete_samples`` (which states its own
     guarantee, e.g. a private search's certified selection) or learns
-    nothing (tag ``requires_fit=False``, ``'passthrough'``).
+    nothing from the data's values (tag ``requires_fit=False``,
+    ``'passthrough'``, ``'drop'``, ``OneHotEncoder`` or ``OrdinalEncoder`` with
+    given ``categories``). Steps inside a ``ColumnTransformer`` are checked
+    one by one, and so is the ColumnTransformer's own choice of a sparse
+    output.
 
     Parameters
     ----------
@@ -54,13 +139,39 @@ def unlearnable_steps(estimator) -> list[str]:
     Returns
     -------
     list of str
-        ``"pipeline.step"`` paths, with the reason.
+        ``"pipeline.step"`` paths, each with the class and the attributes
+        that hold what it learned, e.g. ``"columntransformer.cat
+        (OneHotEncoder: categories_ holds the categories found in the data
+        ...)"``.
     """
     names = []
     for path, step in _walk(estimator, ""):
-        if not (hasattr(step, "delete_samples") or _learns_nothing(step)):
-            names.append(f"{path} ({type(step).__name__} keeps what it learned from the data)")
+        if hasattr(step, "delete_samples"):
+            continue
+        held = _data_derived_state(step)
+        if held:
+            names.append(f"{path} ({type(step).__name__}: {'; '.join(held)})")
     return names
+
+
+def _check_ids_survived(estimator, deletable) -> None:
+    """Refuse when a pipeline saw a DataFrame but a step numbered rows by position.
+
+    A transformer returning an array drops the DataFrame's index, so the
+    deletable step fell back to row positions: the labels the caller holds
+    would name other people.
+    """
+    if not (isinstance(estimator, Pipeline) and hasattr(estimator, "feature_names_in_")):
+        return
+    lost = [path for path, step in deletable if sample_id_kind(step) == "positions"]
+    if lost:
+        raise UnlearningError(
+            f"this pipeline was fitted on a DataFrame, but step(s) {', '.join(lost)} "
+            "received an array (an earlier step dropped the index) and numbered the rows "
+            "by position: deleting index labels would delete other rows. Refit with "
+            "explicit ids (e.g. pipe.fit(X, y, <step>__sample_id=X.index)) or keep the "
+            "index through the pipeline (pipe.set_output(transform='pandas'))."
+        )
 
 
 def delete_samples(estimator, sample_ids, *, on_unlearnable="raise"):
@@ -70,7 +181,8 @@ def delete_samples(estimator, sample_ids, *, on_unlearnable="raise"):
     ----------
     estimator : estimator or Pipeline
         Fitted; steps with ``delete_samples`` must know the same sample ids.
-    sample_ids : iterable of hashable
+    sample_ids : hashable or iterable of hashable
+        One id (a bare string or scalar is one id) or several.
     on_unlearnable : {"raise", "warn"}, default="raise"
         What to do when a step holds data-derived state it cannot unlearn:
         raise :class:`~sklearn_dpu.exceptions.UnlearningError` before
@@ -97,10 +209,11 @@ def delete_samples(estimator, sample_ids, *, on_unlearnable="raise"):
     """
     if on_unlearnable not in ("raise", "warn"):
         raise ValueError(f"on_unlearnable must be 'raise' or 'warn', got {on_unlearnable!r}")
-    sample_ids = list(sample_ids)
+    sample_ids = as_id_list(sample_ids)
     deletable = [(p, s) for p, s in _walk(estimator, "") if hasattr(s, "delete_samples")]
     if not deletable:
         raise UnlearningError(f"no step of {type(estimator).__name__} can delete samples")
+    _check_ids_survived(estimator, deletable)
     blocked = unlearnable_steps(estimator)
     if blocked and on_unlearnable == "raise":
         raise UnlearningError(

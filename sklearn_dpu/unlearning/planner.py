@@ -1,19 +1,18 @@
 """Choose how to honour a deletion request: noise only, noise + fine-tune, or retrain.
 
 After Van Waerebeke, Lorenzi, Neglia & Scaman, *When to Forget? Complexity
-Trade-offs in Machine Unlearning* (seed 003; digest
-``linreg_and_whentoforget.md`` Parts B and C). Their analysis has three
+Trade-offs in Machine Unlearning* (preprint, 2025). Their analysis has three
 regimes for a strongly convex model:
 
-* **trivial** (Thm 1, B:L208-214): Gaussian noise on the model, with no
+* **trivial** (Thm 1): Gaussian noise on the model, with no
   gradient access at all, already hides the deleted points;
-* **efficient** (Thm 3 / Cor. 2, B:L242-264): noise followed by a short
+* **efficient** (Thm 3 / Cor. 2): noise followed by a short
   fine-tune on the retained data beats retraining;
-* **inefficient** (Thm 2, B:L220-226): the certified path costs a constant
+* **inefficient** (Thm 2): the certified path costs a constant
   fraction of a retrain, so retrain.
 
-Their bounds are worst-case constants for non-smooth losses (the digest
-recovers the dropped factors: 8 in Thm 1, 64 in Thm 3); a DP estimator knows
+Their bounds are worst-case constants for non-smooth losses (their proofs
+drop constant factors, 8 in Thm 1 and 64 in Thm 3, restored here); a DP estimator knows
 more. Its released model is *already* noised, and it can compute, from
 public quantities only, the Gaussian-DP parameter ``mu`` of each option's
 indistinguishability from a fit on the remaining data, and predict each
@@ -67,7 +66,7 @@ def linear_rate_iterations(distance: float, target: float, condition_number: flo
     The cost model of the planner: a method with the accelerated linear rate
     ``1 - 1/sqrt(kappa)`` (what L-BFGS attains on these objectives) needs
     ``sqrt(kappa) ln(distance / target)`` iterations. Plain gradient descent
-    (Descent-to-Delete, seed 002, Thm 3.1, L.200-209) would need
+    (Neel, Roth & Sharifi-Malvajerdi, Descent-to-Delete, ALT 2021, Thm 3.1) would need
     ``ln(distance/target) / ln(1/gamma)`` with ``gamma = (kappa-1)/(kappa+1)``,
     about ``kappa/2`` times more; the ratio between options, which is what
     the decision uses, is the same.

@@ -21,17 +21,30 @@ class DeletionReport:
         The guarantee in words.
     deletion_epsilon : float or None
         For ``certified``: epsilon of the indistinguishability from a retrain
-        (with ``deletion_delta``). ``None`` for exact methods.
+        (with ``deletion_delta``). ``None`` for exact methods, except
+        :class:`~sklearn_dpu.linear_model.DPLinearRegression` with
+        ``rerelease_correlation > 0``: the epsilon at which everything
+        published (before and after the call) shows each deleted sample, which
+        the correlated re-release raises above the fit's.
     deletion_delta : float or None
     rerelease_epsilon : float or None
         Privacy cost (toward the remaining samples) of the model released after
-        the deletion, alone; ``None`` if nothing was re-released.
+        the deletion, alone; ``None`` if nothing was re-released. For a
+        correlated re-release, the increment it adds to the joint mechanism.
     cost : dict
         What the deletion cost: ``wall_time_s`` and method-specific counts
         (e.g. ``recomputed_steps``, ``gradient_evaluations``, ``flops``).
+        Counts come from public quantities or released (charged) noisy
+        counts, never from the exact number of samples:
+        ``DPLogisticRegression``'s ``gradient_evaluations`` is the planner's
+        prediction from its chunks' released counts.
     retrain_cost : dict
         The same quantities for a full retrain on the remaining samples
-        (estimated from public sizes, not run).
+        (estimated from public sizes, not run). ``DPLinearRegression`` uses the
+        released count (``released_count``: the intercept entry of the
+        released Gram matrix, or noisy GD's noised count) and gives per-row
+        costs alone when no count is released (``solver='ssp'`` without
+        intercept).
     reason : str
         Why this method was chosen.
     remaining_epsilon : float or None

@@ -3,17 +3,19 @@
 :class:`SampleRegistry` keeps the stored (encoded) rows of the samples that are
 currently in the training set, their ids and the chunk each arrived in. A
 deleted row is overwritten with zeros at once, its id leaves the index, and
-the next pickle holds only the live rows, in arrival order, exactly what a
-fresh fit on the remaining rows would store. Ids of deleted samples are not
+the next pickle holds only the live rows, in arrival order, what a fresh fit
+on the remaining rows would store (plus, when the ids are row positions, the
+count of rows ever added: see :class:`SampleRegistry`). Ids of deleted samples are not
 kept: an id can be personal data too. Hence an "already deleted" id and an id
 that was never added get the same error.
 """
 
-from collections.abc import Hashable, Iterable
+from collections.abc import Iterable
 
 import numpy as np
 
 from ..exceptions import StateVersionError, UnlearningError
+from .ids import IdRequest, as_id_list, describe_ids, requested_ids
 
 __all__ = ["SampleRegistry", "VersionedState"]
 
@@ -42,35 +44,12 @@ class VersionedState:
         self.__dict__.update(state)
 
 
-def _as_id_array(ids) -> np.ndarray:
-    """Ids as int64, str or (for anything else hashable) object array.
-
-    Lists are not passed through ``np.asarray``, which would turn
-    ``["a", 10]`` into ``["a", "10"]`` and make id ``10`` unfindable.
-    """
-    if isinstance(ids, np.ndarray):
-        if ids.ndim != 1:
-            raise ValueError(f"sample_id must be one-dimensional, got shape {ids.shape}")
-        if ids.dtype.kind in "iu":
-            return ids.astype(np.int64)
-        if ids.dtype.kind == "U":
-            return ids
-        ids = ids.tolist()
-    values = list(ids)
-    if all(isinstance(v, int | np.integer) and not isinstance(v, bool) for v in values):
-        return np.asarray(values, dtype=np.int64)
-    if values and all(isinstance(v, str) for v in values):
-        return np.asarray(values, dtype=str)
-    out = np.empty(len(values), dtype=object)
-    out[:] = values
-    for value in values:
-        if not isinstance(value, Hashable):
-            raise TypeError(f"sample ids must be hashable, got {type(value).__name__}")
-    return out
+def _same_kind(a: np.dtype, b: np.dtype) -> bool:
+    return a == b or (a.kind == b.kind and a.kind in "US")
 
 
 def _concat_ids(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    if a.dtype == b.dtype or a.dtype.kind == b.dtype.kind == "U":
+    if _same_kind(a.dtype, b.dtype):
         return np.concatenate([a, b])
     out = np.empty(len(a) + len(b), dtype=object)
     out[: len(a)] = a.tolist()
@@ -88,14 +67,35 @@ class SampleRegistry(VersionedState):
     dtype : numpy dtype, default=np.int16
         Storage type of rows.
 
+    Attributes
+    ----------
+    id_kind : {"given", "index", "positions"} or None
+        Where the ids of the stream's first call came from: ``sample_id``, a
+        DataFrame's index labels, or row positions (see
+        :mod:`sklearn_dpu.unlearning.ids`). Row positions continue across
+        calls only in a stream that started with them, and index labels
+        cannot follow them: mixing the two would let two people share an id.
+    n_seen : int
+        Rows ever added, deleted ones included: the next default id.
+
     Notes
     -----
     Size: ``n * n_columns`` items of ``dtype`` plus one id (8 bytes for
     integer ids) and one int32 chunk number per live sample. Lookups use a
     dict from id to slot, rebuilt after unpickling and never persisted.
+
+    What a pickle holds beyond a fresh fit on the remaining rows: ``id_kind``
+    (a public fact about the input), and, only when ``id_kind`` is
+    ``"positions"``, ``n_seen``. It is needed: the next default id must be
+    ``n_seen``, never a deleted row's position, or a repeated deletion request
+    for that position would delete someone else. It equals the live rows plus
+    the sum of ``n_deleted`` over the estimator's ``deletion_log_`` since the
+    last ``fit``, so it tells nothing the log does not; the largest live
+    position bounds it from below. Ids, rows and chunks of deleted samples are
+    not kept. Ids (given, index or positions) are not pickled for other kinds.
     """
 
-    FORMAT_VERSION = 1
+    FORMAT_VERSION = 2
 
     def __init__(self, n_columns: int, dtype=np.int16):
         self.rows = np.zeros((0, n_columns), dtype=dtype)
@@ -104,6 +104,7 @@ class SampleRegistry(VersionedState):
         self.alive = np.zeros(0, dtype=bool)
         self.size = 0  # slots in use; arrays beyond it are spare capacity
         self.n_seen = 0  # rows ever added; numbers the default ids
+        self.id_kind = None  # set by the first check_new_ids
         self._slot_of: dict = {}
 
     @property
@@ -115,20 +116,45 @@ class SampleRegistry(VersionedState):
         return np.arange(self.n_seen, self.n_seen + n, dtype=np.int64)
 
     def check_new_ids(self, ids, n_rows: int) -> np.ndarray:
-        """Validate ids for rows about to be added; returns them as an array."""
-        ids = _as_id_array(ids)
-        if len(ids) != n_rows:
-            raise ValueError(f"sample_id has {len(ids)} entries for {n_rows} rows")
-        try:
-            unique = len(set(ids.tolist())) == len(ids)
-        except TypeError as err:
-            raise TypeError("sample ids must be hashable") from err
-        if not unique:
-            raise ValueError("sample_id contains duplicates")
-        clash = next((i for i in ids.tolist() if i in self._slot_of), None)
-        if clash is not None:
-            raise ValueError(f"sample id {clash!r} is already in the training set")
-        return ids
+        """Validate ids for rows about to be added; returns them as an array.
+
+        Parameters
+        ----------
+        ids : IdRequest, array-like or None
+            From :func:`~sklearn_dpu.unlearning.ids.requested_ids` (which read
+            a DataFrame's index); an array is taken as given ids and ``None``
+            as row positions.
+        n_rows : int
+
+        Returns
+        -------
+        ndarray of shape (n_rows,)
+        """
+        request = ids if isinstance(ids, IdRequest) else requested_ids(None, ids)
+        stream = self.id_kind
+        if request.kind == "positions" and stream not in (None, "positions"):
+            source = "given as sample_id" if stream == "given" else "DataFrame index labels"
+            raise ValueError(
+                f"the ids of this estimator's rows were {source}; pass sample_id= (or a "
+                "DataFrame) for new rows too: numbering them by position could give two "
+                "people the same id"
+            )
+        if request.kind == "index" and stream == "positions":
+            raise ValueError(
+                "the ids of this estimator's rows are row positions (no sample_id, array "
+                "input); the index labels of a DataFrame could repeat them: pass sample_id="
+            )
+        values = self.default_ids(n_rows) if request.values is None else request.values
+        if len(values) != n_rows:
+            raise ValueError(f"sample_id has {len(values)} entries for {n_rows} rows")
+        if self._slot_of and not self._slot_of.keys().isdisjoint(values.tolist()):
+            clash = [i for i in values.tolist() if i in self._slot_of]  # error path only
+            raise ValueError(
+                f"{len(clash)} sample id(s) are already in the training set: {describe_ids(clash)}"
+            )
+        if stream is None:  # a fresh registry, discarded if the call fails later
+            self.id_kind = request.kind
+        return values
 
     def add(self, ids: np.ndarray, rows: np.ndarray, chunk: int) -> None:
         """Append rows (ids already checked by :meth:`check_new_ids`)."""
@@ -137,9 +163,9 @@ class SampleRegistry(VersionedState):
             self._reserve(max(stop, 2 * len(self.alive)))
         if start == 0:
             self.ids = np.zeros(len(self.alive), dtype=ids.dtype)
-        elif not (self.ids.dtype == ids.dtype or self.ids.dtype.kind == ids.dtype.kind == "U"):
+        elif not _same_kind(self.ids.dtype, ids.dtype):
             self.ids = _concat_ids(self.ids, np.zeros(0, dtype=ids.dtype))
-        elif self.ids.dtype.kind == "U" and ids.dtype.itemsize > self.ids.dtype.itemsize:
+        elif self.ids.dtype.kind in "US" and ids.dtype.itemsize > self.ids.dtype.itemsize:
             self.ids = self.ids.astype(ids.dtype)
         self.rows[start:stop] = rows
         self.ids[start:stop] = ids
@@ -164,24 +190,36 @@ class SampleRegistry(VersionedState):
         return self.rows[keep], self.ids[keep], self.chunks[keep]
 
     def slots_of(self, sample_ids: Iterable) -> np.ndarray:
-        """Slots of ``sample_ids``; raises :class:`UnlearningError` on a bad request."""
-        requested = _as_id_array(sample_ids).tolist()
+        """Slots of ``sample_ids``; raises :class:`UnlearningError` on a bad request.
+
+        ``sample_ids`` is read by :func:`~sklearn_dpu.unlearning.ids.as_id_list`:
+        a bare string or scalar is one id. Error messages show at most a few
+        ids, truncated.
+        """
+        requested = as_id_list(sample_ids)
         if not requested:
             raise UnlearningError("no sample ids given")
-        if len(set(requested)) != len(requested):
-            raise UnlearningError("the same sample id is requested more than once")
-        missing = [i for i in requested if i not in self._slot_of]
-        if missing:
-            shown = ", ".join(repr(i) for i in missing[:5])
+        try:
+            n_distinct = len(set(requested))
+        except TypeError as err:
+            raise UnlearningError(f"sample ids must be hashable: {err}") from err
+        if n_distinct != len(requested):
             raise UnlearningError(
-                f"{len(missing)} sample id(s) not in the training set (never added, "
-                f"or already deleted): {shown}{' ...' if len(missing) > 5 else ''}"
+                f"{len(requested) - n_distinct} sample id(s) are requested more than once"
+            )
+        slots = np.array(list(map(self._slot_of.get, requested)), dtype=object)
+        unknown = np.flatnonzero(slots == None)  # noqa: E711 (elementwise)
+        if len(unknown):
+            raise UnlearningError(
+                f"{len(unknown)} of {len(requested)} sample id(s) are not in the training "
+                "set (never added, or already deleted): "
+                f"{describe_ids([requested[k] for k in unknown])}"
             )
         if len(requested) >= self.n_samples:
             raise UnlearningError(
                 "cannot delete every sample of the training set; fit a new estimator instead"
             )
-        return np.fromiter((self._slot_of[i] for i in requested), dtype=np.int64)
+        return slots.astype(np.int64)
 
     def remove(self, slots: np.ndarray) -> None:
         """Forget the rows in ``slots``: zero them, drop their ids from the index."""
@@ -190,10 +228,7 @@ class SampleRegistry(VersionedState):
         self.rows[slots] = 0
         self.chunks[slots] = 0
         self.alive[slots] = False
-        if self.ids.dtype == object:
-            self.ids[slots] = None
-        else:
-            self.ids[slots] = 0 if self.ids.dtype.kind in "iu" else ""
+        self.ids[slots] = None if self.ids.dtype == object else self.ids.dtype.type()
         if 2 * self.n_samples < self.size:
             self._compact()
 
@@ -209,12 +244,19 @@ class SampleRegistry(VersionedState):
             "rows": rows,
             "ids": ids,
             "chunks": chunks,
-            "n_seen": self.n_seen,
+            "id_kind": self.id_kind,
+            # Only a positional stream needs it (the next default id); see Notes.
+            "n_seen": self.n_seen if self.id_kind == "positions" else None,
             "_format_version": self.FORMAT_VERSION,
         }
 
     def __setstate__(self, state):
+        state = dict(state)
+        if state.get("_format_version") == 1:  # before id_kind: ids defaulted to positions
+            state.update(_format_version=self.FORMAT_VERSION, id_kind="positions")
         super().__setstate__(state)
+        if self.n_seen is None:
+            self.n_seen = len(self.ids)  # not used: positions cannot join this stream
         self.size = len(self.ids)
         self.alive = np.ones(self.size, dtype=bool)
         self._slot_of = dict(zip(self.ids.tolist(), range(self.size), strict=True))
