@@ -176,6 +176,7 @@ def test_pickle_and_skops_roundtrip_then_delete(tmp_path, solver, sampling):
     params = dict(random_state=0, solver=solver, batch_sampling=sampling)
     est = UnlearnableSGDClassifier(**params).fit(X, Y)
     est.delete_samples(range(0, 40, 2))  # dead slots: a reload renumbers them
+    est.partial_fit(X[:1], Y[:1], sample_id=["inserted"])  # an InsertionRecord is saved
     reference = pickle.loads(pickle.dumps(est))
     in_memory = est.delete_samples([3, 11])
 
