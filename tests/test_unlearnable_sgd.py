@@ -20,6 +20,8 @@ from sklearn_dpu import (
 from sklearn_dpu import io as dpu_io
 from sklearn_dpu.linear_model._unlearnable_sgd import size_bucket
 from sklearn_dpu.preprocessing import PublicBoundsScaler
+from sklearn_dpu.privacy.accounting import epsilon_upper_bound
+from sklearn_dpu.privacy.ledger import ApproximateDPBound, Release
 from sklearn_dpu.unlearning import delete_samples
 
 
@@ -113,7 +115,7 @@ def test_fixed_batches_refuse_to_shrink_below_the_batch():
     with pytest.raises(UnlearningError, match="batch_size"):
         est.delete_samples(range(5))
     assert pickle.dumps(est) == before
-    with pytest.raises(ValueError, match="n_samples = 30"):
+    with pytest.raises(ValueError, match="not fewer than the training set"):
         UnlearnableSGDClassifier(batch_sampling="fixed", batch_size=40).fit(X[:30], Y[:30])
 
 
@@ -144,23 +146,28 @@ def test_partial_fit_inserts_rows():
     first.partial_fit(X[500:503], Y[500:503], sample_id=["a", "b", "c"])
     state = first.unlearning_state_
     assert state.registry.n_samples == 503
-    assert first.insertion_log_[-1]["n_inserted"] == 3
+    assert first.insertion_log_[-1].n_inserted == 3
     first.delete_samples(["b"])
     assert state.registry.n_samples == 502
     with pytest.raises(ValueError, match="not the same"):
         first.partial_fit(X[:1], Y[:1], classes=[0, 1, 2])
 
 
-def test_leaving_the_size_class_refits():
-    est = UnlearnableSGDClassifier(random_state=0).fit(X, Y)
-    n_left = 2 ** (size_bucket(len(X)) / 8.0)
-    k = int(len(X) - np.floor(n_left)) + 1
+@pytest.mark.parametrize("epsilon", [np.inf, 1.0])
+def test_leaving_the_size_class_refits(epsilon):
+    est = UnlearnableSGDClassifier(epsilon=epsilon, random_state=0).fit(X, Y)
+    n_noisy = est.unlearning_state_.n_noisy
+    if np.isinf(epsilon):
+        assert n_noisy == len(X)  # asked for: the exact count, and it says so
+    n_left = 2 ** (size_bucket(n_noisy) / 8.0)
+    k = int(np.floor(n_noisy - n_left)) + 1
     est.delete_samples(range(k))
     report = est.deletion_log_[-1]
     assert "refit" in report.reason
     assert report.cost["recomputed_steps"] == est.n_iter_
-    assert est.unlearning_state_.plan["bucket"] == size_bucket(len(X) - k)
-    assert len(est.privacy_ledger_) == 2
+    assert est.unlearning_state_.n_noisy == pytest.approx(n_noisy - k)
+    assert est.unlearning_state_.plan["bucket"] == size_bucket(n_noisy - k)
+    assert len(est.privacy_ledger_) == 3  # count, run, re-released run
 
 
 @pytest.mark.parametrize("solver", ["nesterov", "sgd"])
@@ -169,6 +176,7 @@ def test_pickle_and_skops_roundtrip_then_delete(tmp_path, solver, sampling):
     params = dict(random_state=0, solver=solver, batch_sampling=sampling)
     est = UnlearnableSGDClassifier(**params).fit(X, Y)
     est.delete_samples(range(0, 40, 2))  # dead slots: a reload renumbers them
+    est.partial_fit(X[:1], Y[:1], sample_id=["inserted"])  # an InsertionRecord is saved
     reference = pickle.loads(pickle.dumps(est))
     in_memory = est.delete_samples([3, 11])
 
@@ -233,9 +241,10 @@ def test_pandas_feature_names():
 # ------------------------------------------------------------------ privacy
 
 
-def test_fit_is_accounted_as_poisson_subsampled_gaussian_steps():
+def test_fit_is_accounted_as_count_then_poisson_subsampled_gaussian_steps():
     est = UnlearnableSGDClassifier(random_state=0).fit(X, Y)
-    (entry,) = est.privacy_ledger_
+    count, entry = est.privacy_ledger_
+    assert count["event"]["class_name"] == "GaussianDpEvent"
     event = entry["event"]
     assert event["class_name"] == "SelfComposedDpEvent" and event["count"] == est.n_iter_
     sampled = event["event"]
@@ -243,7 +252,7 @@ def test_fit_is_accounted_as_poisson_subsampled_gaussian_steps():
     assert sampled["sampling_probability"] == pytest.approx(est.unlearning_state_.inclusion_prob)
     assert sampled["event"]["noise_multiplier"] == pytest.approx(est.noise_multiplier_)
     assert entry["neighboring_relation"] == "ADD_OR_REMOVE_ONE"
-    assert 0 < est.privacy_spent_.epsilon < np.inf
+    assert 0 < est.privacy_spent_.epsilon <= 1.0
     assert est.privacy_spent_ == est.privacy_per_model_
 
 
@@ -288,21 +297,46 @@ def test_no_noise_is_not_private():
     assert est.privacy_spent_.epsilon == np.inf
 
 
+class _Unreadable:
+    """An array-like whose values raise when read (shape is public)."""
+
+    shape = (len(X), X.shape[1])
+
+    def __len__(self):
+        return self.shape[0]
+
+    def __array__(self, *args, **kwargs):
+        raise AssertionError("the data were read")
+
+
 def test_budget_refuses_before_reading_data_and_never_refuses_deletions(budget_path):
-    params = dict(random_state=0, noise_multiplier=2.0, max_iter=10, batch_size=200)
-    probe = UnlearnableSGDClassifier(**params).fit(X, Y)
-    budget = PrivacyBudget(probe.privacy_spent_.epsilon * 1.0001, 1e-5, path=budget_path)
-    est = UnlearnableSGDClassifier(budget=budget, **params).fit(X, Y)
-    bad = X.copy()
-    bad[0, 0] = np.nan  # never read: the budget refuses first
+    budget = PrivacyBudget(1.0, 1e-5, path=budget_path)
+    est = UnlearnableSGDClassifier(
+        budget=budget, random_state=0, epsilon=1.0, recompute_rate=1.0, max_iter=10, batch_size=200
+    ).fit(X, Y)  # recompute_rate=1: the noise is set by epsilon alone
+    assert 0.9 < budget.spent().epsilon <= 1.0 + 1e-9
+    assert budget.spent().epsilon >= est.privacy_spent_.epsilon - 1e-9
+    # The plan (count + an (eps, delta) bound for the run) refuses first.
     with pytest.raises(BudgetExceededError):
-        UnlearnableSGDClassifier(random_state=1, budget=budget).fit(bad, Y)
+        UnlearnableSGDClassifier(random_state=1, budget=budget, epsilon=0.1).fit(_Unreadable(), Y)
+    bad = X.copy()
+    bad[0, 0] = np.nan  # never read: the worst case of the insertion is refused first
     with pytest.raises(BudgetExceededError):
         est.partial_fit(bad[:2], Y[:2])
     with pytest.warns(PrivacyLeakWarning):
-        for i in range(50):
+        for i in range(200):
             est.delete_samples([i])  # the first one that tests a step re-releases
-            if len(est.privacy_ledger_) > 1:
+            if len(est.privacy_ledger_) > 2:
                 break
-    assert len(est.privacy_ledger_) == 2
+    assert len(est.privacy_ledger_) == 3
     assert budget.spent().epsilon >= est.privacy_spent_.epsilon - 1e-9
+
+
+def test_fit_release_plan_bounds_the_fit():
+    est = UnlearnableSGDClassifier(epsilon=0.5, delta=1e-6)
+    count, bound = est._fit_release_plan()
+    assert isinstance(count, Release) and isinstance(bound, ApproximateDPBound)
+    total = epsilon_upper_bound([count.event], [(bound.epsilon, bound.delta)], 1e-6)
+    assert total == pytest.approx(0.5, rel=1e-6)
+    est.fit(X, Y)
+    assert est.privacy_spent_.epsilon <= 0.5

@@ -15,16 +15,19 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from sklearn_dpu import UnlearnableSGDClassifier
 from sklearn_dpu.linear_model._unlearnable_sgd import size_bucket
 
 from ._stats import n_trials, poisson_binomial_pvalue
+from ._unlearnable_sgd_fast import UnaccountedSGDClassifier as UnlearnableSGDClassifier
 
 pytestmark = pytest.mark.statistical
 
 N = 2000
 LOW = 1880  # sizes 1880..2000 share a size class
 assert size_bucket(LOW) == size_bucket(N)
+# These tests measure the coupling, so they keep the size class fixed: the
+# exact count (epsilon=inf, asked for explicitly; not private).
+EXACT = dict(epsilon=np.inf)
 
 _rng = np.random.default_rng(7)
 X = _rng.normal(size=(N + 200, 5)) / np.sqrt(5)
@@ -34,7 +37,7 @@ Y = (X @ np.array([1.0, -1.0, 0.5, 0.0, 2.0]) + 0.3 * _rng.normal(size=N + 200) 
 def _deletion_stream(params, n_fits, per_fit, variant="exact", predict=True):
     predicted, observed = [], []
     for seed in range(n_fits):
-        est = UnlearnableSGDClassifier(random_state=seed, **params).fit(X[:N], Y[:N])
+        est = UnlearnableSGDClassifier(random_state=seed, **EXACT, **params).fit(X[:N], Y[:N])
         est.unlearning_state_.variant = variant
         order = np.random.default_rng(seed).permutation(N)[:per_fit]
         for sample_id in order.tolist():
@@ -62,7 +65,7 @@ def test_rate_without_noise_is_one_minus_one_minus_q_to_the_t():
 
 
 def test_recompute_rate_target_met_by_subsampling_alone():
-    est = UnlearnableSGDClassifier(recompute_rate=0.3, max_iter=10, batch_size=20)
+    est = UnlearnableSGDClassifier(recompute_rate=0.3, max_iter=10, batch_size=20, **EXACT)
     est.fit(X[:N], Y[:N])
     assert est.noise_multiplier_ == 0.0  # sub-sample GD suffices
     assert est.recompute_bound_ <= 0.3
@@ -98,14 +101,14 @@ def test_insertion_rate_matches_exact_prediction():
     params = dict(noise_multiplier=0.3, max_iter=8, batch_size=64)
     predicted, observed = [], []
     for seed in range(n_trials(ci=4, full=20)):
-        est = UnlearnableSGDClassifier(random_state=seed, **params).fit(X[:LOW], Y[:LOW])
+        est = UnlearnableSGDClassifier(random_state=seed, **EXACT, **params).fit(X[:LOW], Y[:LOW])
         for row in range(LOW, N):
             state = est.unlearning_state_
             code = np.searchsorted(est.classes_, Y[row])
             clipped = est._encode(X[row : row + 1], Y[row : row + 1], est.classes_)[0, :-1]
             predicted.append(state.recompute_probability(insert=(clipped, code)))
             est.partial_fit(X[row : row + 1], Y[row : row + 1])
-            observed.append(est.insertion_log_[-1]["recomputed_steps"] > 0)
+            observed.append(est.insertion_log_[-1].recomputed_steps > 0)
     predicted, observed = np.array(predicted), np.array(observed)
     assert predicted.mean() <= est.recompute_bound_
     p = poisson_binomial_pvalue(int(observed.sum()), predicted)

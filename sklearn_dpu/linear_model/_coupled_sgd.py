@@ -1,29 +1,28 @@
 """Noisy mini-batch SGD whose stored run can be edited exactly.
 
-The learning algorithm is noisy-m-SGD (dissertation [U24]_ Alg. 21,
-line 4465) or its accelerated form noisy-m-A-SGD (Alg. 9, line 1544); with
-zero noise it is sub-sample GD (Alg. 19, line 3882). The unlearning
-algorithm is Alg. 22 (line 4510) / Alg. 10 (line 1582): couple the mini-batch
+The learning algorithm is noisy-m-SGD ([U24]_ Alg. 21) or its accelerated
+form noisy-m-A-SGD (Alg. 9); with zero noise it is sub-sample GD (Alg. 19).
+The unlearning algorithm is Alg. 22 / Alg. 10: couple the mini-batch
 indices, rejection-sample every step whose batch changed, and on the first
 rejection reflect that step and recompute the rest of the run on the current
 data. After an edit the *whole* stored run (iterates, batches, gradients) has
-exactly the law of a fresh run on the edited data set (Lemma 29, line 4330;
-Prop. 2, line 1641).
+exactly the law of a fresh run on the edited data set (Lemma 29;
+Prop. 2).
 
-Implementation choices (digest ``diss_unlearn.md`` §2.2, §5 and §8):
+Implementation choices (errata to [U24]_ as listed below):
 
 * **The noisy gradient is stored, not the raw noise.** On acceptance the
   stored noisy value is kept and only the clean gradient and the batch are
-  rewritten, so the implied noise becomes ``noisy - g'`` (digest §2.2,
-  "[derived] two state details"; a run that keeps the raw noise and rebuilds
+  rewritten, so the implied noise becomes ``noisy - g'`` ([derived]: Alg.
+  10 / 22 leave this implicit; a run that keeps the raw noise and rebuilds
   ``g' + theta`` is not exact, and ``tests/test_unlearnable_sgd.py`` shows it).
 * **The acceptance ratio is new over old** (Alg. 10 line 15; erratum for
   Alg. 13 / 27) and the reflection is ``g + g' - nu`` (Lemma 27; erratum for
-  line 656).
+  §1.2.4.1, which prints a translation).
 * **The update after a reflection is** ``w_{t+1} = e_t - eta xi'_t`` at the
-  evaluation point ``e_t`` (the momentum point for A-SGD; erratum 3 for
+  evaluation point ``e_t`` (the momentum point for A-SGD; erratum for
   Alg. 10/22 line 17). There is no projection (``P`` is the identity);
-  exactness does not depend on it (digest §3.3 item 4).
+  exactness does not depend on it ([derived]).
 * **Split noise** [derived]. The step noise is ``theta = theta_c + theta_r``
   with independent ``theta_c ~ N(0, s_c^2 I)`` and ``theta_r ~ N(0, s_r^2 I)``.
   The coupling test runs on ``nu = g + theta_c`` alone and keeps ``theta_r``
@@ -50,7 +49,7 @@ enters a density ratio or a replay.
 References
 ----------
 .. [U24] M. E. Ullah, "Statistical learning via stochastic optimization under
-   data privacy considerations", PhD thesis, JHU, 2024 (seed 000).
+   data privacy considerations", PhD thesis, Johns Hopkins University, 2024.
 """
 
 from dataclasses import dataclass
@@ -68,16 +67,18 @@ from ..unlearning.coupling import (
 from ..unlearning.state import VersionedState
 from ._margin_losses import get_loss
 
-__all__ = ["CoupledSGDState", "EditOutcome"]
+__all__ = ["CoupledSGDState", "EditOutcome", "InsertionRecord"]
 
 # Gathered batch rows are processed in pieces of about this many values, so
 # memory stays bounded whatever T * m is.
 _CHUNK_VALUES = 1 << 22
 
 # The coupling variants. Only "exact" is exact; the others reproduce the two
-# implementation errors the digest warns about, so tests can show they are
+# implementation errors the errata below warn about, so tests can show they are
 # detected. Never set in production code.
-VARIANTS = ("exact", "inverted_ratio", "raw_noise")
+VARIANTS = ("exact", "inverted_ratio", "raw_noise", "stale_count")
+# ("stale_count": the estimator keeps the noised count of the fit instead of
+# shifting it by the edit, so the size class no longer tracks the data.)
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,22 @@ class EditOutcome:
     recomputed_steps: int
     gradient_evaluations: int
     refit: bool = False
+
+
+@dataclass(frozen=True)
+class InsertionRecord:
+    """One :meth:`partial_fit` insertion, as published in ``insertion_log_``.
+
+    Only counts that the ledger entry of the insertion already shows (steps
+    tested for the first time and steps recomputed, or a refit) or that the
+    request fixes (rows inserted); no timing and no gradient count (the
+    latter sums batch sizes, which depend on the exact number of rows).
+    """
+
+    n_inserted: int
+    refit: bool
+    tested_steps: int
+    recomputed_steps: int
 
 
 def _tested(steps: np.ndarray, first: int | None) -> np.ndarray:
@@ -187,6 +204,10 @@ class CoupledSGDState(VersionedState):
         self.frozen_params: dict = {}
         self.plan: dict = {}
         self.n_chunks = 1
+        # The released noised count n + Z, shifted by every edit (k rows
+        # deleted: -k; inserted: +k), and whether classes were given.
+        self.n_noisy = 0.0
+        self.classes_given = False
         self.nonprivate_recorded = False
         self.counters = {
             "edits": 0,

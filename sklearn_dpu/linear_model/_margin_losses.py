@@ -15,7 +15,7 @@ states two data-independent constants:
 ``z_smoothness(K)``
     a bound on the Hessian of ``l`` in ``z`` (operator norm); times
     ``||x||^2`` it is the smoothness ``H`` that caps the step size
-    (``eta <= 1 / (2H)``, dissertation Prop. 7, line 4484). ``inf`` for the
+    (``eta <= 1 / (2H)``, Ullah 2024, PhD thesis, Prop. 7). ``inf`` for the
     non-smooth hinge.
 
 This module serves the SGD of :class:`UnlearnableSGDClassifier`; the ERM
@@ -29,8 +29,8 @@ modified Huber are one-vs-rest sums, as in :class:`sklearn.linear_model.SGDClass
 Constants: binary logistic ``|l'| <= 1``, ``l'' <= 1/4``; softmax cross-entropy
 ``||p - e_y|| <= sqrt(2)``, Hessian ``diag(p) - p p^T <= 1/2``; hinge
 ``|l'| <= 1``; modified Huber ``|l'| <= 4``, ``l'' <= 2``; one-vs-rest sums of
-``K`` binary losses multiply the gradient bound by ``sqrt(K)`` (digest
-``forget_unlearning.md`` §2.2 table; digest ``diss_unlearn.md`` §3.3 item 4).
+``K`` binary losses multiply the gradient bound by ``sqrt(K)`` ([derived]:
+the norm of ``K`` stacked gradients).
 """
 
 import math

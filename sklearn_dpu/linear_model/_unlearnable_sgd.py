@@ -2,7 +2,6 @@
 and deletions by coupling (dissertation Ch. 4 and App. C)."""
 
 import math
-import time
 from numbers import Integral, Real
 
 import numpy as np
@@ -16,28 +15,44 @@ from .._compat import HasMethods, Interval, StrOptions, _fit_context, _num_sampl
 from ..base import PrivateEstimatorMixin
 from ..exceptions import UnlearningError
 from ..privacy.clipping import clip_rows_l2
-from ..privacy.ledger import Release, privacy_spent
+from ..privacy.ledger import ApproximateDPBound, Release, privacy_spent
 from ..privacy.random import release_generator
-from ..unlearning.coupling import noise_for_recompute_rate, recompute_probability_bound
 from ..unlearning.ids import as_id_list, requested_ids
 from ..unlearning.report import DeletionReport
 from ..unlearning.state import SampleRegistry
-from ._coupled_sgd import CoupledSGDState
+from ._coupled_sgd import CoupledSGDState, EditOutcome, InsertionRecord
 from ._margin_losses import get_loss
 from ._scores import labels_from_scores
+from ._sgd_plan import (
+    COUNT_DELTA_SHARE,
+    COUNT_EPSILON_SHARE,
+    count_multiplier,
+    plan_run,
+    run_target,
+    size_bucket,
+    worst_case_run_epsilon,
+)
 
-__all__ = ["UnlearnableSGDClassifier"]
+__all__ = ["UnlearnableSGDClassifier", "plan_run", "size_bucket"]
 
+_THESIS = (
+    'M. E. Ullah, "Statistical learning via stochastic optimization under data '
+    'privacy considerations", PhD thesis, Johns Hopkins University, 2024'
+)
 _REFERENCE = (
-    "Ullah 2024 (seed 000) Alg. 21/22 (lines 4465-4541) and Alg. 9/10 "
-    "(lines 1544-1608), errata of digest diss_unlearn.md §8; per step a "
-    "Poisson-subsampled Gaussian mechanism, add/remove relation, PLD accountant"
+    f"{_THESIS}, Alg. 21/22 and Alg. 9/10 (errata: new-over-old acceptance ratio, "
+    "reflection g + g' - nu, stored noisy gradient); per step a Poisson-subsampled "
+    "Gaussian mechanism, add/remove relation, PLD accountant"
 )
 _REFERENCE_FIXED = (
-    "Ullah 2024 (seed 000) Alg. 21 with uniform m-subsets; each step dominated "
-    "by PoissonSampledDpEvent(m/n, Gaussian(z/2)) under add/remove (derived: "
+    f"{_THESIS}, Alg. 21 with uniform m-subsets; each step dominated by "
+    "PoissonSampledDpEvent(m/n_ref, Gaussian(z/2)) under add/remove (derived: "
     "advanced joint convexity, Balle, Barthe & Gaboardi 2018, Thm 2, with the "
-    "coupling of Claims 5/6, lines 4181-4203)"
+    "coupling of the thesis's Claims 5/6)"
+)
+_REFERENCE_COUNT = (
+    "Gaussian mechanism on the record count (sensitivity 1, add/remove); analytic "
+    "calibration, Balle & Wang 2018, Theorem 8"
 )
 _REFERENCE_EDIT = (
     "split-noise coupling: every version of a step reveals about a record it "
@@ -47,6 +62,7 @@ _REFERENCE_EDIT = (
 # Hyper-parameters of the stored run; partial_fit refuses to change them.
 _FROZEN = (
     "loss",
+    "epsilon",
     "recompute_rate",
     "noise_multiplier",
     "coupling_share",
@@ -63,80 +79,6 @@ _FROZEN = (
 # Rows are clipped a little inside feature_norm so that storing them in
 # float32 (relative rounding <= 2**-24 per entry) cannot push a norm above it.
 _STORAGE_MARGIN = 1.0 - 1e-6
-
-
-def size_bucket(n: int) -> int:
-    """The size class of ``n``: ``floor(8 log2 n)``.
-
-    Every hyper-parameter that depends on the number of samples depends on it
-    only through this bucket (sizes within a factor ``2**(1/8) ~ 1.09``), so
-    an edit that keeps the size in its bucket leaves the hyper-parameters of
-    a fresh fit unchanged and can be coupled; one that leaves it triggers a
-    full refit (digest ``diss_unlearn.md`` §3.3 item 5).
-    """
-    return int(math.floor(8.0 * math.log2(n) + 1e-12))
-
-
-def plan_run(params: dict, n: int, n_features: int) -> dict:
-    """Steps, batch, sampling rate and noise of a run on ``n`` samples.
-
-    From the parameters, the number of features and the size class of ``n``
-    (:func:`size_bucket`) only. ``"auto"`` steps and batch size follow the
-    dissertation's tunings with ``H D / G = 1`` (a unit-margin comparator):
-    noisy-m-SGD, Theorem 44 (line 4549), ``T = (rho n / sqrt(p))^(2/3)`` and
-    ``m = T``; noisy-m-A-SGD, Theorem 22 (line 1453; digest §2.2),
-    ``T = (rho n / sqrt(p))^(2/5)`` and ``m = T^3``; ``p`` is the number of
-    coefficients per output and ``rho`` the ``recompute_rate``. Noise is in
-    units of ``G / m`` (one record's largest contribution to a step's
-    gradient); the coupling shift is 1 such unit for Poisson batches (a row
-    comes or goes) and 2 for fixed ones (a row is replaced).
-    """
-    share = params["coupling_share"]
-    bucket = size_bucket(n)
-    n_ref = 2.0 ** (bucket / 8.0)  # <= n, within a factor 2**(1/8)
-    scale = max(
-        1.0,
-        params["recompute_rate"] * n_ref / math.sqrt(n_features + params["fit_intercept"]),
-    )
-    accelerated = params["solver"] == "nesterov"
-    if params["max_iter"] == "auto":
-        T = int(math.ceil(scale ** (0.4 if accelerated else 2.0 / 3.0)))
-    else:
-        T = int(params["max_iter"])
-    if params["batch_size"] == "auto":
-        requested = float(T**3 if accelerated else T)
-    else:
-        requested = float(params["batch_size"])
-    if params["batch_sampling"] == "poisson":
-        m = min(requested, n_ref)
-        inclusion, shift = m / n_ref, 1.0
-    else:
-        m = float(min(requested, n - 1) if params["batch_size"] == "auto" else requested)
-        if m >= n or m < 1:
-            raise ValueError(
-                f"batch_sampling='fixed' needs more than batch_size={int(requested)} "
-                f"samples; got n_samples = {n}"
-            )
-        # m / n_ref >= m / n: the rate of the accounting and of the recompute
-        # bound is an upper bound on the true inclusion probability.
-        inclusion, shift = min(1.0, m / n_ref), 2.0
-    if params["noise_multiplier"] is None:
-        coupled = noise_for_recompute_rate(params["recompute_rate"], T, inclusion, shift)
-        total = coupled / math.sqrt(share)
-    else:
-        total = float(params["noise_multiplier"])
-        coupled = total * math.sqrt(share)
-    reserve = total * math.sqrt(max(0.0, 1.0 - share))
-    return {
-        "bucket": bucket,
-        "n_steps": T,
-        "batch_size": m,
-        "inclusion": inclusion,
-        "noise": total,
-        "coupled": coupled,
-        "reserve": reserve,
-        "bound": recompute_probability_bound(coupled, T, inclusion, shift),
-    }
 
 
 def _num_features(X) -> int | None:
@@ -163,7 +105,7 @@ def _build_run_release(params: dict, plan: dict, chunks: tuple, what: str) -> Re
         return Release(
             f"{what}: noisy mini-batch SGD ({solver}), {T} steps, each a Poisson-"
             f"subsampled Gaussian (rate {plan['inclusion']:.4g}, multiplier "
-            f"{plan['noise']:.4g}); the size class of n is public",
+            f"{plan['noise']:.4g}); the schedule comes from the noised count",
             dp_event.SelfComposedDpEvent(_step_event(plan["inclusion"], plan["noise"]), T),
             chunks,
             _REFERENCE,
@@ -221,15 +163,19 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
     **Exact.** After any sequence of edits, the whole stored state — model,
     iterates, noisy gradients, mini-batch indices — has exactly the
     distribution of :meth:`fit` on the current training set with the same
-    parameters (Lemma 29, line 4330). Everything that depends on the number of
-    rows depends on it only through its size class (the size to within a
-    factor ``2**(1/8)``), so a fresh fit after a small edit has the same
-    hyper-parameters as the stored run; an edit that moves the size to
-    another class triggers a full refit, a fresh fit by construction.
-    Deleted rows and their ids are gone from the state. Edits must be
-    chosen independently of the estimator's randomness (oblivious, line
-    1721); a request chosen after looking at the model is outside the
-    guarantee.
+    parameters ([1]_ Lemma 29). Everything that depends on the number of
+    rows depends on it only through the size class (to within a factor
+    ``2**(1/8)``) of a **noised count** ``n + Z`` released at fit. An edit of
+    ``k`` rows shifts the stored count to ``n + Z -/+ k``, exactly the count
+    a fresh fit on the edited data would draw with the same ``Z``; an edit
+    that keeps it in its class is coupled, one that moves it to another
+    class triggers a full refit, a fresh fit by construction. A deletion
+    that removes the last row of a class also refits (a fresh fit would not
+    know the class), unless ``classes`` were given to the first
+    :meth:`partial_fit`. Deleted rows and their ids are gone from the
+    state. Edits must be chosen independently of the estimator's randomness
+    (oblivious requests, [1]_ Ch. 4); a request chosen after looking at the
+    model is outside the guarantee.
 
     **Cheap.** An edit costs about ``max_iter * batch_size / n`` gradient
     pairs to verify, plus, with probability at most ``recompute_bound_``
@@ -239,12 +185,16 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
     **Private.** Every step adds Gaussian noise to a mini-batch gradient
     whose per-record contribution is bounded by clipping rows to
     ``feature_norm`` and the loss's Lipschitz constant, so each published
-    model is (epsilon, delta)-DP under the **add/remove-one** relation,
-    accounted per step as a Poisson-subsampled Gaussian by the PLD
-    accountant. The size class of the training set is treated as public: it
-    sets the sampling rate, the recipe's steps and batch size, and the noise
-    for the recompute rate (DP-SGD libraries treat the exact size as public);
-    record values never set any hyper-parameter.
+    fit is (``epsilon``, ``delta``)-DP under the **add/remove-one**
+    relation: a noised record count (a Gaussian, share
+    ``COUNT_EPSILON_SHARE = 0.05`` of epsilon and ``0.1`` of delta) fixes
+    the size class, hence the steps, batch size and sampling rate; the run
+    (each step a Poisson-subsampled Gaussian) gets the rest, and its noise is
+    the larger of what that needs (PLD accountant) and what
+    ``recompute_rate`` needs. ``privacy_spent_`` right after a fit is at most
+    ``epsilon``; edits may add re-releases (Notes). The exact number of rows
+    and the record values never set a published quantity. The number of
+    rows an edit deletes or inserts (the request) is public.
 
     Read the Notes for what is published after an edit and how it is
     accounted.
@@ -255,21 +205,28 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
         ``log_loss`` is logistic regression (multinomial for more than two
         classes); ``hinge`` and ``modified_huber`` are one-vs-rest for more
         than two classes, as in :class:`~sklearn.linear_model.SGDClassifier`.
+    epsilon : float > 0 or inf, default=1.0
+        Privacy target of a fit, with ``delta``. ``np.inf`` asks explicitly
+        for no privacy: the count is exact, the noise is set by
+        ``recompute_rate`` alone, and ``privacy_spent_.epsilon`` is inf.
     recompute_rate : float in (0, 1], default=0.05
         Target for the probability that one edit (one deleted or inserted
         row) triggers a recompute. The noise is set to the smallest level
         whose worst-case bound meets it
         (:func:`~sklearn_dpu.unlearning.coupling.noise_for_recompute_rate`):
-        smaller values mean more noise. Typical data recompute less often
-        than the bound, which assumes worst-case gradients. Ignored when
+        smaller values mean more noise. The noise is the larger of this and
+        what ``epsilon`` needs. Typical data recompute less often than the
+        bound, which assumes worst-case gradients. Ignored when
         ``noise_multiplier`` is set.
     noise_multiplier : float >= 0 or None, default=None
         Standard deviation of the noise added to each step's mini-batch
         gradient, in units of one record's largest contribution to it
         (``G / batch_size``, the DP-SGD noise multiplier). Overrides
-        ``recompute_rate``; ``recompute_bound_`` then reports the implied
-        bound. ``0`` is sub-sample GD: every edit that touches a used row
-        recomputes, and nothing is private.
+        ``recompute_rate`` **and the epsilon target of the run** (epsilon
+        still sets the count's noise): ``privacy_spent_`` reports what this
+        noise gives, which may exceed ``epsilon`` (inf for ``0``, sub-sample
+        GD: every edit that touches a used row recomputes).
+        ``recompute_bound_`` reports the implied bound.
     coupling_share : float in (0, 1], default=0.5
         Share of the noise variance on which an edit's acceptance test runs.
         The rest is a reserve that no edit ever reveals, which keeps a
@@ -281,16 +238,16 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
     max_iter : int or "auto", default="auto"
         Number of SGD steps ``T``. ``"auto"``: the dissertation's tuning for
         the recompute rate, ``T = (rho n / sqrt(p))^(2/3)`` for ``"sgd"``
-        (Theorem 44, line 4549) and ``(rho n / sqrt(p))^(2/5)`` for
-        ``"nesterov"`` (Theorem 22, line 1453), with ``p`` coefficients per
+        (Theorem 44) and ``(rho n / sqrt(p))^(2/5)`` for
+        ``"nesterov"`` (Theorem 22), with ``p`` coefficients per
         output and ``H D / G = 1``; fewer steps need less noise.
     batch_size : int or "auto", default="auto"
         Expected mini-batch size ``m`` (capped at ``n``). ``"auto"``: ``T``
         for ``"sgd"`` and ``T^3`` for ``"nesterov"`` (same theorems).
     learning_rate : float or "auto", default="auto"
         Constant step size. ``"auto"`` is ``1 / (2 (H + alpha))``, with ``H``
-        the loss's smoothness on rows of norm ``feature_norm`` (Prop. 7,
-        line 4484); for ``hinge``, ``H = ||row||^2``.
+        the loss's smoothness on rows of norm ``feature_norm`` (Prop. 7 of
+        [1]_); for ``hinge``, ``H = ||row||^2``.
     alpha : float, default=1e-4
         L2 penalty ``alpha / 2 * ||coef_||^2`` (not on the intercept), as in
         :class:`~sklearn.linear_model.SGDClassifier`.
@@ -304,7 +261,7 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
         ``"nesterov"``: the last iterate of accelerated SGD (Alg. 9), which
         reaches a given accuracy in fewer steps, hence with less noise for the
         same ``recompute_rate`` (the dissertation's choice for
-        ``d <= (rho n)^(3/4)``, line 3844). ``"sgd"``: the average iterate of
+        ``d <= (rho n)^(3/4)``, App. C). ``"sgd"``: the average iterate of
         plain SGD (Alg. 21).
     batch_sampling : {"poisson", "fixed"}, default="poisson"
         ``"poisson"``: every row joins every batch independently with
@@ -315,8 +272,8 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
         edits are handled one row at a time (Claims 5 and 6), a step's shift
         is twice as large, and edits that touch a used row are not accounted
         (``privacy_spent_`` becomes infinite, Notes).
-    delta : float, default=1e-5
-        The delta of ``privacy_spent_``.
+    delta : float in (0, 0.5), default=1e-5
+        The delta of the privacy target and of ``privacy_spent_``.
     random_state : int, RandomState instance or None, default=None
         Source of the noise, the batches and the coupling. ``None`` draws
         fresh OS entropy for the fit and for every edit and stores no
@@ -343,7 +300,8 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
         triggers a recompute.
     batch_size_ : float
         Normalizer of a step's gradient sum: ``min(batch_size, n_ref)``, where
-        ``n_ref = 2**(floor(8 log2 n) / 8)`` is the size class of ``n``.
+        ``n_ref = 2**(floor(8 log2 n_noisy) / 8)`` is the size class of the
+        noised count (clamped to ``MIN_NOISY_COUNT = 16``).
     learning_rate_ : float
     privacy_ledger_ : list of dict
         The fit and every later release (see Notes).
@@ -353,9 +311,10 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
     privacy_per_model_ : PrivacySpent
         (epsilon, delta) of one published model on its own.
     deletion_log_ : list of DeletionReport
-    insertion_log_ : list of dict
-        One entry per :meth:`partial_fit` insertion: rows, tested and
-        recomputed steps, gradient evaluations, wall time.
+    insertion_log_ : list of InsertionRecord
+        One entry per :meth:`partial_fit` insertion: rows inserted, whether
+        it refit, steps tested and recomputed (the counts its ledger entry
+        shows; no timings).
     unlearning_state_ : CoupledSGDState
         The stored run and the data it needs (size ``O(T (m + K p))``
         numbers plus ``n (d + 1)`` float32; ``unlearning_state_.nbytes()``).
@@ -394,7 +353,7 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
       row (exactness), so an observer who sees only later models learns
       nothing about it. One who also saw earlier models saw the row in them
       anyway; comparing (the "before/after" attack that Chourasia & Shah's
-      threat model excludes, digest ``forget_unlearning.md`` §1.3) also
+      threat model excludes, [3]_ §2) also
       shows whether the edit recomputed (probability at most
       ``recompute_bound_``) and, if it did, the difference of the two
       versions of the rejected step: the edited row's gradient plus noise of
@@ -407,20 +366,38 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
       enters the acceptance test, so edits that touch a used row are recorded
       as non-private releases.
 
+    **What reports publish.** Deletion reports and ``insertion_log_`` give
+    the steps tested and recomputed (or a refit): exactly the counts that
+    the edit's ledger entry already shows, and functions of the sampling
+    randomness, the request and the coupling decisions that entry charges.
+    A retrain's cost is estimated from published quantities only
+    (``n_iter_ * batch_size_``). No wall time and no count of gradient
+    evaluations (a sum of batch sizes, which grows with the exact number of
+    rows) is published or stored.
+
+    **Known exceptions.** With ``batch_sampling="fixed"``, a fit whose
+    batch is not smaller than the training set raises (a data-dependent
+    error: it can only happen when the noised count overshoots the true one
+    by a factor 2 or a ``batch_size`` is set that large), and a deletion
+    that would leave at most ``batch_size`` rows is refused. A deletion that
+    would leave a single class is refused (no fit exists to match).
+
     **Exactness needs the stored noisy gradient, not the raw noise, and the
-    new-over-old acceptance ratio** (digest §8, errata 2 and 5); both are
+    new-over-old acceptance ratio** (errata to [1]_: Alg. 13 line 12 and
+    Alg. 27 line 4 print the ratio inverted, and Alg. 10 / 22 leave the
+    stored value on acceptance implicit); both are
     tested, with the broken variants as negative controls.
 
     References
     ----------
     .. [1] M. E. Ullah, "Statistical learning via stochastic optimization under
-       data privacy considerations", PhD thesis, JHU 2024 (seed 000), Ch. 4 and
-       App. C: Alg. 9/10 (lines 1544-1608), Alg. 19-22 (lines 3882-4541),
-       Lemmas 26-30 (lines 4212-4342).
+       data privacy considerations", PhD thesis, Johns Hopkins University,
+       2024, Ch. 4 and App. C: Alg. 9/10, Alg. 19-22, Lemmas 26-30,
+       Theorems 22 and 44.
     .. [2] E. Ullah, T. Mai, A. Rao, R. Rossi and R. Arora, "Machine unlearning
        via algorithmic stability", COLT 2021.
     .. [3] R. Chourasia and N. Shah, "Forget unlearning: towards true
-       data-deletion in machine learning", ICML 2023 (seed 001).
+       data-deletion in machine learning", ICML 2023.
 
     Examples
     --------
@@ -440,6 +417,7 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
 
     _parameter_constraints: dict = {
         "loss": [StrOptions({"log_loss", "hinge", "modified_huber"})],
+        "epsilon": [Interval(Real, 0, None, closed="right")],
         "recompute_rate": [Interval(Real, 0, 1, closed="right")],
         "noise_multiplier": [Interval(Real, 0, None, closed="left"), None],
         "coupling_share": [Interval(Real, 0, 1, closed="right")],
@@ -457,7 +435,7 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
         "feature_norm": [Interval(Real, 0, None, closed="neither")],
         "solver": [StrOptions({"sgd", "nesterov"})],
         "batch_sampling": [StrOptions({"poisson", "fixed"})],
-        "delta": [Interval(Real, 0, 1, closed="neither")],
+        "delta": [Interval(Real, 0, 0.5, closed="neither")],
         "random_state": ["random_state"],
         "budget": [HasMethods(["charge", "check"]), None],
     }
@@ -466,6 +444,7 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
         self,
         *,
         loss="log_loss",
+        epsilon=1.0,
         recompute_rate=0.05,
         noise_multiplier=None,
         coupling_share=0.5,
@@ -482,6 +461,7 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
         budget=None,
     ):
         self.loss = loss
+        self.epsilon = epsilon
         self.recompute_rate = recompute_rate
         self.noise_multiplier = noise_multiplier
         self.coupling_share = coupling_share
@@ -538,27 +518,59 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
         with self._atomic():
             return self._fit(X, y, requested_ids(X, sample_id), classes=None)
 
-    def _fit(self, X, y, sample_id, classes):
-        started = time.perf_counter()
+    def _fit_release_plan(self) -> list:
+        """What one :meth:`fit` adds to the ledger, from the parameters alone.
+
+        The noised count's release (its event is known: the count's noise
+        depends on ``epsilon`` and ``delta`` only) and an
+        :class:`~sklearn_dpu.privacy.ledger.ApproximateDPBound` for the run,
+        whose steps and sampling rate come from the noised count: it is
+        calibrated to ``run_target(epsilon, delta)`` (or, with an explicit
+        ``noise_multiplier``, bounded over every count; ``inf`` when that is
+        impossible).
+        """
         params = self._params()
-        # Plan and check the budget from the parameters and the number of
-        # rows only, before any value is read.
-        try:
-            n = _num_samples(X)
-        except TypeError:
-            n = 0
-        if _num_features(X) is None:
-            n = 0
-        increment = None
-        if n >= 1:
-            plan = plan_run(params, n, _num_features(X))
-            if self.budget is not None:
-                release = self._run_release(params, plan, (1, 1), "fit")
-                increment = self._budget_increment([release], restart=True)
-                self._check_budget(increment, "fit")
+        count = self._count_release(params)
+        eps_run, delta_run = run_target(self.epsilon, self.delta)
+        if self.noise_multiplier is not None:
+            eps_run = worst_case_run_epsilon(params, delta_run)
+        return [
+            Release.from_dict(count),
+            ApproximateDPBound(eps_run, delta_run, "noisy mini-batch SGD run"),
+        ]
+
+    @staticmethod
+    def _count_release(params: dict) -> dict:
+        sigma = count_multiplier(params["epsilon"], params["delta"])
+        if sigma == 0:
+            return Release(
+                "exact record count (epsilon=inf was asked for: not private)",
+                dp_event.NonPrivateDpEvent(),
+                (1, 1),
+                _REFERENCE_COUNT,
+            ).to_dict()
+        return Release(
+            f"noised record count n + N(0, {sigma:.4g}^2) (share {COUNT_EPSILON_SHARE} of "
+            f"epsilon, {COUNT_DELTA_SHARE} of delta); it sets the size class",
+            dp_event.GaussianDpEvent(float(sigma)),
+            (1, 1),
+            _REFERENCE_COUNT,
+        ).to_dict()
+
+    def _fit(self, X, y, sample_id, classes):
+        params = self._params()
+        # Check the budget from the parameters alone, before any value is read.
+        if self.budget is not None:
+            planned = self._fit_release_plan()
+            exact = [p.to_dict() for p in planned if isinstance(p, Release)]
+            bounds = [(b.epsilon, b.delta) for b in planned if isinstance(b, ApproximateDPBound)]
+            self.budget.check(
+                self._budget_increment(exact, restart=True),
+                f"{type(self).__name__}.fit",
+                bounds=bounds,
+            )
         X, y = validate_data(self, X, y, dtype=[np.float64, np.float32])
         check_classification_targets(y)
-        plan = plan_run(params, len(X), X.shape[1])
         if classes is None:
             classes_ = np.unique(y)
         else:
@@ -575,49 +587,91 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
         ids = registry.check_new_ids(
             registry.default_ids(len(X)) if sample_id is None else sample_id, len(X)
         )
-        release = self._run_release(params, plan, (1, 1), "fit")
+        rng = release_generator(self.random_state, 0)
+        n_noisy = float(len(X) + count_multiplier(self.epsilon, self.delta) * rng.standard_normal())
+        plan = plan_run(params, n_noisy, X.shape[1])
+        if self.batch_sampling == "fixed" and plan["batch_size"] >= len(X):
+            raise ValueError(
+                f"batch_sampling='fixed' drew batches of {int(plan['batch_size'])} rows, "
+                "not fewer than the training set has; use a smaller batch_size or "
+                "batch_sampling='poisson'"
+            )
+        ledger = [self._count_release(params), self._run_release(params, plan, (1, 1), "fit")]
         if self.budget is not None:
-            if increment is None:  # pragma: no cover - _num_samples failed on valid X
-                increment = self._budget_increment([release], restart=True)
-            self._charge_budget(increment, "fit")
+            self._charge_budget(self._budget_increment(ledger, restart=True), "fit")
 
         self.classes_ = classes_
-        n_outputs = 1 if len(classes_) == 2 else len(classes_)
-        loss = get_loss(self.loss)
-        if self.learning_rate == "auto":
-            row_sq = self.feature_norm**2 * (1.0 + self.fit_intercept)
+        registry.add(ids, self._encode(X, y, classes_), chunk=1)
+        state = self._new_state(registry, len(classes_), X.shape[1], params, plan)
+        state.n_noisy = n_noisy
+        state.classes_given = classes is not None
+        state.train(0, rng)
+        state.n_streams = 1
+        self.unlearning_state_ = state
+        self.__dict__.pop("_privacy_cache", None)
+        self._publish()
+        self._set_ledger(ledger)
+        self.deletion_log_ = []
+        self.insertion_log_ = []
+        self.learning_rate_ = state.learning_rate
+        return self
+
+    def _new_state(self, registry, n_classes, n_features, params, plan) -> CoupledSGDState:
+        n_outputs = 1 if n_classes == 2 else n_classes
+        loss = get_loss(params["loss"])
+        if params["learning_rate"] == "auto":
+            row_sq = params["feature_norm"] ** 2 * (1.0 + params["fit_intercept"])
             smooth = loss.z_smoothness(n_outputs)
             smooth = row_sq * (1.0 if math.isinf(smooth) else smooth)
-            learning_rate = 1.0 / (2.0 * (smooth + self.alpha))
+            learning_rate = 1.0 / (2.0 * (smooth + params["alpha"]))
         else:
-            learning_rate = float(self.learning_rate)
-        registry.add(ids, self._encode(X, y, classes_), chunk=1)
+            learning_rate = float(params["learning_rate"])
         state = CoupledSGDState(
             registry,
-            loss_name=self.loss,
+            loss_name=params["loss"],
             n_outputs=n_outputs,
-            n_features=X.shape[1],
-            feature_norm=self.feature_norm,
-            fit_intercept=self.fit_intercept,
+            n_features=n_features,
+            feature_norm=params["feature_norm"],
+            fit_intercept=params["fit_intercept"],
             n_steps=plan["n_steps"],
-            sampling=self.batch_sampling,
+            sampling=params["batch_sampling"],
             learning_rate=learning_rate,
-            alpha=self.alpha,
-            solver=self.solver,
+            alpha=params["alpha"],
+            solver=params["solver"],
         )
         state.frozen_params = params
         state.configure(plan)
-        evaluations = state.train(0, release_generator(self.random_state, 0))
-        state.n_streams = 1
-        self.unlearning_state_ = state
-        self._publish()
-        self._set_ledger([release])
-        self.deletion_log_ = []
-        self.insertion_log_ = []
-        self.learning_rate_ = learning_rate
-        self._fit_seconds = time.perf_counter() - started
-        self._fit_evaluations = evaluations
-        return self
+        return state
+
+    def _refit_without_classes(self, state, slots, rng):
+        """A deletion that removes every row of a class: a fresh fit on the rest.
+
+        A fresh :meth:`fit` on the remaining rows would not have that class
+        in ``classes_`` (and would have fewer outputs), so the stored run is
+        rebuilt from scratch with the remaining labels, the noised count
+        already shifted, and fresh randomness. Returns the new state.
+        """
+        registry = state.registry
+        keep = state.live_slots()
+        keep = keep[~np.isin(keep, slots)]
+        rows = registry.rows[keep].copy()
+        codes = rows[:, -1].astype(np.intp)
+        present = np.unique(codes)
+        rows[:, -1] = np.searchsorted(present, codes)
+        fresh = SampleRegistry(registry.rows.shape[1], dtype=np.float32)
+        chunks = registry.chunks[keep]
+        for chunk in np.unique(chunks):
+            at = chunks == chunk
+            fresh.add(registry.ids[keep][at], rows[at], chunk=int(chunk))
+        new = self._new_state(
+            fresh, len(present), state.n_features, state.frozen_params, state.plan
+        )
+        for name in ("n_noisy", "classes_given", "n_streams", "n_chunks", "counters"):
+            setattr(new, name, getattr(state, name))
+        new.train(0, rng)
+        self.classes_ = self.classes_[present]
+        self.unlearning_state_ = new
+        return new
 
     # Size-dependent fitted values live in the state (an edit may refit).
     @property
@@ -688,7 +742,6 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
             return self._insert(X, y, classes, requested_ids(X, sample_id))
 
     def _insert(self, X, y, classes, sample_id):
-        started = time.perf_counter()
         state = self.unlearning_state_
         params = state.frozen_params
         changed = [k for k, v in params.items() if not _same(getattr(self, k), v)]
@@ -705,10 +758,20 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
                 f"classes_={self.classes_!r}"
             )
         if self.budget is not None:
-            # The most an insertion can release: every step tested and recomputed.
-            worst = self._edit_release(
-                state, state.n_chunks + 1, tested=state.n_steps, fresh=state.n_steps
-            )
+            # The most an insertion can release, from the public shape: a
+            # refit if the shifted noised count leaves its class, else every
+            # step tested and recomputed.
+            try:
+                k = _num_samples(X)
+            except TypeError:
+                k = None
+            if k is not None and size_bucket(state.n_noisy + k) != state.plan["bucket"]:
+                plan = plan_run(params, state.n_noisy + k, state.n_features)
+                worst = self._run_release(params, plan, (1, state.n_chunks + 1), "refit")
+            else:
+                worst = self._edit_release(
+                    state, state.n_chunks + 1, tested=state.n_steps, fresh=state.n_steps
+                )
             if worst is not None:
                 self._check_budget(self._budget_increment([worst], restart=False), "partial_fit")
         X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], reset=False)
@@ -722,15 +785,18 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
             registry.default_ids(len(X)) if sample_id is None else sample_id, len(X)
         )
         rows = self._encode(X, y, self.classes_)
-        n_after = registry.n_samples + len(rows)
+        # The noised count moves with the edit: n + Z becomes (n + k) + Z, the
+        # count a fresh fit on the new data would draw with the same Z.
+        n_noisy = state.n_noisy + (len(rows) if state.variant != "stale_count" else 0)
         new_plan = (
-            plan_run(params, n_after, state.n_features)
-            if size_bucket(n_after) != state.plan["bucket"]
+            plan_run(params, n_noisy, state.n_features)
+            if size_bucket(n_noisy) != state.plan["bucket"]
             else None
         )
         # Nothing below can fail on user input: the state changes from here.
         chunk = state.n_chunks + 1
         state.n_chunks = chunk
+        state.n_noisy = n_noisy
         rng = self._edit_generator(state)
         if new_plan is not None:
             registry.add(ids, rows, chunk=chunk)
@@ -750,14 +816,12 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
         self._publish()
         self.insertion_log_ = [
             *self.insertion_log_,
-            {
-                "n_inserted": len(rows),
-                "refit": new_plan is not None,
-                "tested_steps": sum(len(o.tested_steps) for o in outcomes),
-                "recomputed_steps": sum(o.recomputed_steps for o in outcomes),
-                "gradient_evaluations": sum(o.gradient_evaluations for o in outcomes),
-                "wall_time_s": time.perf_counter() - started,
-            },
+            InsertionRecord(
+                n_inserted=len(rows),
+                refit=new_plan is not None,
+                tested_steps=sum(len(o.tested_steps) for o in outcomes),
+                recomputed_steps=sum(o.recomputed_steps for o in outcomes),
+            ),
         ]
         return self
 
@@ -793,7 +857,6 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
             return self._delete(as_id_list(sample_ids))
 
     def _delete(self, sample_ids):
-        started = time.perf_counter()
         state = self.unlearning_state_
         registry = state.registry
         if not isinstance(sample_ids, np.ndarray):
@@ -806,14 +869,32 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
                 f"batch_size={int(state.batch_size)} "
                 "samples left; fit a new estimator with a smaller batch_size"
             )
+        # Labels left: a class whose last row goes would not be in classes_
+        # after a fresh fit (unless classes were given explicitly).
+        live = state.live_slots()
+        left = np.unique(registry.rows[live[~np.isin(live, slots)], -1]).astype(np.intp)
+        lose_class = not state.classes_given and len(left) < len(self.classes_)
+        if lose_class and len(left) < 2:
+            raise UnlearningError(
+                "this deletion would leave samples of a single class; a fit on them "
+                "is impossible, so it cannot be unlearned exactly. Nothing changed."
+            )
+        # The noised count moves with the edit (n - k + Z: a fresh fit's count).
+        n_noisy = state.n_noisy - (n_deleted if state.variant != "stale_count" else 0)
         new_plan = (
-            plan_run(state.frozen_params, n_after, state.n_features)
-            if size_bucket(n_after) != state.plan["bucket"]
+            plan_run(state.frozen_params, n_noisy, state.n_features)
+            if size_bucket(n_noisy) != state.plan["bucket"]
             else None
         )
         # Nothing below can fail on user input: the state changes from here.
+        state.n_noisy = n_noisy
         rng = self._edit_generator(state)
-        if new_plan is not None:
+        if lose_class:
+            if new_plan is not None:
+                state.plan = new_plan
+            state = self._refit_without_classes(state, slots, rng)
+            outcomes = [EditOutcome(np.zeros(0, dtype=np.int64), None, state.n_steps, 0, True)]
+        elif new_plan is not None:
             state.forget_slots(slots)
             state.configure(new_plan)
             outcomes = [state.refit(rng)]
@@ -828,11 +909,15 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
         del slots
         released = self._account_edit(state, outcomes, "delete_samples", mandatory=True)
         self._publish()
-        elapsed = time.perf_counter() - started
         recomputed = sum(o.recomputed_steps for o in outcomes)
-        if new_plan is not None:
+        if lose_class:
             reason = (
-                "the training-set size left its size class (factor 2**(1/8)), "
+                "the deletion removed every sample of a class, which a fresh fit "
+                "would not know: full refit with the remaining classes"
+            )
+        elif new_plan is not None:
+            reason = (
+                "the noised training-set size left its size class (factor 2**(1/8)), "
                 "which sets the sampling rate: full refit"
             )
         elif recomputed:
@@ -846,20 +931,17 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
                 n_deleted=n_deleted,
                 method="exact",
                 guarantee=(
-                    "the model, iterates, noisy gradients and mini-batch indices have "
-                    "the law of a fit on the remaining samples (coupling, Ullah 2024 "
-                    "Lemma 29); their rows and ids are gone"
+                    "the model, iterates, noisy gradients, mini-batch indices and noised "
+                    "count have the law of a fit on the remaining samples (coupling, "
+                    "Ullah 2024, Lemma 29); their rows and ids are gone"
                 ),
                 cost={
-                    "wall_time_s": elapsed,
                     "tested_steps": sum(len(o.tested_steps) for o in outcomes),
                     "recomputed_steps": recomputed,
-                    "gradient_evaluations": sum(o.gradient_evaluations for o in outcomes),
                 },
                 retrain_cost={
-                    "wall_time_s": self._fit_seconds,
                     "recomputed_steps": state.n_steps,
-                    "gradient_evaluations": int(state.batch_ptr[-1]),
+                    "expected_gradient_evaluations": state.n_steps * state.batch_size,
                 },
                 rerelease_epsilon=self.privacy_per_model_.epsilon if released else None,
                 reason=reason,
@@ -949,12 +1031,16 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
     @property
     def privacy_per_model_(self):
         """(epsilon, delta) of the published model on its own: it has the law of
-        a fit on the current data, so this is a fit's release."""
+        a fit on the current data, so this is a fit's releases (count and run)."""
         state = self.unlearning_state_
-        release = self._run_release(state.frozen_params, state.plan, (1, 1), "model")
+        params = state.frozen_params
+        releases = [
+            self._count_release(params),
+            self._run_release(params, state.plan, (1, 1), "model"),
+        ]
         return self._cached_privacy(
             f"model{state.plan['bucket']}",
-            lambda ledger, delta: privacy_spent([release], delta),
+            lambda ledger, delta: privacy_spent(releases, delta),
             depends_on_ledger=False,
         )
 

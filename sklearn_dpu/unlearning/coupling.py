@@ -3,29 +3,28 @@
 An exact unlearner turns a stored sample of ``A(S)`` into a sample of
 ``A(S')`` for the edited data set ``S'``; it is cheap when it can keep the
 stored sample with high probability (dissertation [U24]_ §1.2.4, Ch. 4 and
-App. C; digest ``diss_unlearn.md``). This module holds the building blocks:
+App. C). This module holds the building blocks:
 
 * **Reflection coupling of two Gaussians** ``P = N(mu_P, s^2 I)`` (old) and
   ``Q = N(mu_Q, s^2 I)`` (new): keep ``x ~ P`` with probability
   ``min(1, phi_Q(x) / phi_P(x))``, otherwise output ``mu_P + mu_Q - x``.
-  The output is exactly ``Q`` and the coupling is maximal (Lemma 26,
-  line 4212; Lemma 27, line 4241).
+  The output is exactly ``Q`` and the coupling is maximal (Lemma 26; Lemma 27).
 
-  Errata used (digest §1.3 and §8): the ratio is **new over old**, as in
-  Alg. 10 line 15 and Lemma 38; Alg. 13 line 12 (line 1870), the text at
-  line 1897 and Alg. 27 line 4 (line 5145) print it inverted, which is not
+  Errata used: the ratio is **new over old**, as in
+  Alg. 10 line 15 and Lemma 38; Alg. 13 line 12, the text of §5.4.2
+  and Alg. 27 line 4 print it inverted, which is not
   exact. The reflection is Lemma 27's ``mu_P + mu_Q - x``; §1.2.4.1
-  (line 656) prints the translation ``mu_P - mu_Q + x``.
+  prints the translation ``mu_P - mu_Q + x``.
 
 * **Maximal couplings of mini-batch indices** under one edit:
 
   - fixed-size batches (uniform ``m``-subsets without replacement, Alg. 21):
     a deleted index in a batch is replaced by a uniform index outside the
-    batch (Claim 5, line 4181); an insertion replaces a uniform member of
-    each batch with probability ``m / (n + 1)`` (Claims 2 and 6, lines 4118
-    and 4203; digest erratum 11: ``m/(n+1)``, not ``m/n``);
+    batch (Claim 5); an insertion replaces a uniform member of
+    each batch with probability ``m / (n + 1)`` (Claims 2 and 6; the
+    coupling text prints ``m/n``; ``m/(n+1)`` is right);
   - Poisson batches (each record joins each batch independently with
-    probability ``q``) [derived, digest §3.3 item 3]: a deleted record is
+    probability ``q``) [derived]: a deleted record is
     dropped from its batches and an inserted one joins each batch with
     probability ``q``. Both leave the batches exactly Poisson(``q``) on the
     new data set, and differ from the old ones with the smallest possible
@@ -37,7 +36,7 @@ App. C; digest ``diss_unlearn.md``). This module holds the building blocks:
 References
 ----------
 .. [U24] M. E. Ullah, "Statistical learning via stochastic optimization under
-   data privacy considerations", PhD thesis, JHU, 2024 (seed 000).
+   data privacy considerations", PhD thesis, Johns Hopkins University, 2024.
 """
 
 import math
@@ -64,7 +63,7 @@ __all__ = [
 def gaussian_tv(distance, sigma: float):
     """TV between ``N(a, s^2 I)`` and ``N(b, s^2 I)`` with ``||a - b|| = distance``.
 
-    ``TV = 2 Phi(distance / (2 s)) - 1`` (digest §1.3, [derived]); with
+    ``TV = 2 Phi(distance / (2 s)) - 1`` ([derived] from Lemma 26); with
     ``s = 0`` it is 1 for distinct means and 0 for equal ones.
 
     Parameters
@@ -87,7 +86,7 @@ def gaussian_log_ratio(
 ) -> np.ndarray:
     """``log(phi_new(x) / phi_old(x))`` for isotropic Gaussians of scale ``sigma``.
 
-    ``(||x - mean_old||^2 - ||x - mean_new||^2) / (2 sigma^2)`` (line 4427),
+    ``(||x - mean_old||^2 - ||x - mean_new||^2) / (2 sigma^2)``,
     an O(d) computation. The leading axis indexes independent tests; the
     others are flattened. With ``sigma = 0`` (no noise) the ratio is 0 or
     infinite: ``-inf`` where the means differ, 0 where they agree.
@@ -117,7 +116,7 @@ def reflection_accepts(
     """The rejection step of the reflection coupling: which stored samples to keep.
 
     Keeps ``x ~ N(mean_old, sigma^2 I)`` when ``u <= phi_new(x) / phi_old(x)``
-    (Lemma 26, line 4212; Alg. 10 line 15), compared in log space.
+    (Lemma 26; Alg. 10 line 15), compared in log space.
 
     Parameters
     ----------
@@ -145,7 +144,7 @@ def reflection_accepts(
 def reflect(x: np.ndarray, mean_old: np.ndarray, mean_new: np.ndarray) -> np.ndarray:
     """Point reflection through the midpoint of the means: ``mean_old + mean_new - x``.
 
-    Lemma 27 (line 4241): it maps ``N(mean_old, s^2 I)`` onto
+    Lemma 27: it maps ``N(mean_old, s^2 I)`` onto
     ``N(mean_new, s^2 I)``, is its own inverse and has unit Jacobian, as
     Lemma 26 requires. (Line 656 prints a translation instead: erratum.)
     """
@@ -166,8 +165,8 @@ def recompute_probability_bound(
     ``tau = TV(N(0, s^2), N(max_shift, s^2))`` where ``max_shift`` bounds how
     far the edit can move the step's mean. Hence
     ``P(recompute) <= 1 - (1 - inclusion_prob * tau) ** n_steps``. This is the
-    argument of Lemma 30 (line 4342) with the exact Gaussian TV in place of
-    its Pinsker bound (digest §3.3 item 1).
+    argument of Lemma 30 with the exact Gaussian TV in place of
+    its Pinsker bound [derived].
 
     Returns
     -------
@@ -275,7 +274,7 @@ def replacements_outside(
 ) -> np.ndarray:
     """For each row of ``batches``, one uniform element of ``pool`` not in that row.
 
-    The deletion coupling of fixed-size batches (Claim 5, line 4181): the
+    The deletion coupling of fixed-size batches (Claim 5): the
     deleted index is replaced by ``i ~ Uniform([n] \\ b_t)``. Rejection
     sampling; each draw succeeds with probability ``1 - m / n``.
 

@@ -1,0 +1,219 @@
+"""The schedule of :class:`UnlearnableSGDClassifier`: size class, steps, batch, noise.
+
+Everything here is a function of the estimator's parameters, the number of
+features (public: the shape) and a **noised** record count ``n_noisy = n + Z``
+(``Z`` Gaussian, charged to the ledger). The exact ``n`` never sets a
+published quantity: at the edge of a size class (5 792 vs 5 793 rows) the
+steps, batch size, sampling rate and noise would otherwise differ
+deterministically between neighbouring data sets (delta = 1).
+
+Privacy target. The run's noise multiplier is the larger of
+
+* the smallest one for which the run (``T`` Poisson-subsampled Gaussian steps
+  at rate ``q``) is ``(epsilon_run, delta_run)``-DP by the PLD accountant, and
+* the one the ``recompute_rate`` needs (dissertation [U24]_ Lemma 30 with the
+  exact Gaussian total variation, see
+  :func:`~sklearn_dpu.unlearning.coupling.noise_for_recompute_rate`).
+
+The count takes ``(COUNT_EPSILON_SHARE epsilon, COUNT_DELTA_SHARE delta)``
+(analytic Gaussian mechanism, Balle & Wang 2018, Theorem 8) and the run the
+rest, so basic composition (Dwork & Roth 2014, Theorem 3.16) bounds the fit
+by ``(epsilon, delta)``; the PLD composition that ``privacy_spent_`` reports
+is never above it.
+
+References
+----------
+.. [U24] M. E. Ullah, "Statistical learning via stochastic optimization under
+   data privacy considerations", PhD thesis, Johns Hopkins University, 2024,
+   Ch. 4 and App. C.
+"""
+
+import math
+from functools import lru_cache
+
+from dp_accounting import dp_event
+from dp_accounting.pld import PLDAccountant
+
+from ..privacy.accounting import NEIGHBORING_RELATION, epsilon_spent
+from ..privacy.calibration import gaussian_noise_multiplier
+from ..unlearning.coupling import noise_for_recompute_rate, recompute_probability_bound
+
+__all__ = [
+    "COUNT_DELTA_SHARE",
+    "COUNT_EPSILON_SHARE",
+    "MIN_NOISY_COUNT",
+    "calibrate_run",
+    "count_multiplier",
+    "plan_run",
+    "run_target",
+    "size_bucket",
+]
+
+#: Shares of (epsilon, delta) spent on the noised record count.
+COUNT_EPSILON_SHARE = 0.05
+COUNT_DELTA_SHARE = 0.1
+#: Public floor of the noised count (a tiny or negative draw is clamped to it).
+MIN_NOISY_COUNT = 16.0
+# Coarse PLD grid for the search, then one check on a finer one. A
+# pessimistic PLD on a coarser grid rounds every privacy loss up further, so
+# it dominates the finer one (and the 1e-4 grid that privacy_spent_ uses):
+# a multiplier that passes here passes there.
+_SEARCH_GRID = 1e-2
+_CHECK_GRID = 1e-3
+
+
+def size_bucket(n: float) -> int:
+    """The size class ``floor(8 log2 n)`` of a (noised) count, clamped to
+    :data:`MIN_NOISY_COUNT`.
+
+    Every size-dependent hyper-parameter depends on the count only through
+    this class (sizes within a factor ``2**(1/8) ~ 1.09``): an edit that keeps
+    the noised count in its class leaves the schedule of a fresh fit
+    unchanged and can be coupled; one that leaves it triggers a full refit
+    (a fresh fit by construction).
+    """
+    return int(math.floor(8.0 * math.log2(max(float(n), MIN_NOISY_COUNT)) + 1e-12))
+
+
+def count_multiplier(epsilon: float, delta: float) -> float:
+    """Noise (standard deviation, in rows) of the released count; 0 when epsilon is inf."""
+    if math.isinf(epsilon):
+        return 0.0
+    return gaussian_noise_multiplier(COUNT_EPSILON_SHARE * epsilon, COUNT_DELTA_SHARE * delta)
+
+
+def run_target(epsilon: float, delta: float) -> tuple[float, float]:
+    """The (epsilon, delta) left for the run after the count."""
+    return (1.0 - COUNT_EPSILON_SHARE) * epsilon, (1.0 - COUNT_DELTA_SHARE) * delta
+
+
+def _run_event(steps: int, rate: float, multiplier: float) -> dp_event.DpEvent:
+    return dp_event.SelfComposedDpEvent(
+        dp_event.PoissonSampledDpEvent(rate, dp_event.GaussianDpEvent(multiplier)), steps
+    )
+
+
+def _coarse_epsilon(
+    steps: int, rate: float, multiplier: float, delta: float, grid: float = _SEARCH_GRID
+) -> float:
+    accountant = PLDAccountant(NEIGHBORING_RELATION, value_discretization_interval=grid)
+    return accountant.compose(_run_event(steps, rate, multiplier)).get_epsilon(delta)
+
+
+@lru_cache(maxsize=512)
+def calibrate_run(steps: int, rate: float, epsilon: float, delta: float) -> float:
+    """Smallest Gaussian multiplier (to 0.5 %) making ``steps`` Poisson-subsampled
+    Gaussian steps at ``rate`` (epsilon, delta)-DP (add/remove, PLD accountant).
+
+    A bisection in ``log`` multiplier on a coarse PLD grid (pessimistic: the
+    result is on the private side), then a check on a finer grid that
+    raises the multiplier by 0.5 % steps if needed (it never has in our
+    runs). About 0.3 s; cached by ``(steps, rate, epsilon, delta)``:
+    estimator checks and searches fit many times with the same schedule.
+    """
+    low, high = 0.25, 1.0
+    while _coarse_epsilon(steps, rate, high, delta) > epsilon:
+        low, high = high, 2.0 * high
+    while low > 1e-3 and _coarse_epsilon(steps, rate, low, delta) <= epsilon:
+        low, high = low / 2.0, low
+    while high / low > 1.005:
+        mid = math.sqrt(low * high)
+        if _coarse_epsilon(steps, rate, mid, delta) <= epsilon:
+            high = mid
+        else:
+            low = mid
+    while _coarse_epsilon(steps, rate, high, delta, _CHECK_GRID) > epsilon:
+        high *= 1.005
+    return high
+
+
+def plan_run(params: dict, n_noisy: float, n_features: int) -> dict:
+    """Steps, batch, sampling rate and noise of a run, from public quantities.
+
+    ``n_noisy`` is the released noised count (or, with ``epsilon=inf``, the
+    exact one); only its size class is used. ``"auto"`` steps and batch size
+    follow the dissertation's tunings with ``H D / G = 1``: noisy-m-SGD,
+    Theorem 44, ``T = (rho n / sqrt(p))^(2/3)`` and ``m = T``;
+    noisy-m-A-SGD, Theorem 22, ``T = (rho n / sqrt(p))^(2/5)`` and
+    ``m = T^3``; ``p`` is the number of coefficients per output and ``rho``
+    the ``recompute_rate``. Noise is in units of ``G / m`` (one record's
+    largest contribution to a step's gradient); the coupling shift is 1 such
+    unit for Poisson batches (a row comes or goes) and 2 for fixed ones (a
+    row is replaced).
+    """
+    share = params["coupling_share"]
+    bucket = size_bucket(n_noisy)
+    n_ref = 2.0 ** (bucket / 8.0)
+    scale = max(
+        1.0,
+        params["recompute_rate"] * n_ref / math.sqrt(n_features + params["fit_intercept"]),
+    )
+    accelerated = params["solver"] == "nesterov"
+    if params["max_iter"] == "auto":
+        T = int(math.ceil(scale ** (0.4 if accelerated else 2.0 / 3.0)))
+    else:
+        T = int(params["max_iter"])
+    if params["batch_size"] == "auto":
+        requested = float(T**3 if accelerated else T)
+    else:
+        requested = float(params["batch_size"])
+    if params["batch_sampling"] == "poisson":
+        m = min(requested, n_ref)
+        inclusion, shift, accounted = m / n_ref, 1.0, 1.0
+    else:
+        # Auto batches stay below half the size class, so that a noised count
+        # above the true size rarely asks for more rows than there are.
+        m = float(
+            max(1, min(int(requested), int(n_ref // 2)))
+            if params["batch_size"] == "auto"
+            else requested
+        )
+        # Each fixed-batch step is dominated by a Poisson-subsampled Gaussian
+        # at rate m / n_ref with half the multiplier (replace-one shift 2).
+        inclusion, shift, accounted = min(1.0, m / n_ref), 2.0, 0.5
+    epsilon, delta = params["epsilon"], params["delta"]
+    if params["noise_multiplier"] is not None:
+        total = float(params["noise_multiplier"])
+        for_epsilon = None
+    else:
+        for_recompute = noise_for_recompute_rate(
+            params["recompute_rate"], T, inclusion, shift
+        ) / math.sqrt(share)
+        for_epsilon = 0.0
+        if not math.isinf(epsilon):
+            eps_run, delta_run = run_target(epsilon, delta)
+            for_epsilon = calibrate_run(T, float(inclusion), eps_run, delta_run) / accounted
+        total = max(for_recompute, for_epsilon)
+    coupled = total * math.sqrt(share)
+    return {
+        "bucket": bucket,
+        "n_steps": T,
+        "batch_size": m,
+        "inclusion": inclusion,
+        "noise": total,
+        "noise_for_epsilon": for_epsilon,
+        "coupled": coupled,
+        "reserve": total * math.sqrt(max(0.0, 1.0 - share)),
+        "bound": recompute_probability_bound(coupled, T, inclusion, shift),
+    }
+
+
+def worst_case_run_epsilon(params: dict, delta: float) -> float:
+    """Epsilon at ``delta`` that bounds a run with an explicit ``noise_multiplier``
+    over every noised count: ``T = max_iter`` and the largest sampling rate
+    (at the public floor of the size class). ``inf`` when ``max_iter="auto"``
+    (``T`` grows with the count) or without noise."""
+    total = float(params["noise_multiplier"])
+    if params["max_iter"] == "auto" or total <= 0:
+        return math.inf
+    T = int(params["max_iter"])
+    accelerated = params["solver"] == "nesterov"
+    requested = (
+        float(T**3 if accelerated else T)
+        if params["batch_size"] == "auto"
+        else float(params["batch_size"])
+    )
+    n_floor = 2.0 ** (size_bucket(MIN_NOISY_COUNT) / 8.0)
+    rate = min(1.0, requested / n_floor)
+    multiplier = total if params["batch_sampling"] == "poisson" else total / 2.0
+    return epsilon_spent([_run_event(T, rate, multiplier)], delta)
