@@ -1,12 +1,22 @@
 """Behaviour shared by every private estimator: the ledger, the budget, persistence."""
 
 import dataclasses
+import time
 import warnings
 from contextlib import contextmanager
 
 from sklearn.utils.validation import check_is_fitted
 
-from .exceptions import BudgetExceededError, PrivacyLeakWarning, StateVersionError
+from .exceptions import (
+    BudgetExceededError,
+    BudgetUnavailableWarning,
+    PersistenceError,
+    PrivacyLeakWarning,
+    StateVersionError,
+)
+from .privacy import budget as budget_module
+from .privacy.budget import pending_entries
+from .privacy.events import event_to_dict
 from .privacy.ledger import Release, charge_increment, privacy_spent, worst_case_events
 
 __all__ = ["PrivateEstimatorMixin", "STATE_FORMAT_VERSION"]
@@ -55,29 +65,76 @@ class PrivateEstimatorMixin:
         )
 
     def _check_budget(self, increment: list, what: str) -> None:
-        if self.budget is not None and increment:
-            self.budget.check(increment, f"{type(self).__name__}.{what}")
+        """Refuse ``increment`` if it, with any charge kept pending, exceeds the budget."""
+        if self.budget is None:
+            return
+        pending = [e for events, _, _ in self._pending_budget_entries() for e in events]
+        if increment or pending:
+            self.budget.check([*pending, *increment], f"{type(self).__name__}.{what}")
+
+    def _pending_budget_entries(self) -> list[tuple]:
+        return pending_entries(getattr(self, "pending_budget_charges_", []))
 
     def _charge_budget(self, increment: list, what: str, mandatory: bool = False) -> None:
-        """Spend ``increment``. A mandatory charge (a deletion's re-release) is
-        recorded even past the cap: a deletion is never refused, and the true
-        spend must show in the ledger."""
-        if self.budget is None or not increment:
+        """Spend ``increment``, and settle any charge kept pending, in one transaction.
+
+        A mandatory charge (a deletion's re-release) is never refused nor
+        blocked: past the cap it is recorded anyway (PrivacyLeakWarning), and
+        when the ledger cannot be reached (missing, moved, read-only, locked,
+        tampered with) the deletion still completes, its release is in
+        ``privacy_ledger_``, and the charge is kept in
+        ``pending_budget_charges_`` (BudgetUnavailableWarning) until
+        ``budget.charge_pending(estimator)`` or the next successful charge.
+        """
+        if self.budget is None:
+            return
+        pending = self._pending_budget_entries()
+        if not increment and not pending:
             return
         description = f"{type(self).__name__}.{what}"
-        try:
-            self.budget.charge(increment, description)
-        except BudgetExceededError:
-            if not mandatory:
-                raise
-            self.budget.charge_over_cap(increment, description)
-            warnings.warn(
-                f"{description} re-released the model past the budget cap of "
-                f"{self.budget.path}: deletions are never refused. Further fits on "
-                "this budget will be refused.",
-                PrivacyLeakWarning,
-                stacklevel=3,
-            )
+        entry = (increment, description, True)
+        if not mandatory:
+            self.budget._commit([*pending, entry])
+        else:
+            try:
+                try:
+                    self.budget._commit(
+                        [*pending, entry], timeout=budget_module.MANDATORY_LOCK_TIMEOUT
+                    )
+                except BudgetExceededError:
+                    self.budget._commit(
+                        [*pending, (increment, f"{description} [over cap]", False)],
+                        timeout=budget_module.MANDATORY_LOCK_TIMEOUT,
+                    )
+                    warnings.warn(
+                        f"{description} re-released the model past the budget cap of "
+                        f"{self.budget.path}: deletions are never refused. Further fits on "
+                        "this budget will be refused.",
+                        PrivacyLeakWarning,
+                        stacklevel=3,
+                    )
+            except PersistenceError as err:
+                record = {
+                    "description": description,
+                    "events": [event_to_dict(e) for e in increment],
+                    "created": time.time(),
+                }
+                self.pending_budget_charges_ = [
+                    *getattr(self, "pending_budget_charges_", []),
+                    record,
+                ]
+                warnings.warn(
+                    f"{description} completed, but its re-release could not be charged to the "
+                    f"shared budget: {err}. The charge is kept in pending_budget_charges_ "
+                    f"({len(self.pending_budget_charges_)} pending); call "
+                    "budget.charge_pending(estimator) once the ledger is reachable (the next "
+                    "successful charge also records it).",
+                    BudgetUnavailableWarning,
+                    stacklevel=3,
+                )
+                return
+        if pending:
+            self.pending_budget_charges_ = []
 
     def _fit_release_plan(self) -> list[Release]:
         """The releases one ``fit`` makes, from the parameters alone (an upper bound).
