@@ -102,6 +102,8 @@ def test_deletion_completes_and_its_charge_is_kept_pending(
     assert len(reg.pending_budget_charges_) == 1
     if breakage in (_remove, _move):
         assert not budget_path.exists()  # no empty ledger re-created
+    if breakage is _read_only:  # a read-only ledger can still be inspected
+        assert PrivacyBudget(50.0, DELTA, budget_path).spent() == budget.spent()
     monkeypatch.undo()
 
 
@@ -504,6 +506,9 @@ def test_six_processes_three_killed_keep_the_ledger_consistent(tmp_path):
         for p in victims:
             time.sleep(0.05)
             os.kill(p.pid, signal.SIGKILL)
+        # readers never see a half-written state, nor a false broken chain
+        while any(p.poll() is None for p in procs[3:]):
+            assert budget.spent().epsilon <= cap
         for i, p in enumerate(procs):
             out, _ = p.communicate(timeout=240)
             lines = out.split("\n") if i >= 3 else [f"w{i} charge 0", *out.split("\n")]

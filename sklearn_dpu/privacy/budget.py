@@ -302,6 +302,17 @@ class PrivacyBudget:
         except sqlite3.DatabaseError as err:
             raise PersistenceError(f"{self.path} is not a readable budget ledger: {err}") from err
 
+    @contextmanager
+    def _reading(self, timeout: float = LOCK_TIMEOUT):
+        """A connection inside a read transaction: the meta row and the charges
+        are read from one snapshot, never across another process's commit."""
+        with self._closing(timeout=timeout) as db:
+            db.execute("BEGIN")
+            try:
+                yield db
+            finally:
+                db.execute("ROLLBACK")
+
     def _expected_meta(self) -> dict:
         return {
             "format_version": str(_FORMAT_VERSION),
@@ -312,9 +323,15 @@ class PrivacyBudget:
         }
 
     def _create_or_verify(self) -> None:
+        if os.path.exists(self.path) and os.path.getsize(self.path) > 0:
+            # an existing ledger is only read: a read-only file can be inspected
+            with self._reading() as db:
+                self._verified_rows(db)
+            return
         with self._closing(create=True) as db:
             db.execute("BEGIN IMMEDIATE")
             try:
+                # another process may have created it since the size was read
                 tables = db.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
                 if not tables:
                     self._initialize(db)
@@ -486,8 +503,9 @@ class PrivacyBudget:
         pairs (:class:`~sklearn_dpu.privacy.ledger.ApproximateDPBound`); they
         are composed by basic composition, an upper bound.
         """
-        with self._closing() as db:
-            self._raise_if_over(self._load_events(db), list(events), description, bounds)
+        with self._reading() as db:
+            stored = self._load_events(db)
+        self._raise_if_over(stored, list(events), description, bounds)
 
     def charge(self, events: Sequence[dp_event.DpEvent], description: str) -> None:
         """Check and record ``events`` in one transaction.
@@ -553,8 +571,9 @@ class PrivacyBudget:
 
     def spent(self) -> PrivacySpent:
         """The composed (epsilon, delta) of everything charged so far (chain verified)."""
-        with self._closing() as db:
-            return PrivacySpent(epsilon_spent(self._load_events(db), self.delta), self.delta)
+        with self._reading() as db:
+            events = self._load_events(db)
+        return PrivacySpent(epsilon_spent(events, self.delta), self.delta)
 
     def remaining(self) -> float:
         """Epsilon left under the cap at ``delta`` (0 when spent past the cap).
@@ -585,7 +604,7 @@ class PrivacyBudget:
             for entry in pending_entries(getattr(final, "pending_budget_charges_", []))
             for e in entry[0]
         ]
-        with self._closing() as db:
+        with self._reading() as db:
             stored = self._load_events(db)
         return epsilon_upper_bound(
             [*stored, *pending, *per_fit * n_fits], bounds * n_fits, self.delta
@@ -604,7 +623,7 @@ class PrivacyBudget:
 
     def charges(self) -> list[Charge]:
         """Every charge (chain verified), with the running total; ``pandas.DataFrame``-ready."""
-        with self._closing() as db:
+        with self._reading() as db:
             rows, _ = self._verified_rows(db)
             digests = [
                 d for (d,) in db.execute("SELECT digest FROM charges ORDER BY id").fetchall()
@@ -628,7 +647,7 @@ class PrivacyBudget:
 
     def history(self) -> list[dict]:
         """Every charge: time, description and events (as plain dicts)."""
-        with self._closing() as db:
+        with self._reading() as db:
             rows, _ = self._verified_rows(db)
         return [
             {"created": created, "description": text, "events": json.loads(payload)}
