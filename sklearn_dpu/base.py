@@ -95,46 +95,48 @@ class PrivateEstimatorMixin:
         entry = (increment, description, True)
         if not mandatory:
             self.budget._commit([*pending, entry])
-        else:
+            if pending:
+                self.pending_budget_charges_ = []
+            return
+        timeout = budget_module.MANDATORY_LOCK_TIMEOUT
+        over_cap = False
+        try:
             try:
-                try:
-                    self.budget._commit(
-                        [*pending, entry], timeout=budget_module.MANDATORY_LOCK_TIMEOUT
-                    )
-                except BudgetExceededError:
-                    self.budget._commit(
-                        [*pending, (increment, f"{description} [over cap]", False)],
-                        timeout=budget_module.MANDATORY_LOCK_TIMEOUT,
-                    )
-                    warnings.warn(
-                        f"{description} re-released the model past the budget cap of "
-                        f"{self.budget.path}: deletions are never refused. Further fits on "
-                        "this budget will be refused.",
-                        PrivacyLeakWarning,
-                        stacklevel=3,
-                    )
-            except PersistenceError as err:
-                record = {
-                    "description": description,
-                    "events": [event_to_dict(e) for e in increment],
-                    "created": time.time(),
-                }
-                self.pending_budget_charges_ = [
-                    *getattr(self, "pending_budget_charges_", []),
-                    record,
-                ]
-                warnings.warn(
-                    f"{description} completed, but its re-release could not be charged to the "
-                    f"shared budget: {err}. The charge is kept in pending_budget_charges_ "
-                    f"({len(self.pending_budget_charges_)} pending); call "
-                    "budget.charge_pending(estimator) once the ledger is reachable (the next "
-                    "successful charge also records it).",
-                    BudgetUnavailableWarning,
-                    stacklevel=3,
-                )
-                return
+                self.budget._commit([*pending, entry], timeout=timeout)
+            except BudgetExceededError:
+                over = (increment, f"{description} [over cap]", False)
+                self.budget._commit([*pending, over], timeout=timeout)
+                over_cap = True
+        except PersistenceError as err:
+            record = {
+                "description": description,
+                "events": [event_to_dict(e) for e in increment],
+                "created": time.time(),
+            }
+            self.pending_budget_charges_ = [
+                *getattr(self, "pending_budget_charges_", []),
+                *([record] if increment else []),
+            ]
+            warnings.warn(
+                f"{description} completed, but its re-release could not be charged to the "
+                f"shared budget: {err}. The charge is kept in pending_budget_charges_ "
+                f"({len(self.pending_budget_charges_)} pending); call "
+                "budget.charge_pending(estimator) once the ledger is reachable (the next "
+                "successful charge also records it).",
+                BudgetUnavailableWarning,
+                stacklevel=3,
+            )
+            return
         if pending:
             self.pending_budget_charges_ = []
+        if over_cap:
+            warnings.warn(
+                f"{description} re-released the model past the budget cap of "
+                f"{self.budget.path}: deletions are never refused. Further fits on "
+                "this budget will be refused.",
+                PrivacyLeakWarning,
+                stacklevel=3,
+            )
 
     def _fit_release_plan(self) -> list[Release]:
         """The releases one ``fit`` makes, from the parameters alone (an upper bound).

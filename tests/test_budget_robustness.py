@@ -84,8 +84,15 @@ def _tamper_delete_first(budget, tmp_path, monkeypatch):
         db.execute("DELETE FROM charges WHERE id = (SELECT min(id) FROM charges)")
 
 
+def _tamper_cap(budget, tmp_path, monkeypatch):
+    with sqlite3.connect(budget.path) as db:
+        db.execute("UPDATE meta SET value = '1000.0' WHERE key = 'epsilon'")
+
+
 @pytest.mark.parametrize(
-    "breakage", [_remove, _move, _read_only, _tamper_delete_first], ids=lambda f: f.__name__[1:]
+    "breakage",
+    [_remove, _move, _read_only, _tamper_delete_first, _tamper_cap],
+    ids=lambda f: f.__name__[1:],
 )
 def test_deletion_completes_and_its_charge_is_kept_pending(
     budget_path, tmp_path, monkeypatch, breakage

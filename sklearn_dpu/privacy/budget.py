@@ -376,12 +376,12 @@ class PrivacyBudget:
         expected = self._expected_meta()
         found = {k: stored.get(k) for k in expected}
         if found["chain"] != expected["chain"]:
-            raise ValueError(
+            raise PersistenceError(
                 f"{self.path} is a ledger with a {found['chain']} chain; this handle uses "
                 f"{expected['chain']} (pass the same key= as when it was created)"
             )
         if found != expected:
-            raise ValueError(
+            raise PersistenceError(
                 f"{self.path} holds a budget created with {found}; this handle asks for {expected}"
             )
         return stored
