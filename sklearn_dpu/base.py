@@ -108,15 +108,14 @@ class PrivateEstimatorMixin:
                 self.budget._commit([*pending, over], timeout=timeout)
                 over_cap = True
         except PersistenceError as err:
+            if not increment:  # only settling earlier charges: they stay pending
+                return
             record = {
                 "description": description,
                 "events": [event_to_dict(e) for e in increment],
                 "created": time.time(),
             }
-            self.pending_budget_charges_ = [
-                *getattr(self, "pending_budget_charges_", []),
-                *([record] if increment else []),
-            ]
+            self.pending_budget_charges_ = [*getattr(self, "pending_budget_charges_", []), record]
             warnings.warn(
                 f"{description} completed, but its re-release could not be charged to the "
                 f"shared budget: {err}. The charge is kept in pending_budget_charges_ "

@@ -535,3 +535,37 @@ def test_six_processes_three_killed_keep_the_ledger_consistent(tmp_path):
     # the survivors ran until refused: the ledger is full, and never over the cap
     assert len(recorded) == k
     assert budget.spent().epsilon <= cap
+
+
+def _estimators(budget):
+    from sklearn_dpu.linear_model import DPLogisticRegression, UnlearnableSGDClassifier
+
+    return [
+        DPLinearRegression(budget=budget, random_state=0),
+        DPLogisticRegression(budget=budget, random_state=0),
+        UnlearnableSGDClassifier(budget=budget, random_state=0),
+    ]
+
+
+@pytest.mark.parametrize("which", [0, 1, 2], ids=["linear", "logistic", "unlearnable_sgd"])
+def test_every_estimator_completes_a_deletion_without_its_ledger(tmp_path, which):
+    X, _ = _data(80)
+    y = (X[:, 0] > 0).astype(int) if which else X[:, 0]
+    path = tmp_path / "budget.sqlite"
+    budget = PrivacyBudget(500.0, DELTA, path)
+    est = _estimators(budget)[which].fit(X, y)
+    charged = len(budget.history())
+    os.rename(path, tmp_path / "away.sqlite")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for i in range(3):
+            est.delete_samples([i])
+    assert len(est.deletion_log_) == 3
+    pending = getattr(est, "pending_budget_charges_", [])
+    assert all(issubclass(w.category, BudgetUnavailableWarning) for w in caught)
+    assert len(caught) == len(pending)  # one warning per charge kept pending
+    os.rename(tmp_path / "away.sqlite", path)
+    assert budget.charge_pending(est) == len(pending)
+    assert len(budget.history()) == charged + len(pending)
+    # the budget shows at least what the model says it released
+    assert budget.spent().epsilon >= est.privacy_spent_.epsilon * (1 - 1e-9)
