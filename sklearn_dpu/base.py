@@ -68,15 +68,19 @@ class PrivateEstimatorMixin:
         """Refuse ``increment`` if it, with any charge kept pending, exceeds the budget."""
         if self.budget is None:
             return
-        pending = [e for events, _, _ in self._pending_budget_entries() for e in events]
+        pending = [e for events, _, _ in self._pending_budget_entries(self.budget) for e in events]
         if increment or pending:
             self.budget.check([*pending, *increment], f"{type(self).__name__}.{what}")
 
-    def _pending_budget_entries(self) -> list[tuple]:
-        return pending_entries(getattr(self, "pending_budget_charges_", []))
+    def _pending_budget_entries(self, budget) -> list[tuple]:
+        """Charges kept pending for ``budget``'s ledger, as ``PrivacyBudget._commit`` entries."""
+        return pending_entries(getattr(self, "pending_budget_charges_", []), budget.path)
 
-    def _charge_budget(self, increment: list, what: str, mandatory: bool = False) -> None:
-        """Spend ``increment``, and settle any charge kept pending, in one transaction.
+    def _charge_budget(
+        self, increment: list, what: str, mandatory: bool = False, budget=None
+    ) -> None:
+        """Spend ``increment`` on ``budget`` (default: ``self.budget``), and settle
+        the charges kept pending for it, in one transaction.
 
         A mandatory charge (a deletion's re-release) is never refused nor
         blocked: past the cap it is recorded anyway (PrivacyLeakWarning), and
@@ -86,31 +90,32 @@ class PrivateEstimatorMixin:
         ``pending_budget_charges_`` (BudgetUnavailableWarning) until
         ``budget.charge_pending(estimator)`` or the next successful charge.
         """
-        if self.budget is None:
+        budget = self.budget if budget is None else budget
+        if budget is None:
             return
-        pending = self._pending_budget_entries()
+        pending = self._pending_budget_entries(budget)
         if not increment and not pending:
             return
         description = f"{type(self).__name__}.{what}"
         entry = (increment, description, True)
         if not mandatory:
-            self.budget._commit([*pending, entry])
-            if pending:
-                self.pending_budget_charges_ = []
+            budget._commit([*pending, entry])
+            self._settled_pending(budget, pending)
             return
         timeout = budget_module.MANDATORY_LOCK_TIMEOUT
         over_cap = False
         try:
             try:
-                self.budget._commit([*pending, entry], timeout=timeout)
+                budget._commit([*pending, entry], timeout=timeout)
             except BudgetExceededError:
                 over = (increment, f"{description} [over cap]", False)
-                self.budget._commit([*pending, over], timeout=timeout)
+                budget._commit([*pending, over], timeout=timeout)
                 over_cap = True
         except PersistenceError as err:
             if not increment:  # only settling earlier charges: they stay pending
                 return
             record = {
+                "ledger": budget.path,
                 "description": description,
                 "events": [event_to_dict(e) for e in increment],
                 "created": time.time(),
@@ -126,16 +131,21 @@ class PrivateEstimatorMixin:
                 stacklevel=3,
             )
             return
-        if pending:
-            self.pending_budget_charges_ = []
+        self._settled_pending(budget, pending)
         if over_cap:
             warnings.warn(
                 f"{description} re-released the model past the budget cap of "
-                f"{self.budget.path}: deletions are never refused. Further fits on "
+                f"{budget.path}: deletions are never refused. Further fits on "
                 "this budget will be refused.",
                 PrivacyLeakWarning,
                 stacklevel=3,
             )
+
+    def _settled_pending(self, budget, pending) -> None:
+        if pending:
+            self.pending_budget_charges_ = [
+                r for r in self.pending_budget_charges_ if r.get("ledger") != budget.path
+            ]
 
     def _fit_release_plan(self) -> list[Release]:
         """The releases one ``fit`` makes, from the parameters alone (an upper bound).

@@ -125,7 +125,8 @@ def test_pending_charge_is_settled_by_one_call(budget_path, tmp_path):
         budget.charge_pending(reg)  # still missing: nothing changes
     assert len(reg.pending_budget_charges_) == 1
     reopened = PrivacyBudget(50.0, DELTA, moved)
-    assert reopened.charge_pending(reg) == 1
+    assert reopened.charge_pending(reg) == 0  # kept for the old path
+    assert reopened.charge_pending(reg, moved_from=budget_path) == 1
     assert reg.pending_budget_charges_ == []
     assert reopened.history()[-1]["description"] == "DPLinearRegression.delete_samples [deferred]"
     assert reopened.spent().epsilon >= reg.privacy_spent_.epsilon * (1 - 1e-9)

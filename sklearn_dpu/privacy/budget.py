@@ -540,34 +540,38 @@ class PrivacyBudget:
         """
         self._commit([(events, f"{description} [over cap]", False)], timeout=timeout)
 
-    def charge_pending(self, estimator) -> int:
-        """Record the charges ``estimator`` kept pending while the ledger was unreachable.
+    def charge_pending(self, estimator, moved_from=None) -> int:
+        """Record the charges ``estimator`` kept pending while this ledger was unreachable.
 
         A deletion is never blocked: when its re-release could not be
         charged (ledger missing, moved, read-only, locked), the estimator
         kept the charge in ``pending_budget_charges_`` and warned with
         :class:`~sklearn_dpu.exceptions.BudgetUnavailableWarning`. This
-        records them all in one transaction, past the cap if need be (they
-        were released already), and empties the estimator's list. The
-        estimator's next successful charge does the same.
+        records them in one transaction, past the cap if need be (they were
+        released already), and removes them from the estimator. The
+        estimator's next successful charge to this ledger does the same.
 
         Parameters
         ----------
         estimator : sklearn_dpu estimator
-            Charged to *this* budget, whatever its ``budget`` parameter says
-            (if the ledger moved, open it at its new path and pass it here;
-            then ``estimator.set_params(budget=...)`` for later charges).
+        moved_from : str or os.PathLike, default=None
+            If the ledger file was moved here, its old path: the charges kept
+            pending for the ledger at that path are recorded in this one
+            (then ``estimator.set_params(budget=this_budget)`` for later
+            charges). By default, those kept for this budget's path.
 
         Returns
         -------
         int
             How many charges were recorded.
         """
-        pending = list(getattr(estimator, "pending_budget_charges_", []))
-        self._commit(pending_entries(pending))
-        if pending:
-            estimator.pending_budget_charges_ = []
-        return len(pending)
+        ledger = self.path if moved_from is None else os.path.abspath(os.fspath(moved_from))
+        records = list(getattr(estimator, "pending_budget_charges_", []))
+        self._commit(pending_entries(records, ledger))
+        kept = [r for r in records if r.get("ledger") != ledger]
+        if len(kept) < len(records):
+            estimator.pending_budget_charges_ = kept
+        return len(records) - len(kept)
 
     def spent(self) -> PrivacySpent:
         """The composed (epsilon, delta) of everything charged so far (chain verified)."""
@@ -599,11 +603,8 @@ class PrivacyBudget:
         releases = [p for p in plan if isinstance(p, Release)]
         bounds = [(b.epsilon, b.delta) for b in plan if isinstance(b, ApproximateDPBound)]
         per_fit = worst_case_events(releases, self.delta)
-        pending = [
-            e
-            for entry in pending_entries(getattr(final, "pending_budget_charges_", []))
-            for e in entry[0]
-        ]
+        records = getattr(final, "pending_budget_charges_", [])
+        pending = [e for entry in pending_entries(records, self.path) for e in entry[0]]
         with self._reading() as db:
             stored = self._load_events(db)
         return epsilon_upper_bound(
@@ -655,10 +656,13 @@ class PrivacyBudget:
         ]
 
 
-def pending_entries(pending) -> list[tuple]:
-    """``(events, description, checked=False)`` entries for pending charge records."""
+def pending_entries(pending, ledger: str) -> list[tuple]:
+    """``(events, description, checked=False)`` entries of the pending charge
+    records kept for the ledger at path ``ledger``."""
     entries = []
     for record in pending:
+        if record.get("ledger") != ledger:
+            continue
         events = [event_from_dict(e) for e in record["events"]]
         entries.append((events, f"{record['description']} [deferred]", False))
     return entries
