@@ -1,10 +1,13 @@
 """Noise for a target (epsilon, delta), found with ``dp_accounting``.
 
-Never the textbook ``sigma = Delta sqrt(2 ln(1.25/delta)) / eps``: it holds only
-for eps < 1 (digest ``diss_dp.md`` §4, A10) and is loose below that.
+Never the textbook ``sigma = Delta sqrt(2 ln(1.25/delta)) / eps``: it is proved
+only for eps < 1 ([DR14]_, Theorem A.1) and is loose even there ([BW18]_,
+Section 3).
 
 References
 ----------
+.. [DR14] C. Dwork and A. Roth, "The algorithmic foundations of
+   differential privacy", 2014, Theorem A.1 and Section 2.3.
 .. [BW18] B. Balle and Y.-X. Wang, ICML 2018, Theorem 8 (analytic Gaussian
    mechanism; implemented by ``dp_accounting.gaussian_mechanism``).
 .. [DRS22] J. Dong, A. Roth and W. Su, "Gaussian differential privacy",
@@ -68,11 +71,6 @@ def check_epsilon_delta(epsilon, delta) -> tuple[float, float]:
     ------
     ValueError
         Naming the offending value.
-
-    References
-    ----------
-    .. [DR14] C. Dwork and A. Roth, "The algorithmic foundations of
-       differential privacy", 2014, Section 2.3.
     """
     if not (_real(epsilon) and math.isfinite(epsilon) and epsilon > 0):
         raise ValueError(f"epsilon must be a finite real number > 0, got {epsilon!r}")
