@@ -130,7 +130,10 @@ def _gaussian_sigma(epsilon: float, delta: float) -> float:
         with np.errstate(all="ignore"):
             return get_epsilon_gaussian(sigma, delta)
 
-    high = 1.0
+    # Start near the root: for large epsilon, epsilon ~ 1 / (2 sigma**2) (the
+    # privacy loss's mean), so the brackets below take a few steps, not one
+    # per halving from 1 (each evaluation is slow at tiny sigma).
+    high = 1.0 if epsilon <= 1.0 else (2.0 * epsilon) ** -0.5
     while eps_of(high) > epsilon:
         high *= 2.0
     low = high / 2.0
