@@ -1,12 +1,22 @@
 """Behaviour shared by every private estimator: the ledger, the budget, persistence."""
 
 import dataclasses
+import time
 import warnings
 from contextlib import contextmanager
 
 from sklearn.utils.validation import check_is_fitted
 
-from .exceptions import BudgetExceededError, PrivacyLeakWarning, StateVersionError
+from .exceptions import (
+    BudgetExceededError,
+    BudgetUnavailableWarning,
+    PersistenceError,
+    PrivacyLeakWarning,
+    StateVersionError,
+)
+from .privacy import budget as budget_module
+from .privacy.budget import pending_entries
+from .privacy.events import event_to_dict
 from .privacy.ledger import Release, charge_increment, privacy_spent, worst_case_events
 from .unlearning.ids import POSITIONS_NOTE, sample_id_kind
 
@@ -56,26 +66,74 @@ class PrivateEstimatorMixin:
         )
 
     def _check_budget(self, increment: list, what: str) -> None:
-        if self.budget is not None and increment:
-            self.budget.check(increment, f"{type(self).__name__}.{what}")
+        """Refuse ``increment`` if it, with any charge kept pending, exceeds the budget."""
+        if self.budget is None:
+            return
+        pending = [e for events, _, _ in self._pending_budget_entries(self.budget) for e in events]
+        if increment or pending:
+            self.budget.check([*pending, *increment], f"{type(self).__name__}.{what}")
+
+    def _pending_budget_entries(self, budget) -> list[tuple]:
+        """Charges kept pending for ``budget``'s ledger, as ``PrivacyBudget._commit`` entries."""
+        return pending_entries(getattr(self, "pending_budget_charges_", []), budget.path)
 
     def _charge_budget(
         self, increment: list, what: str, mandatory: bool = False, budget=None
     ) -> None:
-        """Spend ``increment`` on ``budget`` (default: ``self.budget``). A
-        mandatory charge (a deletion's re-release) is recorded even past the
-        cap: a deletion is never refused, and the true spend must show in the
-        ledger."""
+        """Spend ``increment`` on ``budget`` (default: ``self.budget``), and settle
+        the charges kept pending for it, in one transaction.
+
+        A mandatory charge (a deletion's re-release) is never refused nor
+        blocked: past the cap it is recorded anyway (PrivacyLeakWarning), and
+        when the ledger cannot be reached (missing, moved, read-only, locked,
+        tampered with) the deletion still completes, its release is in
+        ``privacy_ledger_``, and the charge is kept in
+        ``pending_budget_charges_`` (BudgetUnavailableWarning) until
+        ``budget.charge_pending(estimator)`` or the next successful charge.
+        """
         budget = self.budget if budget is None else budget
-        if budget is None or not increment:
+        if budget is None:
+            return
+        pending = self._pending_budget_entries(budget)
+        if not increment and not pending:
             return
         description = f"{type(self).__name__}.{what}"
+        entry = (increment, description, True)
+        if not mandatory:
+            budget._commit([*pending, entry])
+            self._settled_pending(budget, pending)
+            return
+        timeout = budget_module.MANDATORY_LOCK_TIMEOUT
+        over_cap = False
         try:
-            budget.charge(increment, description)
-        except BudgetExceededError:
-            if not mandatory:
-                raise
-            budget.charge_over_cap(increment, description)
+            try:
+                budget._commit([*pending, entry], timeout=timeout)
+            except BudgetExceededError:
+                over = (increment, f"{description} [over cap]", False)
+                budget._commit([*pending, over], timeout=timeout)
+                over_cap = True
+        except PersistenceError as err:
+            if not increment:  # only settling earlier charges: they stay pending
+                return
+            record = {
+                "ledger": budget.path,
+                "description": description,
+                "events": [event_to_dict(e) for e in increment],
+                "created": time.time(),
+            }
+            self.pending_budget_charges_ = [*getattr(self, "pending_budget_charges_", []), record]
+            warnings.warn(
+                f"{description} completed, but its re-release could not be charged to the "
+                f"shared budget: {err}. The charge is kept in pending_budget_charges_ "
+                f"({len(self.pending_budget_charges_)} pending); call "
+                "budget.charge_pending(estimator) once the ledger is reachable (the next "
+                "successful charge also records it).",
+                BudgetUnavailableWarning,
+                stacklevel=3,
+            )
+            return
+        self._settled_pending(budget, pending)
+        if over_cap:
             warnings.warn(
                 f"{description} re-released the model past the budget cap of "
                 f"{budget.path}: deletions are never refused. Further fits on "
@@ -83,6 +141,12 @@ class PrivateEstimatorMixin:
                 PrivacyLeakWarning,
                 stacklevel=3,
             )
+
+    def _settled_pending(self, budget, pending) -> None:
+        if pending:
+            self.pending_budget_charges_ = [
+                r for r in self.pending_budget_charges_ if r.get("ledger") != budget.path
+            ]
 
     def _fit_release_plan(self) -> list[Release]:
         """The releases one ``fit`` makes, from the parameters alone (an upper bound).

@@ -2,6 +2,9 @@
 
 __all__ = [
     "BudgetExceededError",
+    "BudgetUnavailableWarning",
+    "LedgerTamperedError",
+    "LedgerUnavailableError",
     "PersistenceError",
     "PrivacyLeakWarning",
     "StateVersionError",
@@ -36,4 +39,30 @@ class PrivacyLeakWarning(UserWarning):
 
     Emitted only on conditions that depend on public parameters, never on the
     values of private data.
+    """
+
+
+class LedgerUnavailableError(PersistenceError):
+    """A :class:`~sklearn_dpu.privacy.PrivacyBudget` ledger cannot be reached:
+    its file is missing or moved, read-only, locked by another process past
+    the timeout, or its key is not available in this process.
+
+    A fit is refused; a deletion completes and keeps its charge pending
+    (:class:`BudgetUnavailableWarning`).
+    """
+
+
+class LedgerTamperedError(PersistenceError):
+    """A :class:`~sklearn_dpu.privacy.PrivacyBudget` ledger's hash chain is
+    broken: a charge was deleted, edited or inserted outside sklearn_dpu, or
+    the key is not the one it was created with. Its total cannot be trusted."""
+
+
+class BudgetUnavailableWarning(UserWarning):
+    """A deletion's re-release could not be charged to the shared budget.
+
+    The deletion happened and is recorded in the estimator's own
+    ``privacy_ledger_``; the charge is kept in its ``pending_budget_charges_``
+    until ``budget.charge_pending(estimator)`` or its next successful charge
+    records it. Emitted on conditions of the ledger file, never of the data.
     """

@@ -69,7 +69,9 @@ def test_new_budget_has_spent_nothing(budget_path):
     assert budget.spent() == PrivacySpent(0.0, DELTA)
     assert budget.history() == []
     assert budget.path == os.fspath(budget_path)
-    assert repr(budget) == f"PrivacyBudget(epsilon=3.0, delta={DELTA!r}, path={budget.path!r})"
+    assert repr(budget) == (
+        f"PrivacyBudget(epsilon=3.0, delta={DELTA!r}, path={budget.path!r}, spent=0, remaining=3)"
+    )
 
 
 @pytest.mark.parametrize(
@@ -452,7 +454,7 @@ _CHILD = textwrap.dedent(
             self.db.close()
 
     connect = budget_module.PrivacyBudget._connect
-    budget_module.PrivacyBudget._connect = lambda self: DyingConnection(connect(self))
+    budget_module.PrivacyBudget._connect = lambda self, **kw: DyingConnection(connect(self, **kw))
     budget.charge([dp_event.GaussianDpEvent(50.0)], "never committed")
     os._exit(0)
     """

@@ -4,7 +4,12 @@ Nothing here depends on the rest of sklearn_dpu.
 """
 
 from .budget import PrivacyBudget
-from .calibration import calibrate_noise_multiplier, gaussian_noise_multiplier
+from .calibration import (
+    DELTA_CONSTRAINT,
+    calibrate_noise_multiplier,
+    check_epsilon_delta,
+    gaussian_noise_multiplier,
+)
 from .ledger import PrivacySpent, Release, privacy_spent
 from .mechanisms import (
     ExponentialMechanism,
@@ -17,6 +22,7 @@ from .mechanisms import (
 )
 
 __all__ = [
+    "DELTA_CONSTRAINT",
     "ExponentialMechanism",
     "GaussianMechanism",
     "GeneralizedExponentialMechanism",
@@ -27,6 +33,7 @@ __all__ = [
     "Release",
     "ReportNoisyMax",
     "calibrate_noise_multiplier",
+    "check_epsilon_delta",
     "gaussian_noise_multiplier",
     "privacy_spent",
     "pure_dp_event",

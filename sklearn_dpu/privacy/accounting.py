@@ -8,13 +8,18 @@ either in the data set or not, which is also what a deletion changes.
 
 Gaussian-only histories are composed exactly in closed form [DRS22]_ and
 converted with the analytic formula of [BW18]_ (both in ``dp_accounting``);
-anything else goes through the PLD accountant, which is numerically tight
-(digest ``anchors.md`` §5.1), and the RDP accountant only for events PLD lacks.
+anything else goes through the PLD accountant, tight up to its grid and an
+upper bound at any grid step (pessimistic discretization, [DGKKM22]_), and the
+RDP accountant [Mir17]_ for events PLD lacks or losses too wide for its grid.
 
 References
 ----------
 .. [BW18] B. Balle and Y.-X. Wang, ICML 2018, Theorem 8.
+.. [DGKKM22] V. Doroshenko, B. Ghazi, P. Kamath, R. Kumar and P. Manurangsi,
+   "Connect the dots: tighter discrete approximations of privacy loss
+   distributions", PoPETs 2022, Section 4.
 .. [DRS22] J. Dong, A. Roth and W. Su, JRSS-B 2022, Corollary 3.3.
+.. [Mir17] I. Mironov, "Renyi differential privacy", CSF 2017, Proposition 3.
 """
 
 import json
@@ -23,6 +28,7 @@ from collections import Counter
 from collections.abc import Iterable
 from functools import lru_cache
 
+import numpy as np
 from dp_accounting import dp_event
 from dp_accounting.gaussian_mechanism import get_epsilon_gaussian
 from dp_accounting.pld import PLDAccountant
@@ -70,7 +76,10 @@ def gaussian_precision(events: Iterable[dp_event.DpEvent]) -> float | None:
 def _gaussian_epsilon(precision: float, delta: float) -> float:
     # Pure function of two floats, and the same values recur (one release of
     # a given estimator, a deletion's re-release), so caching is exact.
-    return float(get_epsilon_gaussian(precision**-0.5, delta))
+    # dp_accounting's search meets log1p(-1) = -inf for very wide noise and
+    # handles it; the errstate keeps its RuntimeWarnings from reaching users.
+    with np.errstate(all="ignore"):
+        return float(get_epsilon_gaussian(precision**-0.5, delta))
 
 
 def epsilon_spent(events: Iterable[dp_event.DpEvent], delta: float) -> float:
@@ -158,17 +167,89 @@ def _from_key(key: str) -> dp_event.DpEvent:
     return dp_event.ComposedDpEvent(parts)
 
 
+# dp_accounting's default PLD grid step. A PLD holds one point per step over
+# the support of an event's privacy loss, so an event whose loss spans a range
+# W needs W / step points: a subsampled Gaussian with noise multiplier 0.01
+# spans ~1.2e4 nats, 1.2e8 points, tens of GiB. Above _PLD_MAX_WIDTH the step
+# grows to W / _PLD_COARSE_POINTS.
+_PLD_STEP = 1e-4
+_PLD_MAX_WIDTH = 100.0
+_PLD_COARSE_POINTS = 1e5
+# Above this step (nats) the PLD grid overflows (exp of the step); events that
+# wide are beyond epsilon ~1e5 and are accounted by RDP instead.
+_PLD_MAX_STEP = 1.0
+# Gaussian tails kept by the PLD, in standard deviations (dp_accounting
+# truncates at a tail mass far below 1e-15, about 8 standard deviations).
+_TAIL_SDS = 8.0
+
+
+def _loss_width(event: dp_event.DpEvent) -> float:
+    """An estimate of the width of one leaf event's privacy-loss support, in nats.
+
+    The loss of a Gaussian mechanism (sensitivity 1, noise multiplier s) at
+    output x is (1 - 2x) / (2 s**2); over x within _TAIL_SDS standard
+    deviations of either mean it spans (1 + 2 _TAIL_SDS s) / s**2. Laplace
+    with scale b spans 2 / b, the pure-DP (discrete Laplace) event 2 epsilon.
+    Subsampling only shrinks the loss. Used only to size the PLD grid.
+    """
+    while isinstance(
+        event, dp_event.PoissonSampledDpEvent | dp_event.SampledWithoutReplacementDpEvent
+    ):
+        event = event.event
+    if isinstance(event, dp_event.GaussianDpEvent) and event.noise_multiplier > 0:
+        s = event.noise_multiplier
+        return (1.0 + 2.0 * _TAIL_SDS * s) / s**2
+    if isinstance(event, dp_event.LaplaceDpEvent) and event.noise_multiplier > 0:
+        return 2.0 / event.noise_multiplier
+    if isinstance(event, dp_event.DiscreteLaplaceDpEvent):
+        return 2.0 * event.noise_parameter * event.sensitivity
+    return 0.0
+
+
+def _pld_step(composed: dp_event.ComposedDpEvent) -> float:
+    """PLD grid step for ``composed`` (a coalesced history): the default one
+    unless a leaf's loss is so wide that the default grid would not fit in memory.
+
+    Any step gives a valid upper bound: the PLD accountant rounds each loss
+    up to the grid (pessimistic estimate; Doroshenko et al. 2022, Section 4),
+    so a coarser grid only loosens epsilon. Above the threshold (a Gaussian
+    noise multiplier below ~0.11) a step of width / 1e5 changes epsilon by
+    little. Measured, at delta 1e-5, 200 Poisson-sampled Gaussians (multiplier
+    0.1, rate 0.05): 1213.3368 at both step 1e-4 and 2.6e-3 (27 s and 1.7 GB
+    against 1.6 s and 0.16 GB); 1000 of them at rate 0.001: 341.2503 against
+    341.2512 (17 s against 0.5 s).
+    """
+    width = max(
+        (
+            _loss_width(e.event if isinstance(e, dp_event.SelfComposedDpEvent) else e)
+            for e in composed.events
+        ),
+        default=0.0,
+    )
+    if width <= _PLD_MAX_WIDTH:
+        return _PLD_STEP
+    return width / _PLD_COARSE_POINTS
+
+
 @lru_cache(maxsize=256)
 def _epsilon_of_coalesced(key: str, delta: float) -> float:
     # Pure function of its arguments (the accountants are deterministic), so
     # memoizing it changes no result; it spares recomposing an unchanged
     # ledger each time it is read.
     composed = _from_key(key)
-    pld = PLDAccountant(NEIGHBORING_RELATION)
-    if pld.supports(composed):
-        return float(pld.compose(composed).get_epsilon(delta))
+    step = _pld_step(composed)
+    pld = PLDAccountant(NEIGHBORING_RELATION, value_discretization_interval=step)
+    if step <= _PLD_MAX_STEP and pld.supports(composed):
+        try:
+            with np.errstate(all="ignore"):
+                return float(pld.compose(composed).get_epsilon(delta))
+        except (OverflowError, FloatingPointError):  # pragma: no cover - guarded by the step
+            pass
+    # RDP [Mir17]_: a valid, looser upper bound, in closed form per order, so
+    # its cost does not grow with the privacy loss.
     rdp = RdpAccountant(neighboring_relation=NEIGHBORING_RELATION)
-    return float(rdp.compose(composed).get_epsilon(delta))
+    with np.errstate(all="ignore"):
+        return float(rdp.compose(composed).get_epsilon(delta))
 
 
 def group_events(event: dp_event.DpEvent, group_size: int) -> dp_event.DpEvent:

@@ -2,40 +2,115 @@
 
 scikit-learn clones, deep-copies and pickles estimators (``GridSearchCV``,
 ``cross_val_score``, joblib workers). A budget kept inside the Python object
-would be copied with them and each copy would spend its own; that is how the
-anchor library's accountant records zero after a grid search (digest
-``anchors.md`` §1.2). :class:`PrivacyBudget` is only a *handle*: the ledger lives
-in an SQLite file, every copy of the handle opens the same file, and each
-charge checks and spends in one ``BEGIN IMMEDIATE`` transaction, so concurrent
-processes can never overspend it together.
+would be copied with them and each copy would spend its own; an accountant
+held in the estimator object records nothing of what its clones spent.
+:class:`PrivacyBudget` is only a *handle*: the ledger lives in an SQLite file,
+every copy of the handle opens the same file, and each charge checks and
+spends in one ``BEGIN IMMEDIATE`` transaction, so concurrent processes can
+never overspend it together.
 
 The total is the composition of the stored ``dp_accounting`` events by the
 accountant of :mod:`sklearn_dpu.privacy.accounting`, not a sum of epsilons.
 Every charge is composed with every other, as if each touched every record:
 the budget does not know which estimators saw which data.
+
+Tamper evidence: each charge stores a digest chaining it to the previous one
+(SHA-256, or HMAC-SHA256 under a key), starting from a digest of the ledger's
+parameters, and the ledger stores the number of charges and the last digest.
+The chain is verified when a handle opens the ledger, before every check and
+charge, and by :meth:`PrivacyBudget.spent`. What it does and does not protect
+against is in ``doc/budget.rst``.
 """
 
+import atexit
+import hashlib
+import hmac
 import json
-import math
 import os
+import secrets
 import sqlite3
 import tempfile
 import time
+import urllib.parse
 from collections.abc import Sequence
 from contextlib import closing, contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from dp_accounting import dp_event
 
-from ..exceptions import BudgetExceededError, PersistenceError
+from ..exceptions import (
+    BudgetExceededError,
+    LedgerTamperedError,
+    LedgerUnavailableError,
+    PersistenceError,
+)
 from .accounting import NEIGHBORING_RELATION, epsilon_spent, epsilon_upper_bound
+from .calibration import check_epsilon_delta
 from .events import event_from_dict, event_to_dict
-from .ledger import PrivacySpent
+from .ledger import ApproximateDPBound, PrivacySpent, Release, worst_case_events
 
-__all__ = ["PrivacyBudget"]
+__all__ = ["Charge", "PrivacyBudget", "upgrade_ledger"]
 
-_FORMAT_VERSION = 1
+_FORMAT_VERSION = 2
 # Accountant output is a float; a cap reached exactly must not fail by an ulp.
 _TOLERANCE = 1e-9
+#: Seconds a charge waits for another process's lock before giving up.
+LOCK_TIMEOUT = 120.0
+#: Seconds a mandatory charge (a deletion's re-release) waits for the lock:
+#: a deletion is never blocked, its charge is kept pending instead.
+MANDATORY_LOCK_TIMEOUT = 5.0
+# Keys passed as bytes, by key id, for this process only (never pickled).
+_KEYS: dict[str, bytes] = {}
+
+
+@dataclass(frozen=True)
+class Charge:
+    """One charge of a :class:`PrivacyBudget`, as listed by :meth:`PrivacyBudget.charges`.
+
+    ``pandas.DataFrame(budget.charges())`` gives one row per charge.
+
+    Parameters
+    ----------
+    index : int
+        Position in the ledger, from 0.
+    created : datetime.datetime
+        When it was recorded (UTC).
+    description : str
+        Who released what, e.g. ``"DPLinearRegression.fit"``; suffixed
+        ``[over cap]`` for a deletion's re-release recorded past the cap and
+        ``[deferred]`` for a charge that was kept pending on the estimator.
+    epsilon : float
+        Epsilon of this charge alone, at the budget's delta.
+    total_epsilon : float
+        Epsilon of every charge up to and including this one, composed.
+    events : tuple of dp_accounting.dp_event.DpEvent
+    digest : str
+        Its link in the hash chain.
+    """
+
+    index: int
+    created: datetime
+    description: str
+    epsilon: float
+    total_epsilon: float
+    events: tuple
+    digest: str
+
+
+def _cleanup(path: str, owner: int) -> None:
+    """Remove a temporary ledger at exit of the process that created it."""
+    if os.getpid() != owner:
+        return
+    for suffix in ("", "-journal", "-wal", "-shm"):
+        try:
+            os.remove(path + suffix)
+        except OSError:
+            pass
+
+
+def _key_id(key: bytes) -> str:
+    return hmac.new(key, b"sklearn_dpu ledger key id", hashlib.sha256).hexdigest()[:32]
 
 
 class PrivacyBudget:
@@ -45,54 +120,107 @@ class PrivacyBudget:
     charged before any data is read; a release that would take the composed
     total above ``epsilon`` (at ``delta``) raises
     :class:`~sklearn_dpu.exceptions.BudgetExceededError` and charges nothing.
+    A deletion's re-release is never refused: past the cap it is recorded
+    anyway, and when the ledger cannot be reached it is kept pending on the
+    estimator (:meth:`charge_pending`).
 
     Parameters
     ----------
     epsilon : float
-        Cap on the composed epsilon, > 0.
+        Cap on the composed epsilon, finite and > 0 (numpy scalars accepted).
     delta : float
-        The delta at which the total is measured, in (0, 1).
+        The delta at which the total is measured, in (0, 0.5); see
+        :func:`~sklearn_dpu.privacy.check_epsilon_delta`.
     path : str or os.PathLike, default=None
-        SQLite file holding the ledger. ``None`` creates a new file in the
-        temporary directory. Opening an existing ledger requires the same
-        ``epsilon`` and ``delta`` it was created with.
+        SQLite file holding the ledger, made absolute here (a later
+        ``os.chdir`` does not move it). ``None`` creates a new file in the
+        temporary directory, removed when the process that created it exits;
+        worker processes open it by path. ``""`` and ``":memory:"`` are
+        refused: they cannot be shared by copies or processes. Opening an
+        existing ledger requires the same ``epsilon`` and ``delta`` it was
+        created with.
+    key : str or bytes, default=None
+        Key of an HMAC-SHA256 hash chain, for ledgers that someone able to
+        rewrite the file must not be able to forge. A ``str`` names an
+        environment variable holding the key (read at each use, so joblib
+        workers, which inherit the environment, can verify the ledger); a
+        ``bytes`` key is kept in this process only and never pickled (copies
+        of the handle in other processes cannot use it). ``None``: a plain
+        SHA-256 chain, which shows accidental and naive edits only.
 
     Attributes
     ----------
     path : str
-        The ledger file; copies and pickles of the handle refer to it.
+        The ledger file, absolute; copies and pickles of the handle refer to it.
 
     See Also
     --------
     sklearn_dpu.privacy.ledger.privacy_spent : accounting of one estimator.
 
+    Notes
+    -----
+    The user guide page ``doc/budget.rst`` explains how to check a whole
+    search before starting it, what happens when the ledger is missing or
+    locked, and what the tamper evidence does and does not protect against.
+
     Examples
     --------
     >>> from sklearn_dpu.privacy import PrivacyBudget
+    >>> from sklearn_dpu.linear_model import DPLinearRegression
     >>> budget = PrivacyBudget(epsilon=3.0, delta=1e-5)
     >>> budget.spent().epsilon
     0.0
+    >>> budget.can_afford(DPLinearRegression(epsilon=1.0, budget=budget), n_fits=3)
+    True
+    >>> budget.can_afford(DPLinearRegression(epsilon=1.0, budget=budget), n_fits=20)
+    False
+    >>> budget.remaining()
+    3.0
+    >>> budget.charges()
+    []
     """
 
-    def __init__(self, epsilon: float, delta: float, path=None):
-        if not (isinstance(epsilon, int | float) and epsilon > 0 and math.isfinite(epsilon)):
-            raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
-        if not (isinstance(delta, int | float) and 0 < delta < 1):
-            raise ValueError(f"delta must be in (0, 1), got {delta!r}")
-        if path is None:
+    def __init__(self, epsilon: float, delta: float, path=None, *, key=None):
+        epsilon, delta = check_epsilon_delta(epsilon, delta)
+        if key is not None and not isinstance(key, str | bytes):
+            raise TypeError("key must be None, an environment variable name (str) or bytes")
+        if isinstance(key, bytes) and len(key) < 16:
+            raise ValueError("a ledger key must be at least 16 bytes (use secrets.token_bytes(32))")
+        if path is not None:
+            path = os.fspath(path)
+            if path in ("", ":memory:") or path.startswith("file:"):
+                raise ValueError(
+                    f"path={path!r} is not a file that copies of the budget in other "
+                    "processes can open; pass a file path, or None for a temporary file"
+                )
+        temporary = path is None
+        if temporary:
             fd, path = tempfile.mkstemp(prefix="sklearn_dpu_budget_", suffix=".sqlite")
             os.close(fd)
-        self.epsilon = float(epsilon)
-        self.delta = float(delta)
-        self.path = os.fspath(path)
+        self.epsilon = epsilon
+        self.delta = delta
+        self.path = os.path.abspath(path)
+        self.key_env = key if isinstance(key, str) else None
+        self.key_id = None
+        if isinstance(key, bytes):
+            self.key_id = _key_id(key)
+            _KEYS[self.key_id] = key
+        if temporary:
+            atexit.register(_cleanup, self.path, os.getpid())
         self._create_or_verify()
 
-    # A handle is its (path, cap): copies and pickles open the same ledger.
+    # A handle is its (path, cap, where the key is): copies and pickles open the
+    # same ledger. A raw key is never part of the state.
     def __getstate__(self):
-        return {"epsilon": self.epsilon, "delta": self.delta, "path": self.path}
+        state = {"epsilon": self.epsilon, "delta": self.delta, "path": self.path}
+        if self.key_env is not None:
+            state["key_env"] = self.key_env
+        if self.key_id is not None:
+            state["key_id"] = self.key_id
+        return state
 
     def __setstate__(self, state):
-        self.__dict__.update(state)
+        self.__dict__.update({"key_env": None, "key_id": None, **state})
 
     def __copy__(self):
         clone = object.__new__(type(self))
@@ -103,57 +231,213 @@ class PrivacyBudget:
         return self.__copy__()
 
     def __repr__(self):
-        return f"PrivacyBudget(epsilon={self.epsilon!r}, delta={self.delta!r}, path={self.path!r})"
-
-    def _connect(self) -> sqlite3.Connection:
-        return sqlite3.connect(self.path, timeout=120.0, isolation_level=None)
-
-    def _create_or_verify(self) -> None:
         try:
-            with self._closing() as db:
-                db.execute("BEGIN IMMEDIATE")
-                db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
-                db.execute(
-                    "CREATE TABLE IF NOT EXISTS charges (id INTEGER PRIMARY KEY AUTOINCREMENT,"
-                    " created REAL, description TEXT, events TEXT)"
+            spent = self.spent().epsilon
+            status = f"spent={spent:.4g}, remaining={max(self.epsilon - spent, 0.0):.4g}"
+        except Exception as err:  # a repr must not fail: say why it cannot read
+            status = f"spent=<unreadable: {type(err).__name__}>"
+        return (
+            f"PrivacyBudget(epsilon={self.epsilon!r}, delta={self.delta!r}, "
+            f"path={self.path!r}, {status})"
+        )
+
+    # ------------------------------------------------------------------
+    # Storage
+    # ------------------------------------------------------------------
+
+    def _key(self) -> bytes | None:
+        if self.key_env is not None:
+            value = os.environ.get(self.key_env)
+            if not value:
+                raise LedgerUnavailableError(
+                    f"the key of the budget ledger {self.path} is read from the environment "
+                    f"variable {self.key_env}, which is not set in this process"
                 )
-                stored = dict(db.execute("SELECT key, value FROM meta").fetchall())
-                expected = {
-                    "format_version": str(_FORMAT_VERSION),
-                    "epsilon": repr(self.epsilon),
-                    "delta": repr(self.delta),
-                    "neighboring_relation": NEIGHBORING_RELATION.name,
-                }
-                if not stored:
-                    db.executemany("INSERT INTO meta VALUES (?, ?)", expected.items())
-                db.execute("COMMIT")
-        except sqlite3.DatabaseError as err:
-            raise PersistenceError(f"{self.path} is not a privacy budget ledger: {err}") from err
-        if stored and stored != expected:
-            raise ValueError(
-                f"{self.path} holds a budget created with {stored}; this handle asks for {expected}"
-            )
+            return value.encode()
+        if self.key_id is not None:
+            if self.key_id not in _KEYS:
+                raise LedgerUnavailableError(
+                    f"the key of the budget ledger {self.path} was passed as bytes in another "
+                    "process and is not known here; pass key='ENV_VAR_NAME' so that worker "
+                    "processes can read it"
+                )
+            return _KEYS[self.key_id]
+        return None
+
+    def _digest(self, key: bytes | None, previous: str, content: str) -> str:
+        message = f"{previous}\n{content}".encode()
+        if key is None:
+            return hashlib.sha256(message).hexdigest()
+        return hmac.new(key, message, hashlib.sha256).hexdigest()
+
+    def _connect(self, timeout: float = LOCK_TIMEOUT, create: bool = False) -> sqlite3.Connection:
+        # mode=rw: an existing ledger is never re-created empty when it is missing.
+        mode = "rwc" if create else "rw"
+        uri = f"file:{urllib.parse.quote(self.path)}?mode={mode}"
+        return sqlite3.connect(uri, uri=True, timeout=timeout, isolation_level=None)
 
     @contextmanager
-    def _closing(self):
-        """An open connection; a damaged file surfaces as PersistenceError."""
+    def _closing(self, timeout: float = LOCK_TIMEOUT, create: bool = False):
+        """An open connection; a damaged, missing, locked or read-only file
+        surfaces as PersistenceError (LedgerUnavailableError for the last three)."""
+        if not create and not os.path.exists(self.path):
+            raise LedgerUnavailableError(
+                f"the budget ledger {self.path} does not exist (moved or deleted?)"
+            )
         try:
-            with closing(self._connect()) as db:
+            with closing(self._connect(timeout=timeout, create=create)) as db:
                 yield db
+        except sqlite3.OperationalError as err:
+            text = str(err)
+            if "locked" in text or "busy" in text:
+                raise LedgerUnavailableError(
+                    f"the budget ledger {self.path} stayed locked by another process for "
+                    f"{timeout:g} s"
+                ) from err
+            if "readonly" in text or "unable to open" in text or "disk I/O" in text:
+                raise LedgerUnavailableError(
+                    f"the budget ledger {self.path} cannot be written: {err}"
+                ) from err
+            raise PersistenceError(f"{self.path} is not a readable budget ledger: {err}") from err
         except sqlite3.DatabaseError as err:
             raise PersistenceError(f"{self.path} is not a readable budget ledger: {err}") from err
 
-    def _load_events(self, db) -> list[dp_event.DpEvent]:
+    @contextmanager
+    def _reading(self, timeout: float = LOCK_TIMEOUT):
+        """A connection inside a read transaction: the meta row and the charges
+        are read from one snapshot, never across another process's commit."""
+        with self._closing(timeout=timeout) as db:
+            db.execute("BEGIN")
+            try:
+                yield db
+            finally:
+                db.execute("ROLLBACK")
+
+    def _expected_meta(self) -> dict:
+        return {
+            "format_version": str(_FORMAT_VERSION),
+            "epsilon": repr(self.epsilon),
+            "delta": repr(self.delta),
+            "neighboring_relation": NEIGHBORING_RELATION.name,
+            "chain": "sha256" if self.key_env is None and self.key_id is None else "hmac-sha256",
+        }
+
+    def _create_or_verify(self) -> None:
+        if os.path.exists(self.path) and os.path.getsize(self.path) > 0:
+            # an existing ledger is only read: a read-only file can be inspected
+            with self._reading() as db:
+                self._verified_rows(db)
+            return
+        with self._closing(create=True) as db:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                # another process may have created it since the size was read
+                tables = db.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
+                if not tables:
+                    self._initialize(db)
+                self._verified_rows(db)
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+
+    def _initialize(self, db) -> None:
+        key = self._key()
+        db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
+        db.execute(
+            "CREATE TABLE charges (id INTEGER PRIMARY KEY AUTOINCREMENT,"
+            " created REAL, description TEXT, events TEXT, digest TEXT)"
+        )
+        meta = {**self._expected_meta(), "ledger_id": secrets.token_hex(16)}
+        if key is not None:
+            meta["key_check"] = hmac.new(key, b"sklearn_dpu key check", hashlib.sha256).hexdigest()
+        db.executemany("INSERT INTO meta VALUES (?, ?)", meta.items())
+        genesis = self._digest(key, "", json.dumps(sorted(meta.items())))
+        db.execute("INSERT INTO meta VALUES ('head', ?)", (json.dumps([0, genesis]),))
+
+    def _read_meta(self, db) -> dict:
         try:
-            return [
-                event_from_dict(item)
-                for (payload,) in db.execute("SELECT events FROM charges ORDER BY id")
-                for item in json.loads(payload)
-            ]
+            stored = dict(db.execute("SELECT key, value FROM meta").fetchall())
+        except (sqlite3.DatabaseError, ValueError) as err:
+            raise PersistenceError(f"{self.path} is not a privacy budget ledger: {err}") from err
+        version = stored.get("format_version")
+        if version != str(_FORMAT_VERSION):
+            if version is not None and version.isdigit() and int(version) < _FORMAT_VERSION:
+                raise PersistenceError(
+                    f"{self.path} is a budget ledger of format {version}, without tamper "
+                    f"evidence; this sklearn_dpu reads format {_FORMAT_VERSION}. Upgrade it "
+                    "once with sklearn_dpu.privacy.budget.upgrade_ledger(path) (it trusts "
+                    "the charges the file holds now), or start a new ledger"
+                )
+            raise PersistenceError(
+                f"{self.path} is not a privacy budget ledger this sklearn_dpu can read "
+                f"(format {version!r})"
+            )
+        expected = self._expected_meta()
+        found = {k: stored.get(k) for k in expected}
+        if found["chain"] != expected["chain"]:
+            raise PersistenceError(
+                f"{self.path} is a ledger with a {found['chain']} chain; this handle uses "
+                f"{expected['chain']} (pass the same key= as when it was created)"
+            )
+        if found != expected:
+            raise PersistenceError(
+                f"{self.path} holds a budget created with {found}; this handle asks for {expected}"
+            )
+        return stored
+
+    def _verified_rows(self, db) -> tuple[list[tuple], str]:
+        """All charges ``(id, created, description, events)``, after checking
+        the hash chain from the ledger parameters to the stored head; and the
+        last digest. Raises LedgerTamperedError if any link is broken."""
+        stored = self._read_meta(db)
+        key = self._key()
+        if key is not None:
+            check = hmac.new(key, b"sklearn_dpu key check", hashlib.sha256).hexdigest()
+            if not hmac.compare_digest(check, stored.get("key_check", "")):
+                raise LedgerTamperedError(
+                    f"the key given for the budget ledger {self.path} is not the key it was "
+                    "created with"
+                )
+        meta = {k: stored[k] for k in stored if k != "head"}
+        digest = self._digest(key, "", json.dumps(sorted(meta.items())))
+        try:
+            rows = db.execute(
+                "SELECT id, created, description, events, digest FROM charges ORDER BY id"
+            ).fetchall()
+            head = json.loads(stored["head"])
+        except (sqlite3.DatabaseError, ValueError, KeyError) as err:
+            raise PersistenceError(f"{self.path} is not a privacy budget ledger: {err}") from err
+        for position, (row_id, created, description, events, stored_digest) in enumerate(rows):
+            content = json.dumps([row_id, created, description, events])
+            digest = self._digest(key, digest, content)
+            if not (isinstance(stored_digest, str) and hmac.compare_digest(digest, stored_digest)):
+                raise LedgerTamperedError(
+                    f"the budget ledger {self.path} was modified outside sklearn_dpu: charge "
+                    f"{position} (row id {row_id}) does not follow from the charges before it "
+                    "(a charge was deleted, edited or inserted). Its total cannot be trusted; "
+                    "restore the file from a backup"
+                )
+        if head != [len(rows), digest]:
+            raise LedgerTamperedError(
+                f"the budget ledger {self.path} was modified outside sklearn_dpu: it records "
+                f"{head[0] if isinstance(head, list) and head else '?'} charges ending in a "
+                f"digest its {len(rows)} charges do not produce (charges were deleted from "
+                "its end, or added). Restore the file from a backup"
+            )
+        return [row[:4] for row in rows], digest
+
+    def _events(self, rows) -> list[dp_event.DpEvent]:
+        try:
+            return [event_from_dict(item) for row in rows for item in json.loads(row[3])]
         except (ValueError, TypeError, KeyError) as err:  # JSONDecodeError is a ValueError
             raise PersistenceError(
                 f"{self.path} holds a charge that is not a valid privacy event: {err}"
             ) from err
+
+    def _load_events(self, db) -> list[dp_event.DpEvent]:
+        rows, _ = self._verified_rows(db)
+        return self._events(rows)
 
     def _raise_if_over(self, stored, new, description, bounds=()) -> None:
         total = epsilon_upper_bound([*stored, *new], bounds, self.delta)
@@ -162,6 +446,50 @@ class PrivacyBudget:
                 f"{description} would bring the budget in {self.path} to epsilon="
                 f"{total:.4g} at delta={self.delta:g}, above its cap epsilon={self.epsilon:g}"
             )
+
+    def _commit(self, entries, timeout: float = LOCK_TIMEOUT) -> None:
+        """Record ``entries`` in one transaction, or none of them.
+
+        ``entries`` are ``(events, description, checked)``; the cap is
+        checked (on the total with every entry) if any entry is ``checked``.
+        """
+        entries = [(list(events), text, checked) for events, text, checked in entries if events]
+        if not entries:
+            return
+        key = self._key()
+        with self._closing(timeout=timeout) as db:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                rows, digest = self._verified_rows(db)
+                stored = self._events(rows)
+                new = [e for events, _, _ in entries for e in events]
+                if any(checked for _, _, checked in entries):
+                    self._raise_if_over(stored, new, entries[-1][1])
+                count = len(rows)
+                for events, description, _ in entries:
+                    created = time.time()
+                    payload = json.dumps([event_to_dict(e) for e in events])
+                    cursor = db.execute(
+                        "INSERT INTO charges (created, description, events) VALUES (?, ?, ?)",
+                        (created, description, payload),
+                    )
+                    content = json.dumps([cursor.lastrowid, created, description, payload])
+                    digest = self._digest(key, digest, content)
+                    db.execute(
+                        "UPDATE charges SET digest = ? WHERE id = ?", (digest, cursor.lastrowid)
+                    )
+                    count += 1
+                db.execute(
+                    "UPDATE meta SET value = ? WHERE key = 'head'", (json.dumps([count, digest]),)
+                )
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+
+    # ------------------------------------------------------------------
+    # Public API
+    # ------------------------------------------------------------------
 
     def check(
         self,
@@ -175,8 +503,9 @@ class PrivacyBudget:
         pairs (:class:`~sklearn_dpu.privacy.ledger.ApproximateDPBound`); they
         are composed by basic composition, an upper bound.
         """
-        with self._closing() as db:
-            self._raise_if_over(self._load_events(db), list(events), description, bounds)
+        with self._reading() as db:
+            stored = self._load_events(db)
+        self._raise_if_over(stored, list(events), description, bounds)
 
     def charge(self, events: Sequence[dp_event.DpEvent], description: str) -> None:
         """Check and record ``events`` in one transaction.
@@ -191,51 +520,208 @@ class PrivacyBudget:
         ------
         BudgetExceededError
             Nothing is recorded.
+        PersistenceError
+            The ledger is damaged or was tampered with
+            (:class:`~sklearn_dpu.exceptions.LedgerTamperedError`), or cannot
+            be reached (:class:`~sklearn_dpu.exceptions.LedgerUnavailableError`).
         """
-        events = list(events)
-        if not events:
-            return
-        with self._closing() as db:
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                self._raise_if_over(self._load_events(db), events, description)
-                db.execute(
-                    "INSERT INTO charges (created, description, events) VALUES (?, ?, ?)",
-                    (time.time(), description, json.dumps([event_to_dict(e) for e in events])),
-                )
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
+        self._commit([(events, description, True)])
 
-    def charge_over_cap(self, events: Sequence[dp_event.DpEvent], description: str) -> None:
+    def charge_over_cap(
+        self,
+        events: Sequence[dp_event.DpEvent],
+        description: str,
+        timeout: float = LOCK_TIMEOUT,
+    ) -> None:
         """Record ``events`` without checking the cap.
 
         Only for releases that may not be refused (a deletion's re-release):
         the ledger must show what was really spent.
         """
-        if not events:
-            return
-        with self._closing() as db:
-            db.execute(
-                "INSERT INTO charges (created, description, events) VALUES (?, ?, ?)",
-                (
-                    time.time(),
-                    f"{description} [over cap]",
-                    json.dumps([event_to_dict(e) for e in events]),
-                ),
-            )
+        self._commit([(events, f"{description} [over cap]", False)], timeout=timeout)
+
+    def charge_pending(self, estimator, moved_from=None) -> int:
+        """Record the charges ``estimator`` kept pending while this ledger was unreachable.
+
+        A deletion is never blocked: when its re-release could not be
+        charged (ledger missing, moved, read-only, locked), the estimator
+        kept the charge in ``pending_budget_charges_`` and warned with
+        :class:`~sklearn_dpu.exceptions.BudgetUnavailableWarning`. This
+        records them in one transaction, past the cap if need be (they were
+        released already), and removes them from the estimator. The
+        estimator's next successful charge to this ledger does the same.
+
+        Parameters
+        ----------
+        estimator : sklearn_dpu estimator
+        moved_from : str or os.PathLike, default=None
+            If the ledger file was moved here, its old path: the charges kept
+            pending for the ledger at that path are recorded in this one
+            (then ``estimator.set_params(budget=this_budget)`` for later
+            charges). By default, those kept for this budget's path.
+
+        Returns
+        -------
+        int
+            How many charges were recorded.
+        """
+        ledger = self.path if moved_from is None else os.path.abspath(os.fspath(moved_from))
+        records = list(getattr(estimator, "pending_budget_charges_", []))
+        self._commit(pending_entries(records, ledger))
+        kept = [r for r in records if r.get("ledger") != ledger]
+        if len(kept) < len(records):
+            estimator.pending_budget_charges_ = kept
+        return len(records) - len(kept)
 
     def spent(self) -> PrivacySpent:
-        """The composed (epsilon, delta) of everything charged so far."""
-        with self._closing() as db:
-            return PrivacySpent(epsilon_spent(self._load_events(db), self.delta), self.delta)
+        """The composed (epsilon, delta) of everything charged so far (chain verified)."""
+        with self._reading() as db:
+            events = self._load_events(db)
+        return PrivacySpent(epsilon_spent(events, self.delta), self.delta)
+
+    def remaining(self) -> float:
+        """Epsilon left under the cap at ``delta`` (0 when spent past the cap).
+
+        Composition is not additive: a release of epsilon ``e`` may cost less
+        than ``e`` of what remains. Use :meth:`can_afford` for a given release.
+        """
+        return max(self.epsilon - self.spent().epsilon, 0.0)
+
+    def planned_epsilon(self, estimator, n_fits: int = 1) -> float:
+        """Epsilon the budget would show after ``n_fits`` more fits of ``estimator``.
+
+        Built from ``estimator._fit_release_plan()`` (parameters only, no
+        data): each fit charges the worst case of its planned releases, and
+        releases known only as (epsilon, delta)-DP bounds are composed by
+        basic composition, an upper bound. Charges the estimator keeps
+        pending are included. For a pipeline, its final step is planned.
+        """
+        if not (isinstance(n_fits, int) and n_fits >= 0):
+            raise ValueError(f"n_fits must be an int >= 0, got {n_fits!r}")
+        final = getattr(estimator, "_final_estimator", estimator)
+        plan = list(final._fit_release_plan())
+        releases = [p for p in plan if isinstance(p, Release)]
+        bounds = [(b.epsilon, b.delta) for b in plan if isinstance(b, ApproximateDPBound)]
+        per_fit = worst_case_events(releases, self.delta)
+        records = getattr(final, "pending_budget_charges_", [])
+        pending = [e for entry in pending_entries(records, self.path) for e in entry[0]]
+        with self._reading() as db:
+            stored = self._load_events(db)
+        return epsilon_upper_bound(
+            [*stored, *pending, *per_fit * n_fits], bounds * n_fits, self.delta
+        )
+
+    def can_afford(self, estimator, n_fits: int = 1) -> bool:
+        """Whether ``n_fits`` more fits of ``estimator`` fit under the cap.
+
+        Ask before a search: ``GridSearchCV`` fits ``n_candidates * n_splits``
+        times, plus one refit; ``cross_val_score`` fits ``n_splits`` times.
+        Run out of budget inside them and ``cross_val_score`` returns NaN
+        scores, ``GridSearchCV`` fails at the refit after spending the rest.
+        Only a check: another process may spend the budget in between.
+        """
+        return self.planned_epsilon(estimator, n_fits) <= self.epsilon + _TOLERANCE
+
+    def charges(self) -> list[Charge]:
+        """Every charge (chain verified), with the running total; ``pandas.DataFrame``-ready."""
+        with self._reading() as db:
+            rows, _ = self._verified_rows(db)
+            digests = [
+                d for (d,) in db.execute("SELECT digest FROM charges ORDER BY id").fetchall()
+            ]
+        out, so_far = [], []
+        for index, (row, digest) in enumerate(zip(rows, digests, strict=True)):
+            events = self._events([row])
+            so_far.extend(events)
+            out.append(
+                Charge(
+                    index=index,
+                    created=datetime.fromtimestamp(row[1], UTC),
+                    description=row[2],
+                    epsilon=epsilon_spent(events, self.delta),
+                    total_epsilon=epsilon_spent(so_far, self.delta),
+                    events=tuple(events),
+                    digest=digest,
+                )
+            )
+        return out
 
     def history(self) -> list[dict]:
         """Every charge: time, description and events (as plain dicts)."""
-        with self._closing() as db:
-            rows = db.execute("SELECT created, description, events FROM charges ORDER BY id")
-            return [
-                {"created": created, "description": text, "events": json.loads(payload)}
-                for created, text, payload in rows
-            ]
+        with self._reading() as db:
+            rows, _ = self._verified_rows(db)
+        return [
+            {"created": created, "description": text, "events": json.loads(payload)}
+            for _, created, text, payload in rows
+        ]
+
+
+def pending_entries(pending, ledger: str) -> list[tuple]:
+    """``(events, description, checked=False)`` entries of the pending charge
+    records kept for the ledger at path ``ledger``."""
+    entries = []
+    for record in pending:
+        if record.get("ledger") != ledger:
+            continue
+        events = [event_from_dict(e) for e in record["events"]]
+        entries.append((events, f"{record['description']} [deferred]", False))
+    return entries
+
+
+def upgrade_ledger(path, key=None) -> None:
+    """Add the hash chain to a format-1 ledger, in place, in one transaction.
+
+    The chain certifies the charges the file holds *now*: an edit made
+    before the upgrade cannot be detected. Its cap is kept.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    key : str or bytes, default=None
+        As for :class:`PrivacyBudget`.
+    """
+    path = os.path.abspath(os.fspath(path))
+    if not os.path.exists(path):
+        raise LedgerUnavailableError(f"the budget ledger {path} does not exist")
+    with closing(sqlite3.connect(path, isolation_level=None)) as db:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+            if meta.get("format_version") != "1":
+                raise PersistenceError(
+                    f"{path} is not a format-1 ledger (format {meta.get('format_version')!r})"
+                )
+            budget = object.__new__(PrivacyBudget)
+            budget.__setstate__(
+                {"epsilon": float(meta["epsilon"]), "delta": float(meta["delta"]), "path": path}
+            )
+            if isinstance(key, str):
+                budget.key_env = key
+            elif isinstance(key, bytes):
+                budget.key_id = _key_id(key)
+                _KEYS[budget.key_id] = key
+            rows = db.execute(
+                "SELECT id, created, description, events FROM charges ORDER BY id"
+            ).fetchall()
+            db.execute("DROP TABLE meta")
+            db.execute("ALTER TABLE charges ADD COLUMN digest TEXT")
+            db.execute("ALTER TABLE charges RENAME TO charges_v1")
+            budget._initialize(db)
+            db.execute(
+                "INSERT INTO charges (id, created, description, events) "
+                "SELECT id, created, description, events FROM charges_v1"
+            )
+            db.execute("DROP TABLE charges_v1")
+            head_key = budget._key()
+            stored = dict(db.execute("SELECT key, value FROM meta WHERE key != 'head'").fetchall())
+            digest = budget._digest(head_key, "", json.dumps(sorted(stored.items())))
+            for row in rows:
+                digest = budget._digest(head_key, digest, json.dumps(list(row)))
+                db.execute("UPDATE charges SET digest = ? WHERE id = ?", (digest, row[0]))
+            db.execute(
+                "UPDATE meta SET value = ? WHERE key = 'head'", (json.dumps([len(rows), digest]),)
+            )
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")

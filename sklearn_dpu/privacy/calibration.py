@@ -1,10 +1,13 @@
 """Noise for a target (epsilon, delta), found with ``dp_accounting``.
 
-Never the textbook ``sigma = Delta sqrt(2 ln(1.25/delta)) / eps``: it holds only
-for eps < 1 (digest ``diss_dp.md`` §4, A10) and is loose below that.
+Never the textbook ``sigma = Delta sqrt(2 ln(1.25/delta)) / eps``: it is proved
+only for eps < 1 ([DR14]_, Theorem A.1) and is loose even there ([BW18]_,
+Section 3).
 
 References
 ----------
+.. [DR14] C. Dwork and A. Roth, "The algorithmic foundations of
+   differential privacy", 2014, Theorem A.1 and Section 2.3.
 .. [BW18] B. Balle and Y.-X. Wang, ICML 2018, Theorem 8 (analytic Gaussian
    mechanism; implemented by ``dp_accounting.gaussian_mechanism``).
 .. [DRS22] J. Dong, A. Roth and W. Su, "Gaussian differential privacy",
@@ -12,20 +15,71 @@ References
    m_i compose exactly to one with multiplier ``(sum_i m_i**-2) ** -0.5``.
 """
 
+import math
 from collections.abc import Callable, Sequence
 from functools import lru_cache
+from numbers import Real
 
+import numpy as np
 from dp_accounting import dp_event, mechanism_calibration
-from dp_accounting.gaussian_mechanism import get_epsilon_gaussian, get_sigma_gaussian
+from dp_accounting.gaussian_mechanism import get_epsilon_gaussian
 from dp_accounting.pld import PLDAccountant
+from sklearn.utils._param_validation import Interval
 
 from .accounting import NEIGHBORING_RELATION
 
-__all__ = ["calibrate_noise_multiplier", "gaussian_noise_multiplier"]
+__all__ = [
+    "DELTA_CONSTRAINT",
+    "calibrate_noise_multiplier",
+    "check_epsilon_delta",
+    "gaussian_noise_multiplier",
+]
 
-# brentq returns sigma within 1e-12 of the root, on either side; this margin
-# puts it on the private side.
-_SAFETY = 1.0 + 1e-9
+#: scikit-learn parameter constraint for a ``delta`` parameter: a real in
+#: (0, 0.5). Use it in ``_parameter_constraints = {"delta": [DELTA_CONSTRAINT]}``.
+#: A delta of 1/2 or more allows a mechanism that publishes a random half of
+#: the records in the clear, so it states no privacy (see ``doc/budget.rst``).
+DELTA_CONSTRAINT = Interval(Real, 0, 0.5, closed="neither")
+
+
+def _real(value) -> bool:
+    return isinstance(value, Real) and not isinstance(value, bool | np.bool_)
+
+
+def check_epsilon_delta(epsilon, delta) -> tuple[float, float]:
+    """Validate a privacy target and return it as Python floats.
+
+    The one validator for (epsilon, delta) pairs in sklearn_dpu: budgets and
+    calibrations call it, so a value is refused the same way everywhere.
+
+    Parameters
+    ----------
+    epsilon : real
+        Finite and > 0. Python and numpy real scalars are accepted; booleans,
+        strings, NaN and infinities are not.
+    delta : real
+        In (0, 0.5). A delta of 1/2 or more allows mechanisms that publish
+        records in the clear (the "name and shame" mechanism of [DR14]_,
+        Section 2.3, releases each record with probability delta), so it
+        promises nothing; meaningful values are well below 1/n for n records.
+
+    Returns
+    -------
+    (float, float)
+
+    Raises
+    ------
+    ValueError
+        Naming the offending value.
+    """
+    if not (_real(epsilon) and math.isfinite(epsilon) and epsilon > 0):
+        raise ValueError(f"epsilon must be a finite real number > 0, got {epsilon!r}")
+    if not (_real(delta) and 0 < delta < 0.5):
+        raise ValueError(
+            f"delta must be a real number in (0, 0.5), got {delta!r}: a delta of 1/2 or "
+            "more allows publishing records in the clear; use delta well below 1/n"
+        )
+    return float(epsilon), float(delta)
 
 
 @lru_cache(maxsize=256)
@@ -41,7 +95,7 @@ def gaussian_noise_multiplier(epsilon: float, delta: float, compositions: int = 
     epsilon : float
         Target epsilon, > 0.
     delta : float
-        Target delta, in (0, 1).
+        Target delta, in (0, 0.5).
     compositions : int, default=1
         How many releases share the budget, each with this multiplier.
 
@@ -54,16 +108,47 @@ def gaussian_noise_multiplier(epsilon: float, delta: float, compositions: int = 
     -----
     Cached: it is a pure function and every fit of an estimator asks for it.
     """
-    if not epsilon > 0:
-        raise ValueError(f"epsilon must be > 0, got {epsilon}")
-    if not 0 < delta < 1:
-        raise ValueError(f"delta must be in (0, 1), got {delta}")
+    epsilon, delta = check_epsilon_delta(epsilon, delta)
     if compositions < 1:
         raise ValueError(f"compositions must be >= 1, got {compositions}")
-    single = get_sigma_gaussian(epsilon, delta) * _SAFETY
-    while get_epsilon_gaussian(single, delta) > epsilon:
-        single *= _SAFETY
-    return single * compositions**0.5
+    return _gaussian_sigma(epsilon, delta) * compositions**0.5
+
+
+def _gaussian_sigma(epsilon: float, delta: float) -> float:
+    """Smallest multiplier (up to 1e-9 relative) whose analytic epsilon is <= ``epsilon``.
+
+    A bisection on log(multiplier) over ``get_epsilon_gaussian`` [BW18]_,
+    which stays finite for every multiplier in (0, inf), so any finite
+    epsilon > 0 gets an answer (1e-300 to 1e300 alike). dp_accounting's own
+    ``get_sigma_gaussian`` brackets sigma in [0.1, ...] and fails with a
+    root-solver message for epsilon ~ 1e300, and warns on the divisions by
+    zero its search meets for epsilon ~ 1e-12; both are avoided here. The
+    result is on the private side: it is returned only once checked.
+    """
+
+    def eps_of(sigma):
+        with np.errstate(all="ignore"):
+            return get_epsilon_gaussian(sigma, delta)
+
+    # Start near the root: for large epsilon, epsilon ~ 1 / (2 sigma**2) (the
+    # privacy loss's mean), so the brackets below take a few steps, not one
+    # per halving from 1 (each evaluation is slow at tiny sigma).
+    high = 1.0 if epsilon <= 1.0 else (2.0 * epsilon) ** -0.5
+    while eps_of(high) > epsilon:
+        high *= 2.0
+    low = high / 2.0
+    while low > 0 and eps_of(low) <= epsilon:
+        low, high = low / 2.0, low
+    # invariant: eps_of(high) <= epsilon < eps_of(low)
+    while high - low > high * 1e-10:
+        mid = math.sqrt(low * high) if low > 0 else high / 2.0
+        if not low < mid < high:
+            break
+        if eps_of(mid) <= epsilon:
+            high = mid
+        else:
+            low = mid
+    return high
 
 
 def calibrate_noise_multiplier(
@@ -95,6 +180,8 @@ def calibrate_noise_multiplier(
 
     def make_event(multiplier):
         return dp_event.ComposedDpEvent(list(make_events(multiplier)))
+
+    epsilon, delta = check_epsilon_delta(epsilon, delta)
 
     def gap(multiplier):
         accountant = PLDAccountant(NEIGHBORING_RELATION).compose(make_event(multiplier))
