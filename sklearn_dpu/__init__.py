@@ -2,6 +2,10 @@
 
 from .exceptions import (
     BudgetExceededError,
+    BudgetUnavailableWarning,
+    IncompleteUnlearningWarning,
+    LedgerTamperedError,
+    LedgerUnavailableError,
     PersistenceError,
     PrivacyLeakWarning,
     StateVersionError,
@@ -15,8 +19,12 @@ __version__ = "0.1.0.dev0"
 
 __all__ = [
     "BudgetExceededError",
+    "BudgetUnavailableWarning",
     "DPLinearRegression",
     "DPLogisticRegression",
+    "IncompleteUnlearningWarning",
+    "LedgerTamperedError",
+    "LedgerUnavailableError",
     "PersistenceError",
     "PrivacyBudget",
     "PrivacyLeakWarning",

@@ -24,7 +24,7 @@ __all__ = ["PrivateEstimatorMixin", "STATE_FORMAT_VERSION"]
 
 #: Format of the estimator state written by pickle, joblib and skops. Bump it
 #: when a fitted attribute changes meaning or layout.
-STATE_FORMAT_VERSION = 1
+STATE_FORMAT_VERSION = 2
 
 
 class PrivateEstimatorMixin:

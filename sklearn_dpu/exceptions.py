@@ -3,6 +3,7 @@
 __all__ = [
     "BudgetExceededError",
     "BudgetUnavailableWarning",
+    "IncompleteUnlearningWarning",
     "LedgerTamperedError",
     "LedgerUnavailableError",
     "PersistenceError",
@@ -66,3 +67,9 @@ class BudgetUnavailableWarning(UserWarning):
     until ``budget.charge_pending(estimator)`` or its next successful charge
     records it. Emitted on conditions of the ledger file, never of the data.
     """
+
+
+class IncompleteUnlearningWarning(UserWarning):
+    """A deletion went through, but some step of a pipeline still holds
+    data-derived state it cannot unlearn (the warning names the step and the
+    attribute)."""

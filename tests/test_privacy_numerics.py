@@ -13,9 +13,9 @@ from dp_accounting import dp_event
 from dp_accounting.gaussian_mechanism import get_epsilon_gaussian
 from sklearn.utils._param_validation import InvalidParameterError, validate_parameter_constraints
 
+from sklearn_dpu._compat import DELTA_CONSTRAINT
 from sklearn_dpu.linear_model import DPLinearRegression
 from sklearn_dpu.privacy import (
-    DELTA_CONSTRAINT,
     PrivacyBudget,
     calibrate_noise_multiplier,
     check_epsilon_delta,
@@ -129,3 +129,16 @@ def test_bad_epsilons_are_refused(budget_path, epsilon):
         PrivacyBudget(epsilon, DELTA, budget_path)
     with pytest.raises(ValueError, match="epsilon"):
         check_epsilon_delta(epsilon, DELTA)
+
+
+@pytest.mark.parametrize(
+    "name", ["DPLinearRegression", "DPLogisticRegression", "UnlearnableSGDClassifier"]
+)
+@pytest.mark.parametrize("delta", [0.5, 0.9, 0.0])
+def test_every_estimator_refuses_a_delta_that_states_no_privacy(name, delta):
+    import sklearn_dpu
+
+    X = np.random.default_rng(0).uniform(-0.5, 0.5, size=(60, 2))
+    y = (X[:, 0] > 0).astype(int)
+    with pytest.raises(InvalidParameterError, match="delta"):
+        getattr(sklearn_dpu, name)(delta=delta).fit(X, y)

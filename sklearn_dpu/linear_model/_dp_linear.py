@@ -9,7 +9,7 @@ from dp_accounting import dp_event
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._compat import HasMethods, Interval, StrOptions, _fit_context
+from .._compat import DELTA_CONSTRAINT, HasMethods, Interval, StrOptions, _fit_context
 from ..base import PrivateEstimatorMixin
 from ..privacy.accounting import epsilon_spent
 from ..privacy.calibration import gaussian_noise_multiplier
@@ -308,7 +308,7 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
 
     _parameter_constraints: dict = {
         "epsilon": [Interval(Real, 0, None, closed="neither")],
-        "delta": [Interval(Real, 0, 1, closed="neither")],
+        "delta": [DELTA_CONSTRAINT],
         "feature_norm": [Interval(Real, 0, None, closed="neither")],
         "target_bound": [Interval(Real, 0, None, closed="neither"), tuple, list],
         "fit_intercept": ["boolean"],

@@ -13,7 +13,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._compat import HasMethods, Interval, StrOptions, _fit_context
+from .._compat import DELTA_CONSTRAINT, HasMethods, Interval, StrOptions, _fit_context
 from ..base import PrivateEstimatorMixin
 from ..privacy.accounting import epsilon_spent
 from ..privacy.calibration import gaussian_noise_multiplier
@@ -405,7 +405,7 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
 
     _parameter_constraints: dict = {
         "epsilon": [Interval(Real, 0, None, closed="neither")],
-        "delta": [Interval(Real, 0, 1, closed="neither")],
+        "delta": [DELTA_CONSTRAINT],
         "feature_norm": [Interval(Real, 0, None, closed="neither")],
         "C": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "fit_intercept": ["boolean"],

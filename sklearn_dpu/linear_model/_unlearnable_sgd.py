@@ -11,7 +11,7 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._compat import HasMethods, Interval, StrOptions, _fit_context, _num_samples
+from .._compat import DELTA_CONSTRAINT, HasMethods, Interval, StrOptions, _fit_context, _num_samples
 from ..base import PrivateEstimatorMixin
 from ..exceptions import UnlearningError
 from ..privacy.clipping import clip_rows_l2
@@ -435,7 +435,7 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
         "feature_norm": [Interval(Real, 0, None, closed="neither")],
         "solver": [StrOptions({"sgd", "nesterov"})],
         "batch_sampling": [StrOptions({"poisson", "fixed"})],
-        "delta": [Interval(Real, 0, 0.5, closed="neither")],
+        "delta": [DELTA_CONSTRAINT],
         "random_state": ["random_state"],
         "budget": [HasMethods(["charge", "check"]), None],
     }

@@ -5,7 +5,6 @@ Nothing here depends on the rest of sklearn_dpu.
 
 from .budget import PrivacyBudget
 from .calibration import (
-    DELTA_CONSTRAINT,
     calibrate_noise_multiplier,
     check_epsilon_delta,
     gaussian_noise_multiplier,
@@ -22,7 +21,6 @@ from .mechanisms import (
 )
 
 __all__ = [
-    "DELTA_CONSTRAINT",
     "ExponentialMechanism",
     "GaussianMechanism",
     "GeneralizedExponentialMechanism",

@@ -24,22 +24,14 @@ import numpy as np
 from dp_accounting import dp_event, mechanism_calibration
 from dp_accounting.gaussian_mechanism import get_epsilon_gaussian
 from dp_accounting.pld import PLDAccountant
-from sklearn.utils._param_validation import Interval
 
 from .accounting import NEIGHBORING_RELATION
 
 __all__ = [
-    "DELTA_CONSTRAINT",
     "calibrate_noise_multiplier",
     "check_epsilon_delta",
     "gaussian_noise_multiplier",
 ]
-
-#: scikit-learn parameter constraint for a ``delta`` parameter: a real in
-#: (0, 0.5). Use it in ``_parameter_constraints = {"delta": [DELTA_CONSTRAINT]}``.
-#: A delta of 1/2 or more allows a mechanism that publishes a random half of
-#: the records in the clear, so it states no privacy (see ``doc/budget.rst``).
-DELTA_CONSTRAINT = Interval(Real, 0, 0.5, closed="neither")
 
 
 def _real(value) -> bool:

@@ -16,14 +16,10 @@ from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import OneHotEncoder, OrdinalEncoder
 from sklearn.utils import get_tags
 
-from ..exceptions import UnlearningError
+from ..exceptions import IncompleteUnlearningWarning, UnlearningError
 from .ids import as_id_list, sample_id_kind
 
 __all__ = ["IncompleteUnlearningWarning", "delete_samples", "unlearnable_steps"]
-
-
-class IncompleteUnlearningWarning(UserWarning):
-    """A deletion went through, but some step still holds data-derived state."""
 
 
 # Fitted attributes that describe the input's schema, not its values.
