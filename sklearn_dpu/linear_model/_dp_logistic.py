@@ -399,8 +399,13 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
     >>> bool(clf.score(X, y) > 0.95)
     True
     >>> clf = clf.delete_samples([0, 1, 2])
-    >>> clf.deletion_log_[-1].method
-    'certified'
+    >>> clf.deletion_log_[-1].method  # 'auto' chose noisy GD here: nothing to warm-start
+    'retrain'
+    >>> clf = DPLogisticRegression(epsilon=1.0, feature_norm=4.0, solver="output", random_state=0)
+    >>> clf = clf.fit(X, y).delete_samples([0, 1, 2])
+    >>> report = clf.deletion_log_[-1]
+    >>> report.method, bool(report.deletion_epsilon < 0.1)
+    ('certified', True)
     """
 
     _parameter_constraints: dict = {
