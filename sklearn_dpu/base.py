@@ -122,6 +122,12 @@ class PrivateEstimatorMixin:
                 "created": time.time(),
             }
             self.pending_budget_charges_ = [*getattr(self, "pending_budget_charges_", []), record]
+            self._budget_notes = (
+                *getattr(self, "_budget_notes", ()),
+                f"the shared budget {budget.path} could not be charged for this re-release "
+                f"({type(err).__name__}); the charge is kept in pending_budget_charges_ until "
+                "budget.charge_pending(estimator) or the next successful charge records it",
+            )
             warnings.warn(
                 f"{description} completed, but its re-release could not be charged to the "
                 f"shared budget: {err}. The charge is kept in pending_budget_charges_ "
@@ -134,6 +140,11 @@ class PrivateEstimatorMixin:
             return
         self._settled_pending(budget, pending)
         if over_cap:
+            self._budget_notes = (
+                *getattr(self, "_budget_notes", ()),
+                f"this re-release was charged to the shared budget {budget.path} past its "
+                "cap (deletions are never refused); further fits on it will be refused",
+            )
             warnings.warn(
                 f"{description} re-released the model past the budget cap of "
                 f"{budget.path}: deletions are never refused. Further fits on "
@@ -162,8 +173,10 @@ class PrivateEstimatorMixin:
         """Append ``report`` to ``deletion_log_``, stating what everything
         published so far (this call's re-release included) costs the samples
         that remain: ``remaining_epsilon`` is ``privacy_spent_.epsilon``. The
-        first report of an estimator whose ids are row positions says so."""
-        notes = report.notes
+        first report of an estimator whose ids are row positions says so, and
+        a report whose re-release could not be charged to the shared budget (or
+        was charged past its cap) says that too."""
+        notes = (*report.notes, *self.__dict__.pop("_budget_notes", ()))
         if not self.deletion_log_ and sample_id_kind(self) == "positions":
             notes = (POSITIONS_NOTE, *notes)
         report = dataclasses.replace(

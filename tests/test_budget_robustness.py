@@ -570,3 +570,27 @@ def test_every_estimator_completes_a_deletion_without_its_ledger(tmp_path, which
     assert len(budget.history()) == charged + len(pending)
     # the budget shows at least what the model says it released
     assert budget.spent().epsilon >= est.privacy_spent_.epsilon * (1 - 1e-9)
+
+
+def test_the_deletion_report_says_when_the_budget_could_not_be_charged(tmp_path):
+    path = tmp_path / "budget.sqlite"
+    budget = PrivacyBudget(500.0, DELTA, path)
+    reg = _fitted(budget)
+    reg.delete_samples([0])
+    assert not any("could not be charged" in n for n in reg.deletion_log_[-1].notes)
+    os.rename(path, tmp_path / "away.sqlite")
+    with pytest.warns(BudgetUnavailableWarning):
+        reg.delete_samples([1])
+    notes = reg.deletion_log_[-1].notes
+    assert any("could not be charged" in n and "charge_pending" in n for n in notes)
+    os.rename(tmp_path / "away.sqlite", path)
+    reg.delete_samples([2])  # settles the pending charge: nothing to report any more
+    assert not any("could not be charged" in n for n in reg.deletion_log_[-1].notes)
+
+
+def test_the_deletion_report_says_when_it_was_charged_past_the_cap(tmp_path):
+    budget = PrivacyBudget(1.0, DELTA, tmp_path / "budget.sqlite")
+    reg = _fitted(budget)
+    with pytest.warns(Warning, match="past the budget cap"):
+        reg.delete_samples([0])
+    assert any("past its cap" in n for n in reg.deletion_log_[-1].notes)

@@ -104,7 +104,7 @@ def test_meta_estimators_and_pipeline_deletion():
     search = GridSearchCV(DPLogisticRegression(random_state=0), {"epsilon": [0.5, 2.0]}, cv=2)
     search.fit(X, y)
     pipe.fit(X, y)
-    delete_samples(pipe, [0, 1])
+    delete_samples(pipe, [0, 1], positions=True)
     assert pipe[-1].deletion_log_[-1].n_deleted == 2
 
 

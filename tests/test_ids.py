@@ -319,3 +319,25 @@ def test_registry_pickles_of_format_1_load_as_positions():
     old.__setstate__(state)
     assert old.id_kind == "positions" and old.n_seen == 50
     assert old.default_ids(2).tolist() == [50, 51]
+
+
+@pytest.mark.parametrize("name", list(ESTIMATORS))
+def test_a_bare_string_is_not_a_list_of_ids_at_fit_either(name):
+    X, y = _frame(3)
+    est = _make(name)
+    with pytest.raises(TypeError, match="one id per row"):
+        est.fit(X.to_numpy(), y.to_numpy(), sample_id="abc")
+    assert not hasattr(est, "privacy_ledger_")
+
+
+@pytest.mark.parametrize("name", list(ESTIMATORS))
+def test_boolean_ids_are_refused_since_true_equals_one(name):
+    X, y = _frame()
+    with pytest.raises(TypeError, match="boolean"):
+        _make(name).fit(X, y, sample_id=[True, *range(1, len(X))])
+    est = _make(name).fit(X.to_numpy(), y.to_numpy())
+    before = pickle.dumps(est)
+    for request in (False, np.array([True, False]), [1, True], pd.Series([True, False])):
+        with pytest.raises(TypeError, match="boolean"):
+            est.delete_samples(request)
+    assert pickle.dumps(est) == before

@@ -40,7 +40,7 @@ def test_delete_through_a_private_pipeline():
         DPLinearRegression(feature_norm=np.sqrt(3), random_state=0),
     ).fit(X, y)
     assert unlearnable_steps(pipe) == []
-    assert delete_samples(pipe, [1, 2, 3]) is pipe
+    assert delete_samples(pipe, [1, 2, 3], positions=True) is pipe
     assert pipe[-1].deletion_log_[-1].n_deleted == 3
 
 
@@ -53,7 +53,7 @@ def test_a_fitted_scaler_is_named_and_nothing_changes():
     np.testing.assert_array_equal(pipe[-1].coef_, coef)
     assert pipe[-1].deletion_log_ == []
     with pytest.warns(IncompleteUnlearningWarning, match="standardscaler"):
-        delete_samples(pipe, [1], on_unlearnable="warn")
+        delete_samples(pipe, [1], on_unlearnable="warn", positions=True)
     assert pipe[-1].deletion_log_[-1].n_deleted == 1
 
 
@@ -193,7 +193,7 @@ def test_a_column_transformer_without_learned_state_deletes_silently():
     assert unlearnable_steps(pipe) == []
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        delete_samples(pipe, [0, 1])
+        delete_samples(pipe, [0, 1], positions=True)
     assert pipe[-1].deletion_log_[-1].n_deleted == 2
     # a sparse one-hot block with one entry per row: the density is public
     pipe = _column_pipeline(OneHotEncoder(categories=[[0.0, 1.0, 2.0]])).fit(X, y)
@@ -211,7 +211,7 @@ def test_a_column_transformer_names_the_step_and_attribute_that_learned():
     ]
     coef = pipe[-1].coef_.copy()
     with pytest.raises(UnlearningError, match=r"columntransformer\.onehotencoder"):
-        delete_samples(pipe, [0])
+        delete_samples(pipe, [0], positions=True)
     np.testing.assert_array_equal(pipe[-1].coef_, coef)
     assert pipe[-1].deletion_log_ == []
 
@@ -224,7 +224,7 @@ def test_a_column_transformer_names_the_step_and_attribute_that_learned():
     assert "columntransformer.standardscaler (StandardScaler: mean_, n_samples_seen_" in blocked
     assert "columntransformer.onehotencoder (OneHotEncoder: infrequent_categories_" in blocked
     with pytest.warns(IncompleteUnlearningWarning, match="StandardScaler: mean_"):
-        delete_samples(pipe, [0], on_unlearnable="warn")
+        delete_samples(pipe, [0], on_unlearnable="warn", positions=True)
 
 
 def test_a_data_dependent_sparse_choice_is_named():
@@ -235,3 +235,50 @@ def test_a_data_dependent_sparse_choice_is_named():
     assert blocked.startswith("columntransformer (ColumnTransformer: sparse_output_ was chosen")
     dense = _column_pipeline(lenient, sparse_threshold=0).fit(X, y)
     assert unlearnable_steps(dense) == []
+
+
+def test_positions_behind_a_step_must_be_confirmed_so_a_lost_index_cannot_delete_another_person():
+    # A DataFrame with integer column labels records no feature_names_in_: the
+    # pipeline cannot tell it saw a DataFrame, and the model behind the scaler
+    # numbered its rows by position. Deleting the label 253 must not silently
+    # delete whoever sits at position 253.
+    pd = pytest.importorskip("pandas")
+    from sklearn.model_selection import train_test_split
+
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame(rng.uniform(-1, 1, (1000, 2)), index=np.arange(1000) + 0)
+    y = X[0] - X[1]
+    X_train, _, y_train, _ = train_test_split(X, y, random_state=0)
+    victim = int(X_train.index[0])
+    pipe = make_pipeline(
+        PublicBoundsScaler(bounds=(-1, 1)), DPLinearRegression(feature_norm=2.0, random_state=0)
+    ).fit(X_train, y_train)
+    assert not hasattr(pipe, "feature_names_in_")
+    coef = pipe[-1].coef_.copy()
+    with pytest.raises(UnlearningError, match="positions=True"):
+        delete_samples(pipe, victim)
+    np.testing.assert_array_equal(pipe[-1].coef_, coef)
+    # the fixes the message names both delete the right person
+    kept = make_pipeline(
+        PublicBoundsScaler(bounds=(-1, 1)), DPLinearRegression(feature_norm=2.0, random_state=0)
+    ).set_output(transform="pandas")
+    kept.fit(X_train, y_train)
+    delete_samples(kept, victim)
+    assert victim not in kept[-1].unlearning_state_.registry.live()[1].tolist()
+    # a step that is the pipeline's first step saw the raw input: no confirmation needed
+    first = make_pipeline(DPLinearRegression(random_state=0)).fit(X_train.to_numpy(), y_train)
+    delete_samples(first, [0])
+
+
+def test_an_incomplete_deletion_says_so_in_the_reports_an_auditor_reads():
+    X, y = _mixed_data()
+    pipe = _column_pipeline(OneHotEncoder(sparse_output=False)).fit(X, y)
+    with pytest.warns(IncompleteUnlearningWarning):
+        delete_samples(pipe, [0], on_unlearnable="warn", positions=True)
+    (note,) = [n for n in pipe[-1].deletion_log_[-1].notes if n.startswith("INCOMPLETE")]
+    assert "columntransformer.onehotencoder" in note and "categories_" in note
+    # a complete deletion carries no such note
+    fixed = OneHotEncoder(categories=[[0.0, 1.0, 2.0]], sparse_output=False)
+    pipe = _column_pipeline(fixed).fit(X, y)
+    delete_samples(pipe, [0], positions=True)
+    assert not any(n.startswith("INCOMPLETE") for n in pipe[-1].deletion_log_[-1].notes)

@@ -121,11 +121,11 @@ def test_deletion_through_the_search():
 def test_deletion_through_a_pipeline_and_after_reload(tmp_path):
     X, y = _data(300)
     pipe = make_pipeline(PublicBoundsScaler(), _search(random_state=0)).fit(X, y)
-    delete_samples(pipe, [0, 1, 2])
+    delete_samples(pipe, [0, 1, 2], positions=True)
     dpu_io.save(pipe, tmp_path / "search.skops")
     loaded = dpu_io.load(tmp_path / "search.skops")
     np.testing.assert_array_equal(loaded.predict(X), pipe.predict(X))
-    delete_samples(loaded, [3])
+    delete_samples(loaded, [3], positions=True)
     assert len(loaded[-1].deletion_log_) == 2
 
 

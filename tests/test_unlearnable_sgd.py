@@ -224,7 +224,7 @@ def test_pipeline_and_cross_validation():
         PublicBoundsScaler(bounds=(-1.0, 1.0)), UnlearnableSGDClassifier(random_state=0)
     )
     pipe.fit(X, Y)
-    delete_samples(pipe, [0, 1])
+    delete_samples(pipe, [0, 1], positions=True)
     assert pipe[-1].deletion_log_[-1].n_deleted == 2
     scores = cross_val_score(UnlearnableSGDClassifier(random_state=0), X, Y, cv=3, n_jobs=2)
     assert np.all(scores > 0.5)  # smoke test: n = 667 per fit at the default 5% rate

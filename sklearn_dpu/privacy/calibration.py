@@ -67,9 +67,14 @@ def check_epsilon_delta(epsilon, delta) -> tuple[float, float]:
     if not (_real(epsilon) and math.isfinite(epsilon) and epsilon > 0):
         raise ValueError(f"epsilon must be a finite real number > 0, got {epsilon!r}")
     if not (_real(delta) and 0 < delta < 0.5):
+        why = (
+            "a delta of 0 is pure DP, which the Gaussian mechanisms here cannot give"
+            if _real(delta) and delta <= 0
+            else "a delta of 1/2 or more allows publishing records in the clear"
+        )
         raise ValueError(
-            f"delta must be a real number in (0, 0.5), got {delta!r}: a delta of 1/2 or "
-            "more allows publishing records in the clear; use delta well below 1/n"
+            f"delta must be a real number in (0, 0.5), got {delta!r}: {why}; use delta "
+            "well below 1/n"
         )
     return float(epsilon), float(delta)
 

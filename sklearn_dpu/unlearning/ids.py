@@ -41,8 +41,9 @@ SHOWN_IDS, SHOWN_CHARS = 3, 16
 
 #: Note of the first deletion report of an estimator whose ids are row positions.
 POSITIONS_NOTE = (
-    "sample ids are row positions: no sample_id was given and X was not a pandas "
-    "DataFrame, so id k is the k-th row passed to fit / partial_fit (counting across "
+    "sample ids are row positions: no sample_id was given and this estimator did not "
+    "receive a pandas DataFrame (inside a Pipeline, an earlier step may have turned one "
+    "into an array), so id k is the k-th row passed to fit / partial_fit (counting across "
     "calls), not a row label; pass sample_id= at fit to delete by your own ids"
 )
 
@@ -116,6 +117,13 @@ def as_id_list(sample_ids) -> list:
     """
     if isinstance(sample_ids, str | bytes):
         return [sample_ids]
+    if isinstance(sample_ids, bool | np.bool_) or (
+        isinstance(sample_ids, np.ndarray) and sample_ids.dtype.kind == "b"
+    ):
+        raise TypeError(
+            "sample ids are booleans (a mask?): pass the ids to delete, e.g. "
+            "X.index[mask] or np.flatnonzero(mask) for row positions"
+        )
     if isinstance(sample_ids, np.ndarray | np.generic):
         if np.ndim(sample_ids) == 0:
             return [sample_ids.item()]  # exact Python value (uint64 included)
@@ -123,10 +131,18 @@ def as_id_list(sample_ids) -> list:
             raise ValueError(f"sample ids must be one-dimensional, got shape {sample_ids.shape}")
         return sample_ids.tolist()
     if _is_pandas(sample_ids, "Index") or _is_pandas(sample_ids, "Series"):
+        if sample_ids.dtype == bool:
+            return as_id_list(np.asarray(sample_ids, dtype=bool))  # refused as a mask
         return sample_ids.tolist()
     if not isinstance(sample_ids, Iterable):
         return [sample_ids]
-    return list(sample_ids)
+    values = list(sample_ids)
+    if any(isinstance(v, bool | np.bool_) for v in values):
+        raise TypeError(
+            "sample ids contain booleans: True == 1 and False == 0 in Python, so a boolean "
+            "id would name another sample; pass the ids themselves"
+        )
+    return values
 
 
 def _missing(value) -> bool:
@@ -193,7 +209,13 @@ def check_id_array(ids) -> np.ndarray:
 
 def _list_ids(values: list) -> np.ndarray:
     """Lists are not passed to ``np.asarray`` blindly, which would turn
-    ``["a", 10]`` into ``["a", "10"]`` and make id ``10`` unfindable."""
+    ``["a", 10]`` into ``["a", "10"]`` and make id ``10`` unfindable. Booleans
+    are refused: ``True == 1`` would make them collide with integer ids."""
+    if any(isinstance(v, bool | np.bool_) for v in values):
+        raise TypeError(
+            "sample_id contains booleans: True == 1 and False == 0 in Python, so they "
+            "cannot be ids next to numbers; pass the ids themselves"
+        )
     if values and all(isinstance(v, str) for v in values):
         return np.asarray(values, dtype=str)
     if all(isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_) for v in values):
@@ -278,6 +300,11 @@ def requested_ids(X, sample_id) -> IdRequest:
     """
     if isinstance(sample_id, IdRequest):
         return sample_id
+    if isinstance(sample_id, str | bytes):
+        raise TypeError(
+            "sample_id must hold one id per row of X (an array, list or pandas Index), "
+            f"got a bare {type(sample_id).__name__}"
+        )
     if sample_id is not None:
         return IdRequest(check_id_array(sample_id), "given")
     if _is_pandas(X, "DataFrame"):

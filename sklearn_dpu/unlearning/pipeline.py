@@ -9,6 +9,7 @@ that can, and names those that hold data-derived state they cannot unlearn,
 with the attributes that hold it.
 """
 
+import dataclasses
 import warnings
 
 from sklearn.compose import ColumnTransformer
@@ -150,27 +151,48 @@ def unlearnable_steps(estimator) -> list[str]:
     return names
 
 
-def _check_ids_survived(estimator, deletable) -> None:
-    """Refuse when a pipeline saw a DataFrame but a step numbered rows by position.
+def _check_ids_survived(estimator, deletable, positions: bool) -> None:
+    """Refuse when a step behind another step numbered its rows by position.
 
-    A transformer returning an array drops the DataFrame's index, so the
-    deletable step fell back to row positions: the labels the caller holds
-    would name other people.
+    A transformer returning an array drops a DataFrame's index, so the
+    deletable step falls back to row positions, and the labels the caller
+    holds would name other people. When the pipeline recorded string column
+    names it certainly saw a DataFrame: refuse. Otherwise (a DataFrame with
+    integer column labels records none) the step cannot tell whether the
+    pipeline saw an array or a DataFrame: the caller must confirm that the
+    ids are row positions (``positions=True``).
     """
-    if not (isinstance(estimator, Pipeline) and hasattr(estimator, "feature_names_in_")):
+    if not isinstance(estimator, Pipeline):
         return
-    lost = [path for path, step in deletable if sample_id_kind(step) == "positions"]
-    if lost:
+    first = estimator.steps[0][1]
+    lost = [
+        path
+        for path, step in deletable
+        if step is not first and sample_id_kind(step) == "positions"
+    ]
+    if not lost:
+        return
+    fix = (
+        "Refit with explicit ids (e.g. pipe.fit(X, y, <step>__sample_id=X.index)) or keep "
+        "the index through the pipeline (pipe.set_output(transform='pandas'))."
+    )
+    if hasattr(estimator, "feature_names_in_"):
         raise UnlearningError(
             f"this pipeline was fitted on a DataFrame, but step(s) {', '.join(lost)} "
             "received an array (an earlier step dropped the index) and numbered the rows "
-            "by position: deleting index labels would delete other rows. Refit with "
-            "explicit ids (e.g. pipe.fit(X, y, <step>__sample_id=X.index)) or keep the "
-            "index through the pipeline (pipe.set_output(transform='pandas'))."
+            f"by position: deleting index labels would delete other rows. {fix}"
+        )
+    if not positions:
+        raise UnlearningError(
+            f"step(s) {', '.join(lost)} received an array from an earlier step and "
+            "numbered the rows by position, so the ids must be row positions of the data "
+            "passed to fit. If the pipeline was fitted on a DataFrame, its index labels "
+            f"were lost and would delete other rows: {fix} If the ids are row positions, "
+            "pass positions=True."
         )
 
 
-def delete_samples(estimator, sample_ids, *, on_unlearnable="raise"):
+def delete_samples(estimator, sample_ids, *, on_unlearnable="raise", positions=False):
     """Delete samples from every deletable step of ``estimator``.
 
     Parameters
@@ -183,7 +205,14 @@ def delete_samples(estimator, sample_ids, *, on_unlearnable="raise"):
         What to do when a step holds data-derived state it cannot unlearn:
         raise :class:`~sklearn_dpu.exceptions.UnlearningError` before
         touching anything, or delete what can be deleted and warn with
-        :class:`IncompleteUnlearningWarning` naming the steps.
+        :class:`IncompleteUnlearningWarning` naming the steps; the deletion
+        reports of the deleting steps then say that the deletion is incomplete.
+    positions : bool, default=False
+        Confirm that ``sample_ids`` are row positions. Required when a step of
+        a ``Pipeline`` behind another step numbered its rows by position (it
+        received an array and no ``sample_id``): the pipeline may have been
+        fitted on a DataFrame whose index labels an earlier step dropped, and
+        then labels and positions name different people.
 
     Returns
     -------
@@ -199,7 +228,7 @@ def delete_samples(estimator, sample_ids, *, on_unlearnable="raise"):
     >>> from sklearn_dpu.unlearning import delete_samples
     >>> X, y = np.random.default_rng(0).uniform(-1, 1, (100, 2)), np.zeros(100)
     >>> pipe = make_pipeline(PublicBoundsScaler(), DPLinearRegression(random_state=0))
-    >>> pipe = delete_samples(pipe.fit(X, y), [3, 4])
+    >>> pipe = delete_samples(pipe.fit(X, y), [3, 4], positions=True)
     >>> pipe[-1].deletion_log_[-1].n_deleted
     2
     """
@@ -209,7 +238,6 @@ def delete_samples(estimator, sample_ids, *, on_unlearnable="raise"):
     deletable = [(p, s) for p, s in _walk(estimator, "") if hasattr(s, "delete_samples")]
     if not deletable:
         raise UnlearningError(f"no step of {type(estimator).__name__} can delete samples")
-    _check_ids_survived(estimator, deletable)
     blocked = unlearnable_steps(estimator)
     if blocked and on_unlearnable == "raise":
         raise UnlearningError(
@@ -218,9 +246,23 @@ def delete_samples(estimator, sample_ids, *, on_unlearnable="raise"):
             + ". Replace them (e.g. PublicBoundsScaler for a fitted scaler) or pass "
             "on_unlearnable='warn' to delete from the other steps."
         )
+    _check_ids_survived(estimator, deletable, positions)
     for _, step in deletable:
         step.delete_samples(sample_ids)
     if blocked:
+        note = (
+            "INCOMPLETE: deleted through a pipeline whose other steps still hold what they "
+            "learned from the deleted samples (" + "; ".join(blocked) + "); this report's "
+            "guarantee covers this estimator's state only, and names derived from that "
+            "state (e.g. feature_names_in_) may still show it"
+        )
+        for _, step in deletable:
+            log = getattr(step, "deletion_log_", None)
+            if log:
+                step.deletion_log_ = [
+                    *log[:-1],
+                    dataclasses.replace(log[-1], notes=(*log[-1].notes, note)),
+                ]
         warnings.warn(
             "deleted, but these steps still hold what they learned from the deleted "
             "samples: " + "; ".join(blocked),
