@@ -65,7 +65,7 @@ from ..unlearning.coupling import (
     uniform_subsets,
 )
 from ..unlearning.state import VersionedState
-from ._margin_losses import get_loss
+from ._losses import get_loss
 
 __all__ = ["CoupledSGDState", "EditOutcome", "InsertionRecord"]
 

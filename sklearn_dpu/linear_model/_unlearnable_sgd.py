@@ -21,7 +21,7 @@ from ..unlearning.ids import as_id_list, requested_ids
 from ..unlearning.report import DeletionReport
 from ..unlearning.state import SampleRegistry
 from ._coupled_sgd import CoupledSGDState, EditOutcome, InsertionRecord
-from ._margin_losses import get_loss
+from ._losses import get_loss
 from ._scores import labels_from_scores
 from ._sgd_plan import (
     COUNT_DELTA_SHARE,
