@@ -78,6 +78,8 @@ References
    gradient-based methods for machine unlearning", ALT 2021.
 .. [Z04] T. Zhang, "Solving large scale linear prediction problems using
    stochastic gradient descent algorithms", ICML 2004.
+.. [ZE02] B. Zadrozny and C. Elkan, "Transforming classifier scores into
+   accurate multiclass probability estimates", KDD 2002.
 """
 
 import math
@@ -263,8 +265,9 @@ class ModifiedHuber(MarginLoss):
 
     @staticmethod
     def proba(Z: np.ndarray) -> np.ndarray:
-        # As SGDClassifier: (clip(z, -1, 1) + 1) / 2 per class, then normalized
-        # [Z04]_; rows with all zeros get the uniform distribution.
+        # As SGDClassifier.predict_proba: (clip(z, -1, 1) + 1) / 2 per class,
+        # then normalized (Zadrozny and Elkan, [ZE02]_); rows with all zeros
+        # get the uniform distribution.
         if Z.shape[1] == 1:
             p = (np.clip(Z[:, 0], -1.0, 1.0) + 1.0) / 2.0
             return np.column_stack([1.0 - p, p])
