@@ -111,7 +111,8 @@ def rnm_probabilities(utilities, scale):
 
 
 def gem_scores_loop(costs, sensitivities, epsilon, beta):
-    """The GEM normalised scores of digest P7, written as a plain double loop."""
+    """The GEM normalised scores (reconstructed from Raskhodnikova & Smith, FOCS
+    2016, as in GeneralizedExponentialMechanism), written as a plain double loop."""
     q = [float(c) for c in costs]
     g = [float(s) for s in sensitivities]
     n = len(q)

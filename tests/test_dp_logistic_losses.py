@@ -6,7 +6,7 @@ from scipy.optimize import approx_fprime, minimize
 from sklearn.linear_model import LogisticRegression
 
 from sklearn_dpu.linear_model._certified_minimize import certified_minimize
-from sklearn_dpu.linear_model._glm_losses import GLMLoss
+from sklearn_dpu.linear_model._losses import LinearModelLoss
 
 
 def _rows(rng, n, p, row_norm):
@@ -20,7 +20,7 @@ def _rows(rng, n, p, row_norm):
 @pytest.mark.parametrize("n_classes", [2, 3, 5])
 def test_gradient_and_hessian_match_finite_differences(n_classes):
     rng = np.random.default_rng(0)
-    loss = GLMLoss(n_classes, 4, np.sqrt(2.0))
+    loss = LinearModelLoss(n_classes, 4, np.sqrt(2.0))
     A = _rows(rng, 30, 4, np.sqrt(2.0))
     y = loss.encode_labels(rng.integers(n_classes, size=30))
     theta = rng.normal(size=loss.n_params)
@@ -47,7 +47,7 @@ def test_constants_bound_every_record(n_classes):
     nearly attained (a too-large constant would waste noise)."""
     rng = np.random.default_rng(1)
     p, r = 3, np.sqrt(2.0)
-    loss = GLMLoss(n_classes, p, r)
+    loss = LinearModelLoss(n_classes, p, r)
     A = _rows(rng, 400, p, r)
     y = loss.encode_labels(rng.integers(n_classes, size=400))
     worst_g, worst_h = 0.0, 0.0
@@ -67,7 +67,7 @@ def test_constants_bound_every_record(n_classes):
 @pytest.mark.parametrize("radius", [None, "half"])
 def test_certified_distance_holds(n_classes, radius):
     rng = np.random.default_rng(2)
-    loss = GLMLoss(n_classes, 4, np.sqrt(2.0))
+    loss = LinearModelLoss(n_classes, 4, np.sqrt(2.0))
     A = _rows(rng, 300, 4, np.sqrt(2.0))
     labels = rng.integers(n_classes, size=300)
     A[:, :3] += 0.3 * (labels[:, None] == np.arange(3)) if n_classes > 2 else 0.3 * labels[:, None]
@@ -102,7 +102,7 @@ def test_certified_distance_holds(n_classes, radius):
 
 def test_certificate_refuses_an_unreachable_tolerance():
     rng = np.random.default_rng(3)
-    loss = GLMLoss(2, 3, 1.0)
+    loss = LinearModelLoss(2, 3, 1.0)
     A = _rows(rng, 50, 3, 1.0)
     y = loss.encode_labels(rng.integers(2, size=50))
     with pytest.raises(RuntimeError, match="increase tol"):

@@ -91,14 +91,14 @@ def test_noisy_gd_step_sensitivity():
 def test_dp_sgd_clips_per_example_gradients():
     """Whatever a per-example gradient is, a batch sum moves by at most G per row
     (the sensitivity of a DP-SGD step holds by construction)."""
-    from sklearn_dpu.linear_model._glm_losses import GLMLoss
+    from sklearn_dpu.linear_model._losses import LinearModelLoss
     from sklearn_dpu.linear_model._noisy_gd_glm import dp_sgd_pass
 
-    loss = GLMLoss(2, 3, np.sqrt(2.0))
+    loss = LinearModelLoss(2, 3, np.sqrt(2.0))
     A = np.array([[1.0, 0.0, 1.0]])
     y = np.array([-1.0])
 
-    class Huge(GLMLoss):
+    class Huge(LinearModelLoss):
         def per_example_grads(self, theta, A, y):
             return 1e6 * super().per_example_grads(theta, A, y)
 

@@ -644,7 +644,7 @@ def test_gem_utility_guarantee_thm34():
 
 
 def test_gem_equal_sensitivities_is_em_with_twice_the_sensitivity():
-    """(c) digest §3 item 5: all gamma_j = gamma gives EM on -costs with 2 gamma."""
+    """(c) All gamma_j = gamma gives EM on -costs with 2 gamma."""
     rng = np.random.default_rng(24)
     for _ in range(200):
         n = int(rng.integers(1, 9))

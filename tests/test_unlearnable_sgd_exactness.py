@@ -6,8 +6,8 @@ noisy gradients and the mini-batch membership of every sample in every step
 "Statistical learning via stochastic optimization under data privacy
 considerations", PhD thesis, Johns Hopkins University, 2024, Lemma 29).
 Each test keeps its negative controls, which the very same comparison must
-reject: the acceptance ratio printed in the thesis's Alg. 13 line 12 and
-Alg. 27 line 4 (old over new), and a run that stores the raw noise instead
+reject: the acceptance ratio printed in the thesis's Alg. 13, step 12 and
+Alg. 27, step 4 (old over new), and a run that stores the raw noise instead
 of the noisy gradient (later edits are then not exact).
 
 With ``epsilon=inf`` sizes stay inside one size class (``size_bucket``), so
@@ -21,6 +21,7 @@ import pytest
 
 from sklearn_dpu.linear_model._unlearnable_sgd import size_bucket
 
+from ._sgd_coupling_controls import use_variant
 from ._stats import n_trials, same_distribution_pvalue, same_indicator_frequencies_pvalue
 from ._unlearnable_sgd_fast import UnaccountedSGDClassifier as UnlearnableSGDClassifier
 
@@ -96,7 +97,7 @@ def _edited(edit, final_rows, params, trials, variant):
 
 def _fit(est, rows, variant):
     est.fit(X_ALL[rows], Y_ALL[rows], sample_id=IDS[rows])
-    est.unlearning_state_.variant = variant
+    use_variant(est.unlearning_state_, variant)
 
 
 ROWS = np.arange(N)  # ids 0..47; id 48 is the row to insert

@@ -17,6 +17,7 @@ from scipy import stats
 
 from sklearn_dpu.linear_model._unlearnable_sgd import size_bucket
 
+from ._sgd_coupling_controls import recompute_probability, use_variant
 from ._stats import n_trials, poisson_binomial_pvalue
 from ._unlearnable_sgd_fast import UnaccountedSGDClassifier as UnlearnableSGDClassifier
 
@@ -38,13 +39,13 @@ def _deletion_stream(params, n_fits, per_fit, variant="exact", predict=True):
     predicted, observed = [], []
     for seed in range(n_fits):
         est = UnlearnableSGDClassifier(random_state=seed, **EXACT, **params).fit(X[:N], Y[:N])
-        est.unlearning_state_.variant = variant
+        use_variant(est.unlearning_state_, variant)
         order = np.random.default_rng(seed).permutation(N)[:per_fit]
         for sample_id in order.tolist():
             state = est.unlearning_state_
             if predict:
                 slot = state.registry.slots_of([sample_id])
-                predicted.append(state.recompute_probability(delete=slot))
+                predicted.append(recompute_probability(state, delete=slot))
             est.delete_samples([sample_id])
             observed.append(est.deletion_log_[-1].cost["recomputed_steps"] > 0)
     return est, np.array(predicted), np.array(observed)
@@ -106,7 +107,7 @@ def test_insertion_rate_matches_exact_prediction():
             state = est.unlearning_state_
             code = np.searchsorted(est.classes_, Y[row])
             clipped = est._encode(X[row : row + 1], Y[row : row + 1], est.classes_)[0, :-1]
-            predicted.append(state.recompute_probability(insert=(clipped, code)))
+            predicted.append(recompute_probability(state, insert=(clipped, code)))
             est.partial_fit(X[row : row + 1], Y[row : row + 1])
             observed.append(est.insertion_log_[-1].recomputed_steps > 0)
     predicted, observed = np.array(predicted), np.array(observed)

@@ -72,7 +72,7 @@ def certified_minimize(
 
     Parameters
     ----------
-    loss : GLMLoss
+    loss : LinearModelLoss
     A : ndarray of shape (n, p)
         Normalized rows.
     y : ndarray of shape (n,)

@@ -15,13 +15,14 @@ Implementation choices (errata to [U24]_ as listed below):
   stored noisy value is kept and only the clean gradient and the batch are
   rewritten, so the implied noise becomes ``noisy - g'`` ([derived]: Alg.
   10 / 22 leave this implicit; a run that keeps the raw noise and rebuilds
-  ``g' + theta`` is not exact, and ``tests/test_unlearnable_sgd.py`` shows it).
-* **The acceptance ratio is new over old** (Alg. 10 line 15; erratum for
+  ``g' + theta`` is not exact, and ``tests/test_unlearnable_sgd_exactness.py``
+  shows it).
+* **The acceptance ratio is new over old** (Alg. 10, step 15; erratum for
   Alg. 13 / 27) and the reflection is ``g + g' - nu`` (Lemma 27; erratum for
   §1.2.4.1, which prints a translation).
 * **The update after a reflection is** ``w_{t+1} = e_t - eta xi'_t`` at the
   evaluation point ``e_t`` (the momentum point for A-SGD; erratum for
-  Alg. 10/22 line 17). There is no projection (``P`` is the identity);
+  Alg. 10/22, step 17). There is no projection (``P`` is the identity);
   exactness does not depend on it ([derived]).
 * **Split noise** [derived]. The step noise is ``theta = theta_c + theta_r``
   with independent ``theta_c ~ N(0, s_c^2 I)`` and ``theta_r ~ N(0, s_r^2 I)``.
@@ -35,8 +36,9 @@ Implementation choices (errata to [U24]_ as listed below):
   algorithm exactly.
 * **Poisson batches** (default of the estimator) or fixed-size batches
   (Alg. 21 as printed). See :mod:`sklearn_dpu.unlearning.coupling`.
-* Per-step output averaging uses ``1/(T+1)`` over ``w_1 .. w_{T+1}`` (erratum
-  12); the accelerated variant outputs ``w_{T+1}``.
+* Per-step output averaging uses ``1/(T+1)`` over ``w_1 .. w_{T+1}`` (erratum:
+  Alg. 19 / 21 print ``(1/T) sum_{t=1}^{T+1}``); the accelerated variant
+  outputs ``w_{T+1}``.
 
 The stored run (:class:`CoupledSGDState`) holds, for ``T`` steps, ``K``
 outputs and ``p`` coefficients per output: the batch indices (int32, about
@@ -57,7 +59,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..unlearning.coupling import (
-    gaussian_tv,
     poisson_subsample,
     reflect,
     reflection_accepts,
@@ -65,20 +66,13 @@ from ..unlearning.coupling import (
     uniform_subsets,
 )
 from ..unlearning.state import VersionedState
-from ._margin_losses import get_loss
+from ._losses import get_loss
 
 __all__ = ["CoupledSGDState", "EditOutcome", "InsertionRecord"]
 
 # Gathered batch rows are processed in pieces of about this many values, so
 # memory stays bounded whatever T * m is.
 _CHUNK_VALUES = 1 << 22
-
-# The coupling variants. Only "exact" is exact; the others reproduce the two
-# implementation errors the errata below warn about, so tests can show they are
-# detected. Never set in production code.
-VARIANTS = ("exact", "inverted_ratio", "raw_noise", "stale_count")
-# ("stale_count": the estimator keeps the noised count of the fit instead of
-# shifting it by the edit, so the size class no longer tracks the data.)
 
 
 @dataclass(frozen=True)
@@ -199,7 +193,6 @@ class CoupledSGDState(VersionedState):
         self.sigma_reserve = 0.0
         self._allocate(self.n_steps)
         self.n_streams = 0
-        self.variant = "exact"
         # Bookkeeping of the estimator (public sizes and counts only).
         self.frozen_params: dict = {}
         self.plan: dict = {}
@@ -237,6 +230,14 @@ class CoupledSGDState(VersionedState):
         evaluations = self.train(0, rng)
         self.reserve_charged[:] = False
         return EditOutcome(np.zeros(0, dtype=np.int64), None, self.n_steps, evaluations, refit=True)
+
+    def shifted_count(self, k: int) -> float:
+        """The noised count after an edit of ``k`` rows (``k < 0``: deletions).
+
+        ``n + Z`` becomes ``(n + k) + Z``: the count a fresh fit on the edited
+        data would draw with the same ``Z``, so the size class tracks the data.
+        """
+        return self.n_noisy + k
 
     def _allocate(self, n_steps: int) -> None:
         """Empty run arrays for ``n_steps`` steps (a refit may change T)."""
@@ -312,7 +313,7 @@ class CoupledSGDState(VersionedState):
         w = self.path[steps]
         if self.solver == "sgd":
             return w
-        # A-SGD (Alg. 9 line 5): e_t = w_t + ((t-1)/(t+2)) (w_t - w_{t-1}) for
+        # A-SGD (Alg. 9, step 5): e_t = w_t + ((t-1)/(t+2)) (w_t - w_{t-1}) for
         # 1-based t, i.e. beta = s / (s + 3) for the 0-based step s; beta_0 = 0.
         steps = np.asarray(steps)
         beta = (steps / (steps + 3.0))[:, None, None]
@@ -407,26 +408,18 @@ class CoupledSGDState(VersionedState):
         k = len(steps)
         if k == 0:
             return None
-        old = self.grad[steps]
-        accepted = reflection_accepts(
-            self.coupled[steps],
-            old,
-            new_grad,
-            self.sigma_coupled,
-            rng.random(k),
-            inverted=self.variant == "inverted_ratio",
-        )
+        accepted = self._accepts(steps, new_grad, rng.random(k))
         first = int(np.argmin(accepted)) if not accepted.all() else None
         n_ok = k if first is None else first
-        if self.variant == "raw_noise" and n_ok:
-            # Deliberately wrong (tests only): keep the raw noise and rebuild
-            # the noisy values around the new gradient, then replay.
-            ok = steps[:n_ok]
-            shift = new_grad[:n_ok] - old[:n_ok]
-            self.coupled[ok] += shift
-            self.noisy[ok] += shift
         self.grad[steps[:n_ok]] = new_grad[:n_ok]
         return first
+
+    def _accepts(self, steps: np.ndarray, new_grad: np.ndarray, uniforms: np.ndarray):
+        """The rejection test of each tested step: keep ``nu ~ N(g, s_c^2)``
+        when ``u <= phi_{g'}(nu) / phi_g(nu)`` (new over old, [U24]_ Lemma 26)."""
+        return reflection_accepts(
+            self.coupled[steps], self.grad[steps], new_grad, self.sigma_coupled, uniforms
+        )
 
     def _reflect_and_recompute(
         self, step: int, new_grad: np.ndarray, rng: np.random.Generator
@@ -440,12 +433,6 @@ class CoupledSGDState(VersionedState):
         self.noisy[step] = nu_new + reserve
         self._replay(step, step + 1)
         return self.train(step + 1, rng)
-
-    def _finish_raw_noise_variant(self, steps: np.ndarray, first: int | None) -> None:
-        if self.variant == "raw_noise" and len(steps):
-            n_ok = len(steps) if first is None else first
-            if n_ok:
-                self._replay(int(steps[0]), self.n_steps if first is None else int(steps[first]))
 
     # ----------------------------------------------------------------- edits
 
@@ -498,7 +485,6 @@ class CoupledSGDState(VersionedState):
             per_record = self.record_gradients(points, self.batch_slots[positions])
             np.subtract.at(new_grad, inverse, per_record / self.batch_size)
         first = self._couple(steps, new_grad, rng)
-        self._finish_raw_noise_variant(steps, first)
         self._remove_from_batches(positions)
         self.forget_slots(slots)
         return self._resolve(steps, first, new_grad, rng, len(positions))
@@ -515,7 +501,6 @@ class CoupledSGDState(VersionedState):
             per_record = self.record_gradients(points, member_slots)
             np.add.at(new_grad, inverse, per_record / self.batch_size)
         first = self._couple(steps, new_grad, rng)
-        self._finish_raw_noise_variant(steps, first)
         # Batches up to the rejected step (included) gain their new members;
         # later ones are redrawn by the recompute.
         keep = slice(None) if first is None else member_steps <= steps[first]
@@ -541,7 +526,6 @@ class CoupledSGDState(VersionedState):
                 - self.record_gradients(points, replacements)
             ) / m
         first = self._couple(steps, new_grad, rng)
-        self._finish_raw_noise_variant(steps, first)
         self.batch_slots[positions] = replacements
         self.forget_slots(np.array([slot]))
         return self._resolve(steps, first, new_grad, rng, 2 * len(steps))
@@ -562,80 +546,8 @@ class CoupledSGDState(VersionedState):
                 - self.record_gradients(points, np.full(len(steps), slot))
             ) / m
         first = self._couple(steps, new_grad, rng)
-        self._finish_raw_noise_variant(steps, first)
         self.batch_slots[positions] = slot
         return self._resolve(steps, first, new_grad, rng, 2 * len(steps))
-
-    # ---------------------------------------------------------- predictions
-
-    def recompute_probability(self, delete=None, insert=None) -> float:
-        """Exact probability that an edit would recompute, given this stored run.
-
-        For the deletion of registry slots ``delete`` or the insertion of one
-        new row ``insert = (x, label_code)`` (a clipped feature vector). The
-        probability is over the edit's own randomness only (replacement
-        indices, Bernoulli memberships, uniforms): a product over steps of
-        one minus the expected rejection probability of the step (Lemma 26:
-        ``P(reject) = TV``). Used to check the measured rate; it reads data.
-        """
-        m, s_c = self.batch_size, self.sigma_coupled
-        if delete is not None:
-            delete = np.asarray(delete)
-            if self.sampling == "poisson":
-                positions = np.flatnonzero(np.isin(self.batch_slots, delete))
-                member_steps = self.steps_of_positions(positions)
-                steps, inverse = np.unique(member_steps, return_inverse=True)
-                shift = np.zeros((len(steps), self.n_outputs, self.n_coef))
-                per = self.record_gradients(
-                    self.eval_points(member_steps), self.batch_slots[positions]
-                )
-                np.add.at(shift, inverse, per / m)
-                tv = gaussian_tv(
-                    np.linalg.norm(shift.reshape(len(steps), self.n_outputs * self.n_coef), axis=1),
-                    s_c,
-                )
-                return float(1.0 - np.prod(1.0 - tv))
-            (slot,) = delete
-            m = int(m)
-            positions = np.flatnonzero(self.batch_slots == slot)
-            live = self.live_slots()
-            keep = 1.0
-            for pos in positions:
-                step = pos // m
-                batch = self.batch_of(step)
-                outside = np.setdiff1d(live, batch)
-                point = self.eval_points(np.array([step]))
-                g_j = self.record_gradients(point, np.array([slot]))[0]
-                g_i = self.record_gradients(np.repeat(point, len(outside), axis=0), outside)
-                dist = np.linalg.norm((g_j[None] - g_i).reshape(len(outside), -1), axis=1) / m
-                keep *= 1.0 - float(np.mean(gaussian_tv(dist, s_c)))
-            return 1.0 - keep
-        x, code = insert
-        X = np.append(np.asarray(x, dtype=np.float32), np.float32(code))
-        steps = np.arange(self.n_steps)
-        points = self.eval_points(steps)
-        # Gradient of the new row at every step, from a temporary single-row view.
-        Xa = np.empty(self.n_coef)
-        Xa[: self.n_features] = X[: self.n_features]
-        if self.fit_intercept:
-            Xa[-1] = self.feature_norm
-        Z = np.einsum("ikp,p->ik", points, Xa)
-        D = self.loss.dz(Z, np.full(len(steps), int(code)))
-        g_z = D[:, :, None] * Xa[None, None, :]
-        if self.sampling == "poisson":
-            dist = np.linalg.norm(g_z.reshape(len(steps), -1), axis=1) / m
-            tv = gaussian_tv(dist, s_c)
-            return float(1.0 - np.prod(1.0 - self.inclusion_prob * tv))
-        n, m = self.registry.n_samples, int(m)
-        keep = 1.0
-        for step in steps:
-            batch = self.batch_of(step)
-            g_i = self.record_gradients(
-                np.repeat(points[step : step + 1], len(batch), axis=0), batch
-            )
-            dist = np.linalg.norm((g_i - g_z[step][None]).reshape(len(batch), -1), axis=1) / m
-            keep *= 1.0 - (m / (n + 1)) * float(np.mean(gaussian_tv(dist, s_c)))
-        return 1.0 - keep
 
     # ---------------------------------------------------------- persistence
 
@@ -646,5 +558,4 @@ class CoupledSGDState(VersionedState):
         reg = self.registry
         mapping = (np.cumsum(reg.alive[: reg.size]) - 1).astype(np.int32)
         state["batch_slots"] = mapping[self.batch_slots]
-        state["variant"] = "exact"
         return state

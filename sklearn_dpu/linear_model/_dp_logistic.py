@@ -32,7 +32,7 @@ from ..unlearning.planner import (
 from ..unlearning.report import DeletionReport
 from ..unlearning.state import SampleRegistry, VersionedState
 from ._certified_minimize import certified_minimize
-from ._glm_losses import GLMLoss
+from ._losses import LinearModelLoss
 from ._noisy_gd_glm import dp_sgd_pass, noisy_projected_gd_glm, released_preconditioner
 from ._objective_perturbation import (
     jacobian_epsilon,
@@ -965,10 +965,10 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
         chunks = self.unlearning_state_.chunks
         return bool(chunks[-1]["config"].get("one_vs_rest", False))
 
-    def _loss(self, binary: bool = False) -> GLMLoss:
+    def _loss(self, binary: bool = False) -> LinearModelLoss:
         """The loss of the model (``binary``: the per-class loss of one-vs-rest)."""
         n_classes = 2 if binary else len(self.classes_)
-        return GLMLoss(n_classes, self._n_coef(self.n_features_in_), self._row_norm())
+        return LinearModelLoss(n_classes, self._n_coef(self.n_features_in_), self._row_norm())
 
     def _normalize(self, X) -> np.ndarray:
         """Clip rows to ``feature_norm``, divide by it, add the intercept column."""
@@ -1072,7 +1072,7 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
         config["radius"] = self._radius(n_public, Lambda, loss)
         return config
 
-    def _radius(self, n_public: float, Lambda: float, loss: GLMLoss) -> float:
+    def _radius(self, n_public: float, Lambda: float, loss: LinearModelLoss) -> float:
         if self.coef_bound is not None:
             return float(self.coef_bound)
         # F(theta*) <= F(0) = n ln K gives Lambda/2 ||theta*||^2 <= n ln K.

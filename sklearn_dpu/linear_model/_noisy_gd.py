@@ -1,6 +1,6 @@
 """Projected noisy gradient descent for least squares (dissertation Alg. 1, Thm 8).
 
-Ullah's dissertation [Ullah24]_, Algorithm 1 with Theorem 8 and Corollary 3,
+Ullah's dissertation [U24]_, Algorithm 1 with Theorem 8 and Corollary 3,
 with these errata:
 
 * the update uses the gradient (the algorithm as printed uses the loss);
@@ -16,14 +16,14 @@ of per-record gradients plus Gaussian noise (add/remove relation, no public
 multipliers are calibrated so that the whole run composes exactly to the
 target (epsilon, delta). Projection onto ``B(D)`` bounds each record's gradient
 ``2 (a.w - t) a`` by ``G = 2 r (r D + 1)`` with ``r = max ||a||`` (Lemma 2
-of [Ullah24]_ in its direct squared-loss form); privacy holds for any ``D``.
+of [U24]_ in its direct squared-loss form); privacy holds for any ``D``.
 
 For squared loss the sum gradient is ``2 (A w - b)`` with ``A, b`` the exact
 sufficient statistics, so a step costs O(p^2), not O(n p).
 
 References
 ----------
-.. [Ullah24] M. E. Ullah, "Statistical learning via stochastic optimization
+.. [U24] M. E. Ullah, "Statistical learning via stochastic optimization
    under data privacy considerations", PhD thesis, Johns Hopkins University,
    2024, Algorithm 1, Theorem 8, Lemma 2, Corollary 3.
 """

@@ -5,7 +5,7 @@ Thm 8, with two errata: the update uses the gradient, not the loss, and the
 loop runs ``t = 0..T-1`` from ``w_0 = 0``). Each step releases the *sum* of
 per-record gradients plus Gaussian noise. A record's gradient has norm at most
 ``G`` for every parameter value (rows are clipped; ``G`` from
-:mod:`._glm_losses`), so under add/remove-one each step is a Gaussian mechanism of
+:mod:`._losses`), so under add/remove-one each step is a Gaussian mechanism of
 sensitivity ``G``, and ``T`` steps with noise multiplier ``m`` compose exactly
 to one with multiplier ``m / sqrt(T)`` (Dong, Roth & Su 2022, Cor. 3.3). The
 dissertation's ``sigma^2 = 8 G^2 T log(1/delta) / (n^2 eps^2)`` (replace-one,
@@ -66,7 +66,7 @@ def released_preconditioner(
 
     Parameters
     ----------
-    loss : GLMLoss
+    loss : LinearModelLoss
     A : ndarray of shape (n, p)
         Normalized rows, norm at most ``loss.row_norm``.
     Lambda : float
@@ -84,8 +84,8 @@ def released_preconditioner(
     p = gram.shape[0]
     eigenvalues, vectors = np.linalg.eigh(gram)
     lifted = np.maximum(eigenvalues, 0.0) + 3.0 * mechanism.sigma * np.sqrt(p)
-    # Böhning: per-record Hessian <= (1/4) a a^T (logistic), (1/2) per class (softmax).
-    curvature = 0.25 if loss.binary else 0.5
+    # Böhning: per-record Hessian <= z_smoothness a a^T (1/4 logistic, 1/2 softmax).
+    curvature = loss.z_smoothness
     return (vectors / (curvature * lifted + Lambda)) @ vectors.T
 
 
@@ -105,7 +105,7 @@ def noisy_projected_gd_glm(
 
     Parameters
     ----------
-    loss : GLMLoss
+    loss : LinearModelLoss
     A, y : ndarrays
         Normalized rows and encoded labels.
     Lambda : float
@@ -157,7 +157,7 @@ def dp_sgd_pass(
 
     Parameters
     ----------
-    loss : GLMLoss
+    loss : LinearModelLoss
     A, y : ndarrays
         The chunk's normalized rows and encoded labels.
     theta0 : ndarray

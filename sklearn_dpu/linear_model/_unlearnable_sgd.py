@@ -21,7 +21,7 @@ from ..unlearning.ids import as_id_list, requested_ids
 from ..unlearning.report import DeletionReport
 from ..unlearning.state import SampleRegistry
 from ._coupled_sgd import CoupledSGDState, EditOutcome, InsertionRecord
-from ._margin_losses import get_loss
+from ._losses import get_loss
 from ._scores import labels_from_scores
 from ._sgd_plan import (
     COUNT_DELTA_SHARE,
@@ -383,8 +383,8 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
     would leave a single class is refused (no fit exists to match).
 
     **Exactness needs the stored noisy gradient, not the raw noise, and the
-    new-over-old acceptance ratio** (errata to [1]_: Alg. 13 line 12 and
-    Alg. 27 line 4 print the ratio inverted, and Alg. 10 / 22 leave the
+    new-over-old acceptance ratio** (errata to [1]_: Alg. 13, step 12 and
+    Alg. 27, step 4 print the ratio inverted, and Alg. 10 / 22 leave the
     stored value on acceptance implicit); both are
     tested, with the broken variants as negative controls.
 
@@ -787,7 +787,7 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
         rows = self._encode(X, y, self.classes_)
         # The noised count moves with the edit: n + Z becomes (n + k) + Z, the
         # count a fresh fit on the new data would draw with the same Z.
-        n_noisy = state.n_noisy + (len(rows) if state.variant != "stale_count" else 0)
+        n_noisy = state.shifted_count(len(rows))
         new_plan = (
             plan_run(params, n_noisy, state.n_features)
             if size_bucket(n_noisy) != state.plan["bucket"]
@@ -880,7 +880,7 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
                 "is impossible, so it cannot be unlearned exactly. Nothing changed."
             )
         # The noised count moves with the edit (n - k + Z: a fresh fit's count).
-        n_noisy = state.n_noisy - (n_deleted if state.variant != "stale_count" else 0)
+        n_noisy = state.shifted_count(-n_deleted)
         new_plan = (
             plan_run(state.frozen_params, n_noisy, state.n_features)
             if size_bucket(n_noisy) != state.plan["bucket"]

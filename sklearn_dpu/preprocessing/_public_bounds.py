@@ -43,8 +43,11 @@ class PublicBoundsScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
 
     References
     ----------
-    .. [1] Digest ``diss_dp.md`` section 4, assumption A1: scalers fitted on
-       private data break differential privacy; bounds must be public.
+    .. [1] M. E. Ullah, "Statistical learning via stochastic optimization
+       under data privacy considerations", PhD thesis, Johns Hopkins
+       University, 2024, Ch. 2: every guarantee assumes a public bound on the
+       feature norm; a scaler fitted on private data breaks differential
+       privacy, so the bounds must be public.
 
     Examples
     --------

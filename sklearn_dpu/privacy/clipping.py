@@ -2,8 +2,11 @@
 statistics.
 
 Every function here is silent: how many rows were clipped depends on private
-values, so it is never reported, warned about or stored (digest ``diss_dp.md``
-§4, assumptions A1-A2).
+values, so it is never reported, warned about or stored. The bounds are the
+assumptions of every guarantee in M. E. Ullah, "Statistical learning via
+stochastic optimization under data privacy considerations" (PhD thesis, Johns
+Hopkins University, 2024), Ch. 2: a public bound on the feature norm and on
+the loss at zero (labels clipped to a public interval).
 """
 
 import numpy as np

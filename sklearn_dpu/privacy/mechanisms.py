@@ -21,11 +21,13 @@ References
    differentially private selection", NeurIPS 2020, Algorithm 1, Theorem 1.
 .. [RS16] S. Raskhodnikova and A. Smith, "Lipschitz extensions for node-private
    graph statistics and the generalized exponential mechanism", FOCS 2016;
-   as used in Ullah's dissertation (seed 000), Thm 34, line 2796, and
-   reconstructed in digest ``diss_dp.md`` section 2.0 P7.
+   as used in [U24]_ Thm 34, which states only its interface and guarantee
+   (the selection rule is reconstructed here from [RS16]_).
 .. [KOV15] P. Kairouz, S. Oh and P. Viswanath, "The composition theorem for
    differential privacy", ICML 2015, Theorem 3.4 (the two-point privacy loss
    of randomized response dominates every pure epsilon-DP mechanism).
+.. [U24] M. E. Ullah, "Statistical learning via stochastic optimization under
+   data privacy considerations", PhD thesis, Johns Hopkins University, 2024.
 """
 
 from dataclasses import dataclass
@@ -173,9 +175,9 @@ class _PureSelection:
 class ExponentialMechanism(_PureSelection):
     """Select an index with probability proportional to ``exp(eps * u / (2 Delta))``.
 
-    [DR14]_ Thm 3.10. The printed density of the dissertation (seed 000,
-    line 551, ``exp(-2 eps s / Delta)``) has the wrong sign and factor
-    (digest ``diss_dp.md`` errata); this is the standard form. With
+    [DR14]_ Thm 3.10. The density printed in [U24]_ (Ch. 2, the exponential
+    mechanism of the private grid search: ``exp(-2 eps s / Delta)``) has the
+    wrong sign and factor (erratum); this is the standard form. With
     ``monotonic=True`` (utilities that all move in the same direction between
     neighbours) the factor 2 is dropped. Sampled exactly by the Gumbel-max trick.
 
@@ -239,9 +241,8 @@ class GeneralizedExponentialMechanism:
     """Select the candidate of smallest cost when each cost has its own sensitivity.
 
     The generalized exponential mechanism of [RS16]_ as used by the
-    dissertation's private grid search (Alg. 4, Thm 14; GenExpMech, Thm 34,
-    line 2796, which gives only the interface). Reconstruction (digest
-    ``diss_dp.md`` §2.0 P7)::
+    private grid search of [U24]_ (Alg. 4, Thm 14; GenExpMech, Thm 34, which
+    gives only the interface). Reconstruction from [RS16]_::
 
         t   = 2 ln(N / beta) / eps
         r_i = q_i + t * gamma_i                        # penalised cost

@@ -11,8 +11,8 @@ App. C). This module holds the building blocks:
   The output is exactly ``Q`` and the coupling is maximal (Lemma 26; Lemma 27).
 
   Errata used: the ratio is **new over old**, as in
-  Alg. 10 line 15 and Lemma 38; Alg. 13 line 12, the text of §5.4.2
-  and Alg. 27 line 4 print it inverted, which is not
+  Alg. 10, step 15 and Lemma 38; Alg. 13, step 12, the text of §5.4.2
+  and Alg. 27, step 4 print it inverted, which is not
   exact. The reflection is Lemma 27's ``mu_P + mu_Q - x``; §1.2.4.1
   prints the translation ``mu_P - mu_Q + x``.
 
@@ -110,13 +110,11 @@ def reflection_accepts(
     mean_new: np.ndarray,
     sigma: float,
     uniforms: np.ndarray,
-    *,
-    inverted: bool = False,
 ) -> np.ndarray:
     """The rejection step of the reflection coupling: which stored samples to keep.
 
     Keeps ``x ~ N(mean_old, sigma^2 I)`` when ``u <= phi_new(x) / phi_old(x)``
-    (Lemma 26; Alg. 10 line 15), compared in log space.
+    (Lemma 26; Alg. 10, step 15), compared in log space.
 
     Parameters
     ----------
@@ -125,18 +123,12 @@ def reflection_accepts(
     sigma : float
     uniforms : ndarray of shape (k,)
         Independent Uniform(0, 1) draws.
-    inverted : bool, default=False
-        Use the old-over-new ratio printed in Alg. 13 / Alg. 27. **Not
-        exact**; only for tests that must be able to detect it.
 
     Returns
     -------
     ndarray of bool, shape (k,)
     """
     log_ratio = gaussian_log_ratio(x, mean_new, mean_old, sigma)
-    if inverted:
-        log_ratio = -log_ratio
-        log_ratio[np.isnan(log_ratio)] = 0.0
     with np.errstate(divide="ignore"):
         return np.log(uniforms) <= log_ratio
 
@@ -146,7 +138,7 @@ def reflect(x: np.ndarray, mean_old: np.ndarray, mean_new: np.ndarray) -> np.nda
 
     Lemma 27: it maps ``N(mean_old, s^2 I)`` onto
     ``N(mean_new, s^2 I)``, is its own inverse and has unit Jacobian, as
-    Lemma 26 requires. (Line 656 prints a translation instead: erratum.)
+    Lemma 26 requires. (§1.2.4.1 prints a translation instead: erratum.)
     """
     return mean_old + mean_new - x
 
