@@ -12,7 +12,9 @@ from sklearn_dpu.linear_model._correlated_rerelease import (
     deleted_row_precision,
     remaining_row_precision,
 )
+from sklearn_dpu.privacy import PrivacyBudget
 from sklearn_dpu.privacy.calibration import gaussian_noise_multiplier
+from sklearn_dpu.privacy.ledger import privacy_spent
 from sklearn_dpu.unlearning.planner import gdp_epsilon
 
 from ._stats import n_trials, same_distribution_pvalue
@@ -60,6 +62,43 @@ def test_correlated_noise_keeps_the_marginal_law_and_correlates():
 # ------------------------------------------------------------- accounting
 
 
+def _worst_precision(k, rho):
+    """Largest exposure (units of one release's mu^2) of any row ever in the
+    data after ``k`` single-call deletions: the remaining rows', or the row
+    deleted by call ``k`` (in releases 0 .. k-1), the most exposed deleted one."""
+    if rho == 0:
+        return remaining_row_precision(k, rho)  # a deleted row is in fewer releases
+    return max(remaining_row_precision(k, rho), deleted_row_precision(k, rho))
+
+
+@pytest.mark.parametrize("rho", [0.0, 0.3, 0.5, 0.9])
+def test_privacy_spent_is_the_worst_record_ever_in_the_data(rho, tmp_path):
+    """privacy_spent_ and the shared budget's charge are the max over every
+    record ever in the data: remaining rows and the most exposed deleted one."""
+    X, y = _data()
+    budget = PrivacyBudget(100.0, DELTA, tmp_path / "budget.db")
+    est = DPLinearRegression(rerelease_correlation=rho, random_state=0, budget=budget)
+    est.fit(X, y)
+    mu = 1.0 / gaussian_noise_multiplier(1.0, DELTA)
+    for k in range(1, 6):
+        est.delete_samples([k])
+        expected = gdp_epsilon(mu * np.sqrt(_worst_precision(k, rho)), DELTA)
+        assert est.privacy_spent_.epsilon == pytest.approx(expected, rel=1e-6)
+        assert est.deletion_log_[-1].remaining_epsilon == pytest.approx(expected, rel=1e-6)
+        # The budget is charged exactly the growth of that worst case.
+        assert budget.spent().epsilon == pytest.approx(expected, rel=1e-6)
+    if rho > 0.5:  # the deleted rows set it, and the report says so
+        assert est.privacy_spent_.epsilon == pytest.approx(est.deletion_log_[-1].deletion_epsilon)
+        assert "samples deleted by this call" in est.deletion_log_[-1].notes[-1]
+    elif rho > 0:
+        assert "here that of the remaining samples" in est.deletion_log_[-1].notes[-1]
+    # Deleting many ids in one call: one more step of each group.
+    est.delete_samples(list(range(10, 60)))
+    expected = gdp_epsilon(mu * np.sqrt(_worst_precision(6, rho)), DELTA)
+    assert est.privacy_spent_.epsilon == pytest.approx(expected, rel=1e-6)
+    assert budget.spent().epsilon == pytest.approx(expected, rel=1e-6)
+
+
 @pytest.mark.parametrize("rho", [0.0, 0.5, 0.9])
 def test_ledger_composes_to_the_joint_gaussian_mechanism(rho):
     X, y = _data()
@@ -67,9 +106,18 @@ def test_ledger_composes_to_the_joint_gaussian_mechanism(rho):
     mu = 1.0 / gaussian_noise_multiplier(1.0, DELTA)
     for k in range(1, 6):
         est.delete_samples([k])
+        # The remaining rows' group (chunk 1: the fit and the re-releases).
+        live = [e for e in est.privacy_ledger_ if e["chunks"][0] >= 1]
         expected = gdp_epsilon(mu * np.sqrt(remaining_row_precision(k, rho)), DELTA)
-        assert est.privacy_spent_.epsilon == pytest.approx(expected, rel=1e-6)
-        assert est.deletion_log_[-1].remaining_epsilon == pytest.approx(expected, rel=1e-6)
+        assert privacy_spent(live, DELTA).epsilon == pytest.approx(expected, rel=1e-6)
+        # The deleted rows' group (chunk 0) composes to the latest deleted
+        # row's exposure, the largest so far; absent with independent noise.
+        deleted = [e for e in est.privacy_ledger_ if e["chunks"][0] == 0]
+        if rho == 0:
+            assert deleted == []
+        else:
+            exposure = gdp_epsilon(mu * np.sqrt(deleted_row_precision(k, rho)), DELTA)
+            assert privacy_spent(deleted, DELTA).epsilon == pytest.approx(exposure, rel=1e-6)
         report = est.deletion_log_[-1]
         if rho == 0:
             assert report.deletion_epsilon is None
@@ -81,7 +129,9 @@ def test_ledger_composes_to_the_joint_gaussian_mechanism(rho):
     # One call deleting many ids costs one re-release.
     before = est.privacy_spent_.epsilon
     est.delete_samples(list(range(10, 60)))
-    expected = gdp_epsilon(mu * np.sqrt(remaining_row_precision(6, rho)), DELTA)
+    assert est.deletion_log_[-1].rerelease_epsilon == pytest.approx(report.rerelease_epsilon)
+    assert est.deletion_log_[-1].cost["renoised_sums"] == 1
+    expected = gdp_epsilon(mu * np.sqrt(_worst_precision(6, rho)), DELTA)
     assert est.privacy_spent_.epsilon == pytest.approx(expected, rel=1e-6)
     assert est.privacy_spent_.epsilon > before
 
@@ -89,20 +139,44 @@ def test_ledger_composes_to_the_joint_gaussian_mechanism(rho):
 def test_measured_cost_of_many_deletions():
     """The numbers the docs state (epsilon = 1, delta = 1e-5)."""
     X, y = _data(400)
-    spent = {}
-    for rho in (0.0, 0.9):
+    spent, live = {}, {}
+    for rho in (0.0, 0.5, 0.7, 0.9):
         est = DPLinearRegression(rerelease_correlation=rho, random_state=0).fit(X, y)
         for i in range(100):
             est.delete_samples([i])
             if i + 1 in (1, 10, 100):
-                spent[rho, i + 1] = est.privacy_spent_.epsilon
-    assert [round(spent[0.0, k], 2) for k in (1, 10, 100)] == [1.47, 3.82, 14.52]
-    assert [round(spent[0.9, k], 2) for k in (1, 10, 100)] == [1.03, 1.26, 2.77]
+                spent[rho, i + 1] = round(est.privacy_spent_.epsilon, 2)
+                chunk1 = [e for e in est.privacy_ledger_ if e["chunks"][0] >= 1]
+                live[rho, i + 1] = round(privacy_spent(chunk1, DELTA).epsilon, 2)
+    table = {rho: [spent[rho, k] for k in (1, 10, 100)] for rho in (0.0, 0.5, 0.7, 0.9)}
+    assert table == {
+        0.0: [1.47, 3.82, 14.52],
+        0.5: [1.17, 2.25, 7.45],
+        0.7: [1.45, 2.02, 5.32],
+        0.9: [2.51, 2.64, 3.72],
+    }
+    # The remaining rows alone, at rho = 0.9.
+    assert [live[0.9, k] for k in (1, 10, 100)] == [1.03, 1.26, 2.77]
     # ... and where users read them.
     root = Path(__file__).resolve().parents[1]
-    for page in ("README.md", "doc/user_guide.rst", "doc/guarantees.rst"):
+    pages = {
+        "README.md": ("1.47", "3.8", "14.5", "1.03", "1.26", "2.77", "2.51", "2.64", "3.72"),
+        "doc/guarantees.rst": (
+            "1.47",
+            "3.8",
+            "14.5",
+            "1.03",
+            "1.26",
+            "2.77",
+            "2.51",
+            "2.64",
+            "3.72",
+        ),
+        "doc/user_guide.rst": tuple(str(v) for row in table.values() for v in row),
+    }
+    for page, numbers in pages.items():
         text = (root / page).read_text()
-        for number in ("1.47", "3.8", "14.5", "1.03", "1.26", "2.77"):
+        for number in numbers:
             assert number in text, (page, number)
 
 

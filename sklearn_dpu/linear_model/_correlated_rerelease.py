@@ -46,10 +46,34 @@ releases, and
 whatever the later releases: for ``k = 1`` (deleted after the fit),
 ``mu^2 / (1 - rho^2)`` instead of ``mu^2``. Given the previous release the new
 one shows the row's contribution under noise ``sigma sqrt(1 - rho^2)`` only.
+
+What the estimator has released is private at the largest of these
+exposures over every record ever in the data. A row deleted by the ``k``-th
+call (in releases ``0 .. k-1``) exceeds a remaining row after ``k``
+re-releases by a constant,
+
+    a^T Sigma^{-1} a - 1^T Sigma^{-1} 1 = (2 rho - 1) / (1 - rho^2),
+
+so for ``rho > 1/2`` the rows deleted so far, not the remaining ones, set
+the estimator's epsilon (the latest deleted are the most exposed: ``a^T
+Sigma^{-1} a`` grows with ``k``), and for ``rho <= 1/2`` the remaining rows
+do. The ledger records both groups: the re-releases on chunk 1 with the fit
+(the remaining rows), and the deleted rows' largest exposure on chunk 0, a
+chunk no live row belongs to. Its events compose exactly to that largest
+exposure: at the first deletion a copy of the fit's event and one of
+precision ``mu^2 (1 / (1 - rho^2) - 1) = mu^2 rho^2 / (1 - rho^2)``, at each
+later one ``mu^2 (1 - rho) / (1 + rho)``, the growth of ``a^T Sigma^{-1} a``
+with ``k``. Parallel composition over chunks then takes the larger group,
+and a shared budget is charged the growth of that maximum.
+
 The state after the deletion (exact statistics of the remaining rows and the
-current noise ``Z_k``, which is independent of the data) has the law of a
-fresh fit; the deleted row survives only in what was published before, and
-the correlation lets the new release sharpen it.
+current noise ``Z_k``) has the law of a fresh fit. ``Z_k`` is independent
+of the data but correlated with the noise of the earlier releases, which
+contained the deleted rows; the released model ``s_k + sigma Z_k`` already
+shows the same correlation, so keeping ``Z_k`` reveals nothing of a deleted
+row beyond the exposure accounted above (the deleted row survives only in
+what was published before, which the correlation lets the new release
+sharpen).
 
 References
 ----------
@@ -65,6 +89,7 @@ import numpy as np
 __all__ = [
     "ar1_covariance",
     "correlated_noise",
+    "deleted_row_increment_multiplier",
     "deleted_row_precision",
     "remaining_row_precision",
     "rerelease_increment_multiplier",
@@ -110,3 +135,23 @@ def rerelease_increment_multiplier(noise_multiplier: float, rho: float) -> float
     increment of :func:`remaining_row_precision` per re-release.
     """
     return noise_multiplier * math.sqrt((1.0 + rho) / (1.0 - rho))
+
+
+def deleted_row_increment_multiplier(
+    noise_multiplier: float, n_releases_in: int, rho: float
+) -> float:
+    """Noise multiplier of the Gaussian event by which a deletion call raises
+    the largest deleted-row exposure.
+
+    The row deleted by call ``n_releases_in`` (in releases ``0 ..
+    n_releases_in - 1``) is the most exposed so far. Its precision
+    :func:`deleted_row_precision` exceeds the previous maximum (for the first
+    call, the fit's own precision 1, recorded as a copy of the fit's event) by
+    ``rho^2 / (1 - rho^2)`` for the first call and ``(1 - rho) / (1 + rho)``
+    for each later one (the same event as a re-release's).
+    """
+    if n_releases_in <= 0 or rho <= 0.0:
+        raise ValueError(f"needs n_releases_in >= 1 and rho > 0, got {n_releases_in}, {rho}")
+    if n_releases_in > 1:
+        return rerelease_increment_multiplier(noise_multiplier, rho)
+    return noise_multiplier * math.sqrt(1.0 - rho * rho) / rho
