@@ -319,7 +319,7 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
         The stored run and the data it needs (size ``O(T (m + K p))``
         numbers plus ``n (d + 1)`` float32; ``unlearning_state_.nbytes()``).
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Defined only when ``X`` has string feature names.
 
     Notes

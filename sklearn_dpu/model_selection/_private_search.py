@@ -163,7 +163,7 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
     privacy_spent_ : PrivacySpent
     deletion_log_ : list of DeletionReport
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Defined only when ``X`` has string feature names.
     classes_ : ndarray
         For classifiers.
