@@ -184,7 +184,7 @@ def test_summary_states_the_cost_to_the_remaining_rows():
     X, y = _data()
     est = DPLinearRegression(random_state=0).fit(X, y).delete_samples([0, 1, 2])
     text = est.deletion_log_[-1].summary()
-    assert "costs the remaining samples eps = 1.465" in text
+    assert "everything published so far (privacy_spent_): eps = 1.465" in text
     assert "one call deleting many ids costs one re-release" in text
     assert "new release to the remaining samples" in est.deletion_log_[-1].guarantee
 

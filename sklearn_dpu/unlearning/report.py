@@ -50,8 +50,11 @@ class DeletionReport:
     remaining_epsilon : float or None
         The estimator's ``privacy_spent_.epsilon`` after the call: what
         everything published so far (the fit, earlier re-releases and this
-        one) costs the samples that remain. A deletion that re-releases the
-        model raises it; deleting many ids in one call costs one re-release.
+        one) costs the most exposed record, which is a remaining sample unless
+        a note says otherwise (with ``DPLinearRegression``'s correlated
+        re-release, a deleted row's before/after exposure can be the larger).
+        A deletion that re-releases the model raises it; deleting many ids in
+        one call costs one re-release.
     notes : tuple of str
         Further statements a reader of the log needs (for example that the
         ids were row positions, or that a shared budget could not be charged).
@@ -93,8 +96,9 @@ class DeletionReport:
             )
         if self.remaining_epsilon is not None:
             lines.append(
-                f"everything published so far costs the remaining samples eps = "
-                f"{self.remaining_epsilon:.4g} (one call deleting many ids costs one re-release)"
+                f"everything published so far (privacy_spent_): eps = "
+                f"{self.remaining_epsilon:.4g} for the most exposed record (one call deleting "
+                "many ids costs one re-release)"
             )
         if self.reason:
             lines.append(f"why: {self.reason}")
