@@ -3,6 +3,7 @@ public ``schedule_size`` that makes a fit's cost exact (budgeted searches), and
 deletion reports that show what they released."""
 
 import dataclasses
+import pickle
 
 import numpy as np
 import pytest
@@ -146,3 +147,13 @@ def test_a_deletion_that_tests_the_reserve_reports_its_cost(budget_path):
     assert report.rerelease_epsilon == pytest.approx(added) and added > 0
     assert budget.charges()[-1].epsilon == pytest.approx(added)
     assert "re-release cost" in report.summary() and "reserve" in report.reason
+
+
+def test_a_model_saved_before_schedule_size_existed_loads_and_edits():
+    est = UnlearnableSGDClassifier(random_state=0, max_iter=5, batch_size=100).fit(X, Y)
+    del est.__dict__["schedule_size"]  # as pickled by the previous release
+    del est.unlearning_state_.frozen_params["schedule_size"]
+    loaded = pickle.loads(pickle.dumps(est))
+    assert loaded.get_params()["schedule_size"] is None
+    loaded.delete_samples([1, 2])
+    loaded.partial_fit(X[:1], Y[:1], sample_id=["new"])

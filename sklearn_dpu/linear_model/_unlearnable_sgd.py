@@ -534,6 +534,12 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
         tags.classifier_tags.poor_score = True
         return tags
 
+    def __setstate__(self, state):
+        # Files of state format 2 written before ``schedule_size`` existed
+        # were fitted without it.
+        state.setdefault("schedule_size", None)
+        super().__setstate__(state)
+
     # ----------------------------------------------------------- planning
 
     def _params(self) -> dict:
