@@ -30,7 +30,9 @@ ESTIMATORS = [
     PrivateGridSearch(DPLogisticRegression(), {"C": [0.1, 1.0, 10.0, 100.0]}),
     PrivateGridSearch(UnlearnableSGDClassifier(), {"alpha": [1e-4, 1e-3, 1e-2, 1e-1]}),
     UnlearnableSGDClassifier(),
-    UnlearnableSGDClassifier(solver="sgd", batch_sampling="fixed", loss="modified_huber"),
+    UnlearnableSGDClassifier(
+        solver="sgd", batch_sampling="fixed", loss="modified_huber", epsilon=float("inf")
+    ),
     UnlearnableSGDClassifier(loss="hinge", noise_multiplier=1.0, coupling_share=1.0),
 ]
 

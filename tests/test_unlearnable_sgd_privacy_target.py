@@ -8,6 +8,7 @@ import pytest
 
 from sklearn_dpu import UnlearnableSGDClassifier
 from sklearn_dpu.exceptions import UnlearningError
+from sklearn_dpu.linear_model._dp_logistic import _LABEL_SET_NOTE
 from sklearn_dpu.linear_model._unlearnable_sgd import size_bucket
 
 
@@ -127,36 +128,47 @@ def _three_classes(n=600):
     return X, y
 
 
-def test_deleting_the_last_row_of_a_class_refits_without_it():
+@pytest.mark.parametrize("loss", ["log_loss", "hinge"])  # softmax, one-vs-rest
+def test_the_label_set_is_public_and_kept_when_a_class_loses_its_last_row(loss):
+    # Before: deleting the last row of class 2 refit without it (classes_ and
+    # coef_'s shape followed the data). The label set is public and kept.
     X, y = _three_classes()
-    est = UnlearnableSGDClassifier(random_state=0).fit(X, y)
-    assert est.classes_.tolist() == [0, 1, 2]
-    est.delete_samples([0, 1])
-    assert est.classes_.tolist() == [0, 1, 2]  # one row of class 2 is left
-    ledger = len(est.privacy_ledger_)
-    est.delete_samples([2])
-    # A fresh fit on the remaining rows has two classes and one output.
-    fresh = UnlearnableSGDClassifier(random_state=0).fit(X[3:], y[3:])
-    assert est.classes_.tolist() == fresh.classes_.tolist() == [0, 1]
-    assert est.coef_.shape == fresh.coef_.shape == (1, 4)
-    assert set(est.predict(X)) <= {0, 1}
+    est = UnlearnableSGDClassifier(random_state=0, loss=loss).fit(X, y)
+    coef_shape = est.coef_.shape
+    assert est.classes_.tolist() == [0, 1, 2] and coef_shape == (3, 4)
+    est.delete_samples([0, 1, 2])  # every row of class 2
     report = est.deletion_log_[-1]
-    assert "class" in report.reason and report.rerelease_epsilon is not None
-    assert len(est.privacy_ledger_) == ledger + 1  # the refit is charged
-    assert est.unlearning_state_.registry.n_samples == len(X) - 3
-    est.delete_samples([10])  # the rebuilt state keeps working
-    est.partial_fit(X[3:5], y[3:5], sample_id=["a", "b"])
+    assert est.classes_.tolist() == [0, 1, 2] and est.coef_.shape == coef_shape
+    assert "class" not in report.reason and est.insertion_log_ == []
+    assert _LABEL_SET_NOTE in report.notes
+    assert all(_LABEL_SET_NOTE in r.notes for r in est.deletion_log_)
+    # The model keeps training with a class that has no row.
+    est.delete_samples([10])
+    est.partial_fit(X[3:6], y[3:6], sample_id=["a", "b", "c"])
+    assert np.isfinite(est.coef_).all() and set(est.predict(X)) <= {0, 1, 2}
+    assert est.score(X[3:], y[3:]) > 0.7  # epsilon=1 at 600 rows
+    assert (est.predict(X) == 2).mean() < 0.05
+    # A fit given this label set: same shapes, same schedule.
+    fresh = UnlearnableSGDClassifier(random_state=1, loss=loss)
+    fresh.partial_fit(X[3:], y[3:], classes=[0, 1, 2])
+    assert fresh.coef_.shape == est.coef_.shape
 
 
-def test_classes_given_explicitly_are_kept_and_one_class_left_is_refused():
+def test_a_deletion_may_leave_a_single_class():
+    # Before: refused (a data-dependent error). A fit given the label set {0, 1}
+    # on rows of one class exists, so the deletion is exact.
     X, y = _three_classes()
-    est = UnlearnableSGDClassifier(random_state=0)
-    est.partial_fit(X, y, classes=[0, 1, 2])
-    est.delete_samples([0, 1, 2])
-    assert est.classes_.tolist() == [0, 1, 2]  # as a partial_fit with classes would
-
     two = UnlearnableSGDClassifier(random_state=0).fit(X[:6], np.array([0, 0, 0, 0, 1, 1]))
+    two.delete_samples([4, 5])
+    assert two.classes_.tolist() == [0, 1] and two.coef_.shape == (1, 4)
+    assert _LABEL_SET_NOTE in two.deletion_log_[-1].notes
     before = pickle.dumps(two)
-    with pytest.raises(UnlearningError, match="single class"):
-        two.delete_samples([4, 5])
+    with pytest.raises(UnlearningError, match="every sample"):
+        two.delete_samples([0, 1, 2, 3])
     assert pickle.dumps(two) == before
+
+
+def test_the_label_set_note_is_dp_logistic_regressions():
+    from sklearn_dpu.linear_model import _dp_logistic
+
+    assert _LABEL_SET_NOTE is _dp_logistic._LABEL_SET_NOTE

@@ -21,6 +21,13 @@ rest, so basic composition (Dwork & Roth 2014, Theorem 3.16) bounds the fit
 by ``(epsilon, delta)``; the PLD composition that ``privacy_spent_`` reports
 is never above it.
 
+Public schedule. With ``schedule_size`` (a hyper-parameter, never computed
+from the data) that number replaces the noised count: no count is released,
+the sampling rate is ``m / schedule_size`` and the run gets the whole
+``(epsilon, delta)``. A Poisson-subsampled Gaussian step's privacy depends on
+its sampling rate and multiplier only, not on how many rows there are, so
+this is sound whatever the true ``n``.
+
 References
 ----------
 .. [U24] M. E. Ullah, "Statistical learning via stochastic optimization under
@@ -46,6 +53,7 @@ __all__ = [
     "count_multiplier",
     "plan_run",
     "run_target",
+    "schedule_target",
     "size_bucket",
 ]
 
@@ -85,6 +93,14 @@ def count_multiplier(epsilon: float, delta: float) -> float:
 def run_target(epsilon: float, delta: float) -> tuple[float, float]:
     """The (epsilon, delta) left for the run after the count."""
     return (1.0 - COUNT_EPSILON_SHARE) * epsilon, (1.0 - COUNT_DELTA_SHARE) * delta
+
+
+def schedule_target(params: dict) -> tuple[float, float]:
+    """The (epsilon, delta) the run is calibrated to: the whole target with a
+    public ``schedule_size`` (no count is released), else :func:`run_target`."""
+    if params.get("schedule_size") is not None:
+        return float(params["epsilon"]), float(params["delta"])
+    return run_target(params["epsilon"], params["delta"])
 
 
 def _run_event(steps: int, rate: float, multiplier: float) -> dp_event.DpEvent:
@@ -127,11 +143,15 @@ def calibrate_run(steps: int, rate: float, epsilon: float, delta: float) -> floa
     return high
 
 
-def plan_run(params: dict, n_noisy: float, n_features: int) -> dict:
+def plan_run(params: dict, n_noisy: float, n_features: int | None) -> dict:
     """Steps, batch, sampling rate and noise of a run, from public quantities.
 
     ``n_noisy`` is the released noised count (or, with ``epsilon=inf``, the
-    exact one); only its size class is used. ``"auto"`` steps and batch size
+    exact one); only its size class is used. With a public
+    ``params["schedule_size"]`` that number itself is the reference size
+    (``n_noisy`` is ignored) and the run gets the whole privacy target.
+    ``n_features`` is only read by ``max_iter="auto"`` (None is allowed
+    otherwise). ``"auto"`` steps and batch size
     follow the dissertation's tunings with ``H D / G = 1``: noisy-m-SGD,
     Theorem 44, ``T = (rho n / sqrt(p))^(2/3)`` and ``m = T``;
     noisy-m-A-SGD, Theorem 22, ``T = (rho n / sqrt(p))^(2/5)`` and
@@ -142,14 +162,20 @@ def plan_run(params: dict, n_noisy: float, n_features: int) -> dict:
     row is replaced).
     """
     share = params["coupling_share"]
-    bucket = size_bucket(n_noisy)
-    n_ref = 2.0 ** (bucket / 8.0)
-    scale = max(
-        1.0,
-        params["recompute_rate"] * n_ref / math.sqrt(n_features + params["fit_intercept"]),
-    )
+    schedule = params.get("schedule_size")
+    if schedule is not None:
+        bucket, n_ref = size_bucket(schedule), float(schedule)
+    else:
+        bucket = size_bucket(n_noisy)
+        n_ref = 2.0 ** (bucket / 8.0)
     accelerated = params["solver"] == "nesterov"
     if params["max_iter"] == "auto":
+        if n_features is None:
+            raise ValueError("max_iter='auto' needs the number of features")
+        scale = max(
+            1.0,
+            params["recompute_rate"] * n_ref / math.sqrt(n_features + params["fit_intercept"]),
+        )
         T = int(math.ceil(scale ** (0.4 if accelerated else 2.0 / 3.0)))
     else:
         T = int(params["max_iter"])
@@ -171,7 +197,7 @@ def plan_run(params: dict, n_noisy: float, n_features: int) -> dict:
         # Each fixed-batch step is dominated by a Poisson-subsampled Gaussian
         # at rate m / n_ref with half the multiplier (replace-one shift 2).
         inclusion, shift, accounted = min(1.0, m / n_ref), 2.0, 0.5
-    epsilon, delta = params["epsilon"], params["delta"]
+    epsilon = params["epsilon"]
     if params["noise_multiplier"] is not None:
         total = float(params["noise_multiplier"])
         for_epsilon = None
@@ -181,7 +207,7 @@ def plan_run(params: dict, n_noisy: float, n_features: int) -> dict:
         ) / math.sqrt(share)
         for_epsilon = 0.0
         if not math.isinf(epsilon):
-            eps_run, delta_run = run_target(epsilon, delta)
+            eps_run, delta_run = schedule_target(params)
             for_epsilon = calibrate_run(T, float(inclusion), eps_run, delta_run) / accounted
         total = max(for_recompute, for_epsilon)
     coupled = total * math.sqrt(share)
@@ -213,7 +239,10 @@ def worst_case_run_epsilon(params: dict, delta: float) -> float:
         if params["batch_size"] == "auto"
         else float(params["batch_size"])
     )
-    n_floor = 2.0 ** (size_bucket(MIN_NOISY_COUNT) / 8.0)
+    schedule = params.get("schedule_size")
+    n_floor = (
+        float(schedule) if schedule is not None else 2.0 ** (size_bucket(MIN_NOISY_COUNT) / 8.0)
+    )
     rate = min(1.0, requested / n_floor)
     multiplier = total if params["batch_sampling"] == "poisson" else total / 2.0
     return epsilon_spent([_run_event(T, rate, multiplier)], delta)

@@ -20,7 +20,8 @@ from ..privacy.random import release_generator
 from ..unlearning.ids import as_id_list, requested_ids
 from ..unlearning.report import DeletionReport
 from ..unlearning.state import SampleRegistry
-from ._coupled_sgd import CoupledSGDState, EditOutcome, InsertionRecord
+from ._coupled_sgd import CoupledSGDState, InsertionRecord
+from ._dp_logistic import _LABEL_SET_NOTE
 from ._losses import get_loss
 from ._scores import labels_from_scores
 from ._sgd_plan import (
@@ -28,7 +29,7 @@ from ._sgd_plan import (
     COUNT_EPSILON_SHARE,
     count_multiplier,
     plan_run,
-    run_target,
+    schedule_target,
     size_bucket,
     worst_case_run_epsilon,
 )
@@ -75,6 +76,7 @@ _FROZEN = (
     "solver",
     "batch_sampling",
     "delta",
+    "schedule_size",
 )
 # Rows are clipped a little inside feature_norm so that storing them in
 # float32 (relative rounding <= 2**-24 per entry) cannot push a norm above it.
@@ -101,11 +103,17 @@ def _step_event(rate: float, multiplier: float) -> dp_event.DpEvent:
 
 def _build_run_release(params: dict, plan: dict, chunks: tuple, what: str) -> Release:
     T, solver = plan["n_steps"], params["solver"]
+    schedule = params.get("schedule_size")
+    source = (
+        "the noised count"
+        if schedule is None
+        else f"the public schedule_size={int(schedule)} (no count is released)"
+    )
     if params["batch_sampling"] == "poisson":
         return Release(
             f"{what}: noisy mini-batch SGD ({solver}), {T} steps, each a Poisson-"
             f"subsampled Gaussian (rate {plan['inclusion']:.4g}, multiplier "
-            f"{plan['noise']:.4g}); the schedule comes from the noised count",
+            f"{plan['noise']:.4g}); the schedule comes from {source}",
             dp_event.SelfComposedDpEvent(_step_event(plan["inclusion"], plan["noise"]), T),
             chunks,
             _REFERENCE,
@@ -169,10 +177,16 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
     ``k`` rows shifts the stored count to ``n + Z -/+ k``, exactly the count
     a fresh fit on the edited data would draw with the same ``Z``; an edit
     that keeps it in its class is coupled, one that moves it to another
-    class triggers a full refit, a fresh fit by construction. A deletion
-    that removes the last row of a class also refits (a fresh fit would not
-    know the class), unless ``classes`` were given to the first
-    :meth:`partial_fit`. Deleted rows and their ids are gone from the
+    class triggers a full refit, a fresh fit by construction. With a public
+    ``schedule_size`` nothing depends on the number of rows and edits never
+    change the schedule. **The label set is public**: ``classes_`` (the
+    labels of ``y`` at :meth:`fit`, or ``classes`` at the first
+    :meth:`partial_fit`) is fixed at the first fit and kept after deletions,
+    also for a label whose last row was deleted (no refit; that label's
+    outputs keep training on no rows, as a fit given the label set would).
+    Pass the labels you would publish anyway: a label that only one person
+    holds reveals them. Exactness and privacy compare with a fit **given
+    this label set**. Deleted rows and their ids are gone from the
     state. Edits must be chosen independently of the estimator's randomness
     (oblivious requests, [1]_ Ch. 4); a request chosen after looking at the
     model is outside the guarantee.
@@ -271,9 +285,33 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
         uniform batches of exactly ``batch_size`` rows, Alg. 21 as printed;
         edits are handled one row at a time (Claims 5 and 6), a step's shift
         is twice as large, and edits that touch a used row are not accounted
-        (``privacy_spent_`` becomes infinite, Notes).
+        (``privacy_spent_`` becomes infinite, Notes). **Offered only without
+        a privacy target**: ``"fixed"`` requires ``epsilon=np.inf`` (else
+        :meth:`fit` raises ``ValueError`` before reading any data). Uniform
+        ``m``-subsets of the ``n`` real rows include a row at rate ``m / n``,
+        which depends on the exact, private ``n``: accounting them at the
+        rate of a noised or public size would understate the privacy loss
+        whenever that size exceeds ``n``.
     delta : float in (0, 0.5), default=1e-5
         The delta of the privacy target and of ``privacy_spent_``.
+    schedule_size : int > 0 or None, default=None
+        A **public** number of samples that sets the schedule (steps, batch
+        size, Poisson sampling rate ``batch_size_ / schedule_size``, noise)
+        instead of the noised count: no count is released and the run gets
+        the whole ``(epsilon, delta)``. The fit is then a list of exact
+        events computable from the parameters (with an integer ``max_iter``;
+        ``"auto"`` steps also need the number of features), so budgeted
+        searches and :meth:`PrivacyBudget.can_afford` compose it exactly
+        (without it they compose approximate bounds, and two of them exceed
+        any budget's delta). The privacy of a Poisson-subsampled Gaussian
+        step depends on its sampling rate and noise only, not on the true
+        number of rows, so the guarantee holds whatever the true ``n``; a
+        ``schedule_size`` far from it only costs accuracy (expected batches
+        of ``batch_size_ * n / schedule_size`` rows, normalized by
+        ``batch_size_``). It must **not be computed from the data** (or must
+        come from a release charged to the same budget). It is a
+        hyper-parameter: edits never change the schedule, which keeps them
+        exact without refits.
     random_state : int, RandomState instance or None, default=None
         Source of the noise, the batches and the coupling. ``None`` draws
         fresh OS entropy for the fit and for every edit and stores no
@@ -288,6 +326,9 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
+        The label set, treated as public: the labels of ``y`` at :meth:`fit`
+        (or ``classes`` at the first :meth:`partial_fit`), kept after
+        deletions, also for a label with no row left.
     coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
         Weights of the clipped rows.
     intercept_ : ndarray of shape (1,) or (n_classes,)
@@ -362,9 +403,15 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
       (``privacy_per_model_``); across models its contribution to accepted
       steps is folded into stored noise, which the ledger does not bound
       either.
-    * ``batch_sampling="fixed"``: the replacement row drawn into a batch
-      enters the acceptance test, so edits that touch a used row are recorded
-      as non-private releases.
+    * ``batch_sampling="fixed"`` (only with ``epsilon=np.inf``): the
+      replacement row drawn into a batch enters the acceptance test, so edits
+      that touch a used row are recorded as non-private releases.
+
+    A deletion whose steps all pass their test leaves the model unchanged,
+    but testing a step against its reserve for the first time is itself a
+    release: its report's ``rerelease_epsilon`` is the epsilon (at
+    ``delta``) of what that call added to the ledger, and is None only when
+    the ledger did not grow.
 
     **What reports publish.** Deletion reports and ``insertion_log_`` give
     the steps tested and recomputed (or a refit): exactly the counts that
@@ -375,12 +422,10 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
     evaluations (a sum of batch sizes, which grows with the exact number of
     rows) is published or stored.
 
-    **Known exceptions.** With ``batch_sampling="fixed"``, a fit whose
-    batch is not smaller than the training set raises (a data-dependent
-    error: it can only happen when the noised count overshoots the true one
-    by a factor 2 or a ``batch_size`` is set that large), and a deletion
-    that would leave at most ``batch_size`` rows is refused. A deletion that
-    would leave a single class is refused (no fit exists to match).
+    **Known exceptions.** With ``batch_sampling="fixed"`` (not private:
+    ``epsilon=np.inf``), a fit whose batch is not smaller than the training
+    set raises, and a deletion that would leave at most ``batch_size`` rows
+    is refused.
 
     **Exactness needs the stored noisy gradient, not the raw noise, and the
     new-over-old acceptance ratio** (errata to [1]_: Alg. 13, step 12 and
@@ -436,6 +481,7 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
         "solver": [StrOptions({"sgd", "nesterov"})],
         "batch_sampling": [StrOptions({"poisson", "fixed"})],
         "delta": [DELTA_CONSTRAINT],
+        "schedule_size": [Interval(Integral, 1, None, closed="left"), None],
         "random_state": ["random_state"],
         "budget": [HasMethods(["charge", "check"]), None],
     }
@@ -457,6 +503,7 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
         solver="nesterov",
         batch_sampling="poisson",
         delta=1e-5,
+        schedule_size=None,
         random_state=None,
         budget=None,
     ):
@@ -474,6 +521,7 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
         self.solver = solver
         self.batch_sampling = batch_sampling
         self.delta = delta
+        self.schedule_size = schedule_size
         self.random_state = random_state
         self.budget = budget
 
@@ -485,6 +533,12 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
         # at realistic n is tested in tests/test_unlearnable_sgd.py.
         tags.classifier_tags.poor_score = True
         return tags
+
+    def __setstate__(self, state):
+        # Files of state format 2 written before ``schedule_size`` existed
+        # were fitted without it.
+        state.setdefault("schedule_size", None)
+        super().__setstate__(state)
 
     # ----------------------------------------------------------- planning
 
@@ -521,23 +575,48 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
     def _fit_release_plan(self) -> list:
         """What one :meth:`fit` adds to the ledger, from the parameters alone.
 
-        The noised count's release (its event is known: the count's noise
-        depends on ``epsilon`` and ``delta`` only) and an
+        With ``schedule_size`` and an integer ``max_iter``: the run's exact
+        release (its steps, sampling rate and noise are functions of the
+        parameters; no count is released). Otherwise the noised count's
+        release (its event is known: the count's noise depends on ``epsilon``
+        and ``delta`` only) and an
         :class:`~sklearn_dpu.privacy.ledger.ApproximateDPBound` for the run,
         whose steps and sampling rate come from the noised count: it is
         calibrated to ``run_target(epsilon, delta)`` (or, with an explicit
         ``noise_multiplier``, bounded over every count; ``inf`` when that is
-        impossible).
+        impossible). With ``schedule_size`` and ``max_iter="auto"`` the steps
+        depend on the number of features, unknown here: the run is then a
+        bound at the whole ``(epsilon, delta)``. Two such bounds exceed any
+        budget's delta: plan searches with ``schedule_size`` and an integer
+        ``max_iter``.
         """
-        params = self._params()
-        count = self._count_release(params)
-        eps_run, delta_run = run_target(self.epsilon, self.delta)
+        return self._planned_fit(self._params(), n_features=None)
+
+    def _planned_fit(self, params: dict, n_features: int | None) -> list:
+        """:meth:`_fit_release_plan`, using the public number of features if known."""
+        self._check_sampling(params)
+        schedule = params["schedule_size"]
+        if schedule is not None and (params["max_iter"] != "auto" or n_features is not None):
+            plan = plan_run(params, float(schedule), n_features)
+            return [Release.from_dict(entry) for entry in self._fit_ledger(params, plan)]
+        eps_run, delta_run = schedule_target(params)
         if self.noise_multiplier is not None:
             eps_run = worst_case_run_epsilon(params, delta_run)
-        return [
-            Release.from_dict(count),
-            ApproximateDPBound(eps_run, delta_run, "noisy mini-batch SGD run"),
-        ]
+        count = [] if schedule is not None else [Release.from_dict(self._count_release(params))]
+        return [*count, ApproximateDPBound(eps_run, delta_run, "noisy mini-batch SGD run")]
+
+    @staticmethod
+    def _check_sampling(params: dict) -> None:
+        """Fixed batches only without a privacy target (before any data are read)."""
+        if params["batch_sampling"] == "fixed" and not math.isinf(params["epsilon"]):
+            raise ValueError(
+                "batch_sampling='fixed' is only offered without a privacy target "
+                f"(epsilon=np.inf), got epsilon={params['epsilon']!r}: uniform batches "
+                "of m rows are drawn from the n real rows, so their sampling rate m/n "
+                "depends on the exact, private n, which no public or noised size can "
+                "bound; and its edits are not accounted. Use batch_sampling='poisson' "
+                "for a private fit."
+            )
 
     @staticmethod
     def _count_release(params: dict) -> dict:
@@ -557,11 +636,20 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
             _REFERENCE_COUNT,
         ).to_dict()
 
+    def _fit_ledger(self, params: dict, plan: dict) -> list:
+        """The ledger entries of a fit: the noised count (unless the schedule is
+        public) and the run."""
+        public = params.get("schedule_size") is not None
+        count = [] if public else [self._count_release(params)]
+        return [*count, self._run_release(params, plan, (1, 1), "fit")]
+
     def _fit(self, X, y, sample_id, classes):
         params = self._params()
-        # Check the budget from the parameters alone, before any value is read.
+        self._check_sampling(params)
+        # Check the budget from the parameters (and the public number of
+        # features, from the shape alone) before any value is read.
         if self.budget is not None:
-            planned = self._fit_release_plan()
+            planned = self._planned_fit(params, _num_features(X))
             exact = [p.to_dict() for p in planned if isinstance(p, Release)]
             bounds = [(b.epsilon, b.delta) for b in planned if isinstance(b, ApproximateDPBound)]
             self.budget.check(
@@ -588,7 +676,12 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
             registry.default_ids(len(X)) if sample_id is None else sample_id, len(X)
         )
         rng = release_generator(self.random_state, 0)
-        n_noisy = float(len(X) + count_multiplier(self.epsilon, self.delta) * rng.standard_normal())
+        if self.schedule_size is not None:
+            n_noisy = float(self.schedule_size)  # public: no count is read or released
+        else:
+            n_noisy = float(
+                len(X) + count_multiplier(self.epsilon, self.delta) * rng.standard_normal()
+            )
         plan = plan_run(params, n_noisy, X.shape[1])
         if self.batch_sampling == "fixed" and plan["batch_size"] >= len(X):
             raise ValueError(
@@ -596,7 +689,7 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
                 "not fewer than the training set has; use a smaller batch_size or "
                 "batch_sampling='poisson'"
             )
-        ledger = [self._count_release(params), self._run_release(params, plan, (1, 1), "fit")]
+        ledger = self._fit_ledger(params, plan)
         if self.budget is not None:
             self._charge_budget(self._budget_increment(ledger, restart=True), "fit")
 
@@ -642,36 +735,6 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
         state.frozen_params = params
         state.configure(plan)
         return state
-
-    def _refit_without_classes(self, state, slots, rng):
-        """A deletion that removes every row of a class: a fresh fit on the rest.
-
-        A fresh :meth:`fit` on the remaining rows would not have that class
-        in ``classes_`` (and would have fewer outputs), so the stored run is
-        rebuilt from scratch with the remaining labels, the noised count
-        already shifted, and fresh randomness. Returns the new state.
-        """
-        registry = state.registry
-        keep = state.live_slots()
-        keep = keep[~np.isin(keep, slots)]
-        rows = registry.rows[keep].copy()
-        codes = rows[:, -1].astype(np.intp)
-        present = np.unique(codes)
-        rows[:, -1] = np.searchsorted(present, codes)
-        fresh = SampleRegistry(registry.rows.shape[1], dtype=np.float32)
-        chunks = registry.chunks[keep]
-        for chunk in np.unique(chunks):
-            at = chunks == chunk
-            fresh.add(registry.ids[keep][at], rows[at], chunk=int(chunk))
-        new = self._new_state(
-            fresh, len(present), state.n_features, state.frozen_params, state.plan
-        )
-        for name in ("n_noisy", "classes_given", "n_streams", "n_chunks", "counters"):
-            setattr(new, name, getattr(state, name))
-        new.train(0, rng)
-        self.classes_ = self.classes_[present]
-        self.unlearning_state_ = new
-        return new
 
     # Size-dependent fitted values live in the state (an edit may refit).
     @property
@@ -765,8 +828,8 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
                 k = _num_samples(X)
             except TypeError:
                 k = None
-            if k is not None and size_bucket(state.n_noisy + k) != state.plan["bucket"]:
-                plan = plan_run(params, state.n_noisy + k, state.n_features)
+            if k is not None and size_bucket(_shifted_count(state, k)) != state.plan["bucket"]:
+                plan = plan_run(params, _shifted_count(state, k), state.n_features)
                 worst = self._run_release(params, plan, (1, state.n_chunks + 1), "refit")
             else:
                 worst = self._edit_release(
@@ -787,7 +850,7 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
         rows = self._encode(X, y, self.classes_)
         # The noised count moves with the edit: n + Z becomes (n + k) + Z, the
         # count a fresh fit on the new data would draw with the same Z.
-        n_noisy = state.shifted_count(len(rows))
+        n_noisy = _shifted_count(state, len(rows))
         new_plan = (
             plan_run(params, n_noisy, state.n_features)
             if size_bucket(n_noisy) != state.plan["bucket"]
@@ -869,18 +932,10 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
                 f"batch_size={int(state.batch_size)} "
                 "samples left; fit a new estimator with a smaller batch_size"
             )
-        # Labels left: a class whose last row goes would not be in classes_
-        # after a fresh fit (unless classes were given explicitly).
-        live = state.live_slots()
-        left = np.unique(registry.rows[live[~np.isin(live, slots)], -1]).astype(np.intp)
-        lose_class = not state.classes_given and len(left) < len(self.classes_)
-        if lose_class and len(left) < 2:
-            raise UnlearningError(
-                "this deletion would leave samples of a single class; a fit on them "
-                "is impossible, so it cannot be unlearned exactly. Nothing changed."
-            )
-        # The noised count moves with the edit (n - k + Z: a fresh fit's count).
-        n_noisy = state.shifted_count(-n_deleted)
+        if n_after == 0:
+            raise UnlearningError("cannot delete every sample; nothing changed")
+        # The label set is public and kept: a class may lose its last row.
+        n_noisy = _shifted_count(state, -n_deleted)
         new_plan = (
             plan_run(state.frozen_params, n_noisy, state.n_features)
             if size_bucket(n_noisy) != state.plan["bucket"]
@@ -889,12 +944,7 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
         # Nothing below can fail on user input: the state changes from here.
         state.n_noisy = n_noisy
         rng = self._edit_generator(state)
-        if lose_class:
-            if new_plan is not None:
-                state.plan = new_plan
-            state = self._refit_without_classes(state, slots, rng)
-            outcomes = [EditOutcome(np.zeros(0, dtype=np.int64), None, state.n_steps, 0, True)]
-        elif new_plan is not None:
+        if new_plan is not None:
             state.forget_slots(slots)
             state.configure(new_plan)
             outcomes = [state.refit(rng)]
@@ -907,15 +957,10 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
                 for sample_id in ordered
             ]
         del slots
-        released = self._account_edit(state, outcomes, "delete_samples", mandatory=True)
+        _, release = self._account_edit(state, outcomes, "delete_samples", mandatory=True)
         self._publish()
         recomputed = sum(o.recomputed_steps for o in outcomes)
-        if lose_class:
-            reason = (
-                "the deletion removed every sample of a class, which a fresh fit "
-                "would not know: full refit with the remaining classes"
-            )
-        elif new_plan is not None:
+        if new_plan is not None:
             reason = (
                 "the noised training-set size left its size class (factor 2**(1/8)), "
                 "which sets the sampling rate: full refit"
@@ -924,8 +969,20 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
             reason = (
                 "verified the steps that used the rows; recomputed from the first rejected step"
             )
+        elif release is not None:
+            reason = (
+                "every step that used the rows passed its coupling test: the model is "
+                "unchanged, but testing steps against their reserve is a release "
+                "(charged to the ledger: rerelease_epsilon)"
+            )
         else:
-            reason = "every step that used the rows passed its coupling test"
+            reason = (
+                "every step that used the rows passed its coupling test, and every "
+                "tested step had been tested before: nothing new was released"
+            )
+        rerelease = None
+        if release is not None:
+            rerelease = privacy_spent([release], state.frozen_params["delta"]).epsilon
         self._log_deletion(
             DeletionReport(
                 n_deleted=n_deleted,
@@ -933,7 +990,9 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
                 guarantee=(
                     "the model, iterates, noisy gradients, mini-batch indices and noised "
                     "count have the law of a fit on the remaining samples (coupling, "
-                    "Ullah 2024, Lemma 29); their rows and ids are gone"
+                    "Ullah 2024, Lemma 29); their rows and ids are gone. Testing a step "
+                    "against its reserve releases something even when the model is "
+                    "unchanged: rerelease_epsilon is what this call added to the ledger"
                 ),
                 cost={
                     "tested_steps": sum(len(o.tested_steps) for o in outcomes),
@@ -943,8 +1002,9 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
                     "recomputed_steps": state.n_steps,
                     "expected_gradient_evaluations": state.n_steps * state.batch_size,
                 },
-                rerelease_epsilon=self.privacy_per_model_.epsilon if released else None,
+                rerelease_epsilon=rerelease,
                 reason=reason,
+                notes=(_LABEL_SET_NOTE,),
             )
         )
         return self
@@ -974,8 +1034,11 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
             (1, int(last_chunk)),
         ).to_dict()
 
-    def _account_edit(self, state, outcomes, what: str, mandatory: bool) -> bool:
-        """Count the edits and record what they published; True if the model changed."""
+    def _account_edit(self, state, outcomes, what: str, mandatory: bool) -> tuple:
+        """Count the edits and record what they published.
+
+        Returns ``(changed, release)``: whether the model changed, and the
+        ledger entry this edit added (None if the ledger did not grow)."""
         if outcomes and outcomes[0].refit:
             state.counters["edits"] += 1
             state.counters["recomputes"] += 1
@@ -1011,7 +1074,8 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
                 increment = self._budget_increment([release], restart=False)
                 self._charge_budget(increment, what, mandatory=mandatory)
             self._set_ledger([*self.privacy_ledger_, release])
-        return any(o.rejected_step is not None or o.refit for o in outcomes)
+        changed = any(o.rejected_step is not None or o.refit for o in outcomes)
+        return changed, release
 
     def _cached_privacy(self, name, compute, depends_on_ledger=True):
         ledger = self.privacy_ledger_
@@ -1034,10 +1098,7 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
         a fit on the current data, so this is a fit's releases (count and run)."""
         state = self.unlearning_state_
         params = state.frozen_params
-        releases = [
-            self._count_release(params),
-            self._run_release(params, state.plan, (1, 1), "model"),
-        ]
+        releases = self._fit_ledger(params, state.plan)
         return self._cached_privacy(
             f"model{state.plan['bucket']}",
             lambda ledger, delta: privacy_spent(releases, delta),
@@ -1118,6 +1179,16 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
         """
         with np.errstate(divide="ignore"):
             return np.log(self.predict_proba(X))
+
+
+def _shifted_count(state, k: int) -> float:
+    """The stored count after inserting ``k`` rows (``k < 0``: deleting): a
+    noised count moves with the edit (``n + k + Z``, what a fresh fit would
+    draw with the same ``Z``); a public ``schedule_size`` is a hyper-parameter
+    and never moves."""
+    if state.frozen_params.get("schedule_size") is not None:
+        return state.n_noisy
+    return state.shifted_count(k)
 
 
 def _same(a, b) -> bool:

@@ -15,7 +15,7 @@ from sklearn.utils.validation import check_is_fitted, indexable
 
 from .._compat import HasMethods, Interval, _fit_context
 from ..base import PrivateEstimatorMixin
-from ..exceptions import UnlearningError
+from ..exceptions import BudgetExceededError, UnlearningError
 from ..privacy.accounting import epsilon_spent, gaussian_precision, group_events
 from ..privacy.ledger import (
     ApproximateDPBound,
@@ -309,7 +309,18 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
         for budget in budgets:
             for events, part_bounds in parts:
                 if part_bounds:
-                    budget.check(events, what, bounds=part_bounds)
+                    try:
+                        budget.check(events, what, bounds=part_bounds)
+                    except BudgetExceededError as err:
+                        if sum(d for _, d in part_bounds) < budget.delta:
+                            raise
+                        raise BudgetExceededError(
+                            f"{err}: the plan has {len(part_bounds)} fit(s) known only as "
+                            "(epsilon, delta) bounds, whose deltas add up to the budget's "
+                            "delta or more, so their composition is unbounded. Give "
+                            "UnlearnableSGDClassifier a public schedule_size (and an "
+                            "integer max_iter): its fits are then exact events that compose."
+                        ) from err
                 else:
                     budget.check(events, what)
 
