@@ -157,3 +157,30 @@ def test_a_model_saved_before_schedule_size_existed_loads_and_edits():
     assert loaded.get_params()["schedule_size"] is None
     loaded.delete_samples([1, 2])
     loaded.partial_fit(X[:1], Y[:1], sample_id=["new"])
+
+
+def test_fixed_batches_are_never_accounted_even_with_a_public_schedule():
+    # A reviewer's reproduction: fixed batches draw m of the real n rows, so no
+    # public size bounds their rate; with schedule_size and a noise multiplier
+    # the run used to be charged at rate m / schedule_size (eps 0.0014 where
+    # the same argument at the true rate gives 1.48).
+    import math
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-0.5, 0.5, size=(200, 3))
+    y = (X[:, 0] > 0).astype(int)
+    params = dict(
+        batch_sampling="fixed",
+        epsilon=np.inf,
+        noise_multiplier=5.0,
+        max_iter=10,
+        batch_size=50,
+        schedule_size=100_000,
+        random_state=0,
+    )
+    est = UnlearnableSGDClassifier(**params).fit(X, y)
+    assert math.isinf(est.privacy_spent_.epsilon)
+    budget = PrivacyBudget(0.01, 1e-5)
+    with pytest.raises(BudgetExceededError):
+        UnlearnableSGDClassifier(**params, budget=budget).fit(X, y)
+    assert budget.spent().epsilon == 0.0

@@ -230,8 +230,8 @@ def worst_case_run_epsilon(params: dict, delta: float) -> float:
     (at the public floor of the size class). ``inf`` when ``max_iter="auto"``
     (``T`` grows with the count) or without noise."""
     total = float(params["noise_multiplier"])
-    if params["max_iter"] == "auto" or total <= 0:
-        return math.inf
+    if params["max_iter"] == "auto" or total <= 0 or params["batch_sampling"] == "fixed":
+        return math.inf  # fixed batches: the rate m / n depends on the exact n
     T = int(params["max_iter"])
     accelerated = params["solver"] == "nesterov"
     requested = (
