@@ -19,6 +19,8 @@ from sklearn_dpu.privacy.accounting import epsilon_spent
 from sklearn_dpu.privacy.calibration import gaussian_noise_multiplier
 from sklearn_dpu.privacy.mechanisms import GaussianMechanism
 
+from ._doubles import Untouchable
+
 
 def _data(n=90):
     rng = np.random.default_rng(0)
@@ -63,25 +65,15 @@ def test_clones_and_pickles_share_the_ledger(budget_path):
     assert len(budget.history()) == 2
 
 
-class _Untouchable:
-    """An array-like that fails the test if anything reads it."""
-
-    def __array__(self, *args, **kwargs):
-        raise AssertionError("the data was read")
-
-    def __len__(self):
-        raise AssertionError("the data was read")
-
-
 def test_exceeding_the_cap_raises_before_reading_data(budget_path):
     X, y = _data()
     # two releases at eps = 1 compose to eps = 1.47 (not 2): the cap must be below that
     budget = PrivacyBudget(epsilon=1.2, delta=1e-5, path=budget_path)
     reg = DPLinearRegression(budget=budget, random_state=0).fit(X, y)
     with pytest.raises(BudgetExceededError, match="above its cap"):
-        clone(reg).fit(_Untouchable(), _Untouchable())
+        clone(reg).fit(Untouchable(), Untouchable())
     with pytest.raises(BudgetExceededError):
-        reg.partial_fit(_Untouchable(), _Untouchable())
+        reg.partial_fit(Untouchable(), Untouchable())
     assert len(budget.history()) == 1
 
 

@@ -16,6 +16,7 @@ from sklearn_dpu.privacy.calibration import gaussian_noise_multiplier
 from sklearn_dpu.privacy.mechanisms import GaussianMechanism, pure_dp_event
 from sklearn_dpu.unlearning import delete_samples
 
+from ._doubles import Untouchable
 from ._stats import n_trials
 
 
@@ -133,13 +134,6 @@ def test_budget_refuses_the_whole_search_before_reading_data(budget_path):
     budget = PrivacyBudget(epsilon=2.5, delta=1e-5, path=budget_path)
     base = DPLinearRegression(target_bound=1.0, epsilon=2.0, budget=budget)
     search = PrivateGridSearch(base, {"alpha": [0.0, 1.0, 2.0]}, budget=budget)
-
-    class Untouchable:
-        def __array__(self, *a, **k):
-            raise AssertionError("the data was read")
-
-        def __len__(self):
-            raise AssertionError("the data was read")
 
     with pytest.raises(BudgetExceededError):
         search.fit(Untouchable(), Untouchable())

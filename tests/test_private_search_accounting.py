@@ -14,15 +14,7 @@ from sklearn_dpu.model_selection import PrivateGridSearch
 from sklearn_dpu.privacy.accounting import epsilon_spent, group_events
 from sklearn_dpu.privacy.ledger import ApproximateDPBound, event_from_dict
 
-
-class _Untouchable:
-    """Stands for data that must not be read."""
-
-    def __array__(self, *args, **kwargs):
-        raise AssertionError("the data was read")
-
-    def __len__(self):
-        raise AssertionError("the data was read")
+from ._doubles import Untouchable
 
 
 def _classification(n=600, seed=0):
@@ -60,7 +52,7 @@ def test_a_cap_refuses_the_whole_search_before_reading_data(budget_path, where):
     base = DPLogisticRegression(epsilon=1.0, budget=budget if where != "search" else None)
     search = PrivateGridSearch(base, _TEN_C, budget=budget if where != "estimator" else None)
     with pytest.raises(BudgetExceededError, match="10 candidates"):
-        search.fit(_Untouchable(), _Untouchable())
+        search.fit(Untouchable(), Untouchable())
     assert budget.history() == []
     assert not hasattr(search, "privacy_ledger_")
 
@@ -110,7 +102,7 @@ def test_approximate_bounds_are_planned_by_basic_composition(budget_path):
     base = _BoundedPlan(epsilon=1.0)
     grid = {"C": [0.1, 1.0, 10.0]}  # the bounds sum to 3 > 2.5
     with pytest.raises(BudgetExceededError):
-        PrivateGridSearch(base, grid, budget=budget).fit(_Untouchable(), _Untouchable())
+        PrivateGridSearch(base, grid, budget=budget).fit(Untouchable(), Untouchable())
     assert budget.history() == []
     budget = PrivacyBudget(epsilon=3.5, delta=1e-5, path=budget_path.with_suffix(".b"))
     search = PrivateGridSearch(base, grid, budget=budget, random_state=0).fit(*_classification())
@@ -123,7 +115,7 @@ def test_an_unplannable_estimator_cannot_run_with_a_budget(budget_path):
     budget = PrivacyBudget(epsilon=5.0, delta=1e-5, path=budget_path)
     search = PrivateGridSearch(_Unplanned(), {"C": [1.0]}, budget=budget)
     with pytest.raises(TypeError, match="cannot plan"):
-        search.fit(_Untouchable(), _Untouchable())
+        search.fit(Untouchable(), Untouchable())
     assert budget.history() == []
 
 

@@ -24,6 +24,8 @@ from sklearn_dpu.privacy.accounting import epsilon_upper_bound
 from sklearn_dpu.privacy.ledger import ApproximateDPBound, Release
 from sklearn_dpu.unlearning import delete_samples
 
+from ._doubles import Unreadable
+
 
 def _data(n=1000, d=4, classes=2, seed=0):
     X, y = make_classification(
@@ -310,18 +312,6 @@ def test_no_noise_is_not_private():
     assert est.privacy_spent_.epsilon == np.inf
 
 
-class _Unreadable:
-    """An array-like whose values raise when read (shape is public)."""
-
-    shape = (len(X), X.shape[1])
-
-    def __len__(self):
-        return self.shape[0]
-
-    def __array__(self, *args, **kwargs):
-        raise AssertionError("the data were read")
-
-
 def test_budget_refuses_before_reading_data_and_never_refuses_deletions(budget_path):
     budget = PrivacyBudget(1.0, 1e-5, path=budget_path)
     est = UnlearnableSGDClassifier(
@@ -331,7 +321,9 @@ def test_budget_refuses_before_reading_data_and_never_refuses_deletions(budget_p
     assert budget.spent().epsilon >= est.privacy_spent_.epsilon - 1e-9
     # The plan (count + an (eps, delta) bound for the run) refuses first.
     with pytest.raises(BudgetExceededError):
-        UnlearnableSGDClassifier(random_state=1, budget=budget, epsilon=0.1).fit(_Unreadable(), Y)
+        UnlearnableSGDClassifier(random_state=1, budget=budget, epsilon=0.1).fit(
+            Unreadable(X.shape), Y
+        )
     bad = X.copy()
     bad[0, 0] = np.nan  # never read: the worst case of the insertion is refused first
     with pytest.raises(BudgetExceededError):

@@ -14,23 +14,13 @@ from sklearn_dpu.model_selection._private_search import _TRAIN
 from sklearn_dpu.privacy.accounting import epsilon_spent
 from sklearn_dpu.privacy.ledger import ApproximateDPBound, Release, privacy_spent, worst_case_events
 
+from ._doubles import Unreadable
+
 _rng = np.random.default_rng(5)
 X = _rng.normal(size=(1200, 4)) / 2.0
 Y = (X @ np.array([1.0, -1.0, 0.5, 2.0]) > 0).astype(int)
 # A cheap public schedule: few steps, a large noise.
 CHEAP = dict(schedule_size=1000, max_iter=5, batch_size=100, epsilon=1.0)
-
-
-class _Unreadable:
-    """An array-like whose values raise when read (shape is public)."""
-
-    shape = (len(X), X.shape[1])
-
-    def __len__(self):
-        return self.shape[0]
-
-    def __array__(self, *args, **kwargs):
-        raise AssertionError("the data were read")
 
 
 @pytest.mark.parametrize("epsilon", [1.0, 1e6])
@@ -39,9 +29,9 @@ def test_fixed_batches_are_refused_with_a_privacy_target_before_reading_data(eps
     # noised count, while the true rate is m / n (above it whenever n~ > n).
     est = UnlearnableSGDClassifier(batch_sampling="fixed", epsilon=epsilon, batch_size=30)
     with pytest.raises(ValueError, match=r"epsilon=np.inf"):
-        est.fit(_Unreadable(), Y)
+        est.fit(Unreadable(X.shape), Y)
     with pytest.raises(ValueError, match=r"epsilon=np.inf"):
-        est.partial_fit(_Unreadable(), Y, classes=[0, 1])
+        est.partial_fit(Unreadable(X.shape), Y, classes=[0, 1])
     with pytest.raises(ValueError, match=r"epsilon=np.inf"):
         est._fit_release_plan()
     assert not hasattr(est, "coef_")
@@ -122,7 +112,7 @@ def test_a_refused_search_says_to_set_schedule_size(budget_path):
         UnlearnableSGDClassifier(epsilon=0.5), {"alpha": [1e-4, 1e-3]}, budget=budget
     )
     with pytest.raises(BudgetExceededError, match="schedule_size"):
-        search.fit(_Unreadable(), Y)
+        search.fit(Unreadable(X.shape), Y)
     assert budget.history() == []
 
 
