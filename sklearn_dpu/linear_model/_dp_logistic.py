@@ -6,7 +6,6 @@ deletion plan) are module-level functions of explicit values in
 estimator's public API and its bookkeeping.
 """
 
-import dataclasses
 import math
 import time
 from collections import Counter
@@ -20,14 +19,13 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._compat import DELTA_CONSTRAINT, HasMethods, Interval, StrOptions, _fit_context
 from ..base import PrivateEstimatorMixin
-from ..privacy.accounting import epsilon_spent
 from ..privacy.clipping import clip_rows_l2
 from ..privacy.ledger import Release
 from ..privacy.random import release_generator
 from ..unlearning.ids import as_id_list, requested_ids
-from ..unlearning.planner import NOISE_FINETUNE, NOISE_ONLY, RETRAIN
-from ..unlearning.report import DeletionReport
+from ..unlearning.planner import NOISE_FINETUNE, NOISE_ONLY
 from ..unlearning.state import SampleRegistry, VersionedState
+from . import _logistic_deletion as deletion
 from . import _logistic_releases as releases
 from ._losses import LinearModelLoss
 from ._scores import labels_from_scores
@@ -556,7 +554,7 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
         slots = registry.slots_of(sample_ids)
         deleted_per_chunk = Counter(registry.chunks[slots].tolist())
         target = self._deletion_target()
-        plan, first_affected, retrain_iterations = releases.plan_chunk_deletion(
+        plan, first_affected, retrain_iterations = deletion.plan_chunk_deletion(
             self._params(), self._loss(), state.chunks, deleted_per_chunk, target
         )
 
@@ -570,41 +568,26 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
         increment = self._increment(planned, restart=False)
         self._charge_budget(increment, "delete_samples", mandatory=True)
 
+        live_rows = live_chunks = None
         if redone:
             # Work on the remaining rows; the registry changes only at the end.
             keep = registry.alive[: registry.size].copy()
             keep[slots] = False
             live_rows = registry.rows[: registry.size][keep]
             live_chunks = registry.chunks[: registry.size][keep]
-
-        chunks = list(state.chunks)
-        for c, k in deleted_per_chunk.items():
-            chunks[c - 1] = dataclasses.replace(chunks[c - 1], pending=chunks[c - 1].pending + k)
-        fell_back = False
-        if plan.action == NOISE_FINETUNE:
-            A, y_index = live_rows[:, :-1], live_rows[:, -1].astype(np.intp)
-            rng = release_generator(self.random_state, len(self.privacy_ledger_))
-            n_noisy = chunks[0].n_noisy - chunks[0].pending
-            cap = max(1, int(retrain_iterations))
-            try:
-                chunk = self._fit_chunk(A, y_index, n_noisy, rng, chunks[0].theta, cap)
-            except RuntimeError:
-                # The certified path ran past the retrain prediction: retrain.
-                fell_back = True
-                chunk = self._fit_chunk(A, y_index, n_noisy, rng)
-            chunks[0] = chunk
-        elif plan.action == RETRAIN:
-            for offset, c in enumerate(range(first_affected, len(chunks) + 1)):
-                rows = live_rows[live_chunks == c]
-                A, y_index = rows[:, :-1], rows[:, -1].astype(np.intp)
-                rng = release_generator(self.random_state, len(self.privacy_ledger_) + offset)
-                n_noisy = chunks[c - 1].n_noisy - chunks[c - 1].pending
-                if chunks[c - 1].kind == "fit":
-                    chunk = self._fit_chunk(A, y_index, n_noisy, rng)
-                else:
-                    theta0 = chunks[c - 2].theta if c > 1 else np.zeros(self._loss().n_params)
-                    chunk = self._sgd_chunk(A, y_index, n_noisy, theta0, rng)
-                chunks[c - 1] = chunk
+        chunks, fell_back = deletion.rerelease_chunks(
+            self._params(),
+            self._loss(),
+            state.chunks,
+            deleted_per_chunk,
+            plan.action,
+            first_affected,
+            retrain_iterations,
+            live_rows,
+            live_chunks,
+            self.random_state,
+            len(self.privacy_ledger_),
+        )
 
         registry.remove(slots)
         state.chunks = chunks
@@ -612,80 +595,19 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
         ran = [self._rerelease(chunks[c - 1], c) for c in redone]
         self._set_ledger([*self.privacy_ledger_, *(r.to_dict() for r in ran)])
         elapsed = time.perf_counter() - started
-
-        option = plan.option(RETRAIN if fell_back else plan.action)
-        if plan.action == RETRAIN or fell_back:
-            method, eps_del = "retrain", None
-            guarantee = (
-                "exact: the model, the counts and the stored rows have the "
-                "distribution of a fit on the remaining samples (streams: "
-                "replayed from the earliest chunk holding any row deleted so "
-                "far); nothing of the "
-                "deleted rows is kept"
-            )
-        else:
-            method, eps_del = "certified", plan.epsilon
-            guarantee = (
-                f"the whole state is ({plan.epsilon:.4g}, {self.delta:g})-"
-                "indistinguishable from a fit on the remaining samples "
-                f"(non-adaptive requests; Gaussian DP, mu={plan.mu:.4g}); no "
-                "un-noised value depending on the deleted rows is kept"
-            )
-        retrain_option = plan.option(RETRAIN)
-        self._log_deletion(
-            DeletionReport(
-                n_deleted=len(slots),
-                method=method,
-                guarantee=guarantee,
-                cost={
-                    "action": RETRAIN if fell_back else plan.action,
-                    "wall_time_s": elapsed,
-                    # Public: iterations predicted from released counts, times
-                    # those counts. The realized count (iterations x exact rows)
-                    # is a function of the private data and is not published.
-                    "gradient_evaluations": float(option.predicted_gradient_evaluations),
-                    "predicted_gradient_evaluations": float(
-                        plan.option(plan.action).predicted_gradient_evaluations
-                    ),
-                    "fell_back_to_retrain": fell_back,
-                },
-                retrain_cost={
-                    "gradient_evaluations": float(retrain_option.predicted_gradient_evaluations),
-                    "wall_time_s": float(
-                        retrain_option.predicted_gradient_evaluations
-                        * self._seconds_per_row_gradient()
-                    ),
-                },
-                deletion_epsilon=eps_del,
-                deletion_delta=self.delta if eps_del is not None else None,
-                rerelease_epsilon=(
-                    epsilon_spent([r.event for r in planned], self.delta) if planned else None
-                ),
-                reason=plan.reason
-                + (
-                    "; the fine-tune did not certify within its budget and fell back to retraining"
-                    if fell_back
-                    else ""
-                )
-                + f"; target deletion epsilon {target:.4g}",
-                notes=(_LABEL_SET_NOTE,),
-            )
+        report = deletion.deletion_report(
+            plan,
+            fell_back,
+            len(slots),
+            elapsed,
+            planned,
+            self.delta,
+            target,
+            self._loss(),
+            (_LABEL_SET_NOTE,),
         )
+        self._log_deletion(report)
         return self
-
-    def _seconds_per_row_gradient(self) -> float:
-        """Machine speed for the retrain estimate, timed on public random rows.
-
-        Timing the fit itself would keep, in the state, a number that depends
-        on the deleted rows (their count); this depends on nothing private.
-        """
-        loss = self._loss()
-        rows = np.random.default_rng(0).normal(size=(500, loss.n_coef))
-        labels = loss.encode_labels(np.arange(500) % loss.n_classes)
-        theta = np.zeros(loss.n_params)
-        started = time.perf_counter()
-        loss.value_and_grad(theta, rows, labels)
-        return (time.perf_counter() - started) / 500
 
     def _increment(self, planned: list, restart: bool) -> list:
         """Budget increment of ``planned``; nothing to compute without a budget
@@ -848,17 +770,8 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
 
     def _release_stream(self, A, y_index, theta0, rng):
         """Everything a :meth:`partial_fit` chunk releases: count, then DP-SGD."""
-        n_noisy = releases.noisy_count(self._params(), len(A), rng)
-        return self._sgd_chunk(A, y_index, n_noisy, theta0, rng)
-
-    def _fit_chunk(self, A, y_index, n_noisy, rng, theta0=None, max_iter=None):
-        """Batch release of chunk 1 (output, objective perturbation or noisy GD)."""
         params, loss = self._params(), self._loss()
-        return releases.fit_chunk(params, loss, A, y_index, n_noisy, rng, theta0, max_iter)[0]
-
-    def _sgd_chunk(self, A, y_index, n_noisy, theta0, rng):
-        """One DP-SGD pass on a streamed chunk."""
-        params, loss = self._params(), self._loss()
+        n_noisy = releases.noisy_count(params, len(A), rng)
         return releases.sgd_chunk(params, loss, A, y_index, n_noisy, theta0, rng)[0]
 
     def _publish(self) -> None:

@@ -14,8 +14,10 @@ docstrings state what every field means:
   :class:`ChunkRecord` the unlearning state keeps, with its Gaussian-DP
   components (:class:`GaussianPart`) for group privacy;
 * :func:`planned_release` is the ledger's :class:`~sklearn_dpu.privacy.ledger.Release`
-  of a chunk, computable from the parameters alone;
-* :func:`plan_chunk_deletion` is the deletion plan, from public quantities only.
+  of a chunk, computable from the parameters alone.
+
+The deletion plan and re-releases are in
+:mod:`sklearn_dpu.linear_model._logistic_deletion`.
 
 References
 ----------
@@ -35,13 +37,10 @@ References
 .. [7] B. Balle and Y.-X. Wang, "Improving the Gaussian mechanism for
    differential privacy: analytical calibration and optimal denoising", ICML
    2018, Thm 8.
-.. [8] M. Van Waerebeke, M. Lorenzi, G. Neglia and K. Scaman, "When to Forget?
-   Complexity trade-offs in machine unlearning", preprint, 2025: Thm 1-3.
 """
 
 import functools
 import math
-from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,15 +48,6 @@ from dp_accounting import dp_event
 
 from ..privacy.calibration import gaussian_noise_multiplier
 from ..privacy.ledger import Release
-from ..unlearning.planner import (
-    NOISE_FINETUNE,
-    NOISE_ONLY,
-    RETRAIN,
-    DeletionOption,
-    DeletionPlan,
-    linear_rate_iterations,
-    plan_deletion,
-)
 from ._certified_minimize import certified_minimize
 from ._losses import LinearModelLoss
 from ._noisy_gd_glm import dp_sgd_pass, noisy_projected_gd_glm, released_preconditioner
@@ -77,7 +67,6 @@ __all__ = [
     "configure_sgd",
     "fit_chunk",
     "noisy_count",
-    "plan_chunk_deletion",
     "planned_release",
     "sgd_chunk",
 ]
@@ -629,95 +618,3 @@ def planned_release(
         (chunk, chunk),
         "; ".join(references),
     )
-
-
-# --------------------------------------------------------------- deletion
-
-
-def _retrain_iterations(config: ReleaseConfig, loss, n_pub: float) -> int:
-    """Predicted iterations of a batch retrain at the released count ``n_pub``."""
-    if config.solver == "noisy_gd":
-        return config.n_steps
-    kappa = (n_pub * loss.smoothness + config.Lambda) / config.Lambda
-    start = math.sqrt(2.0 * n_pub * loss.loss_at_zero / config.Lambda)
-    return linear_rate_iterations(start, config.tau / config.Lambda, kappa)
-
-
-def _fine_tune_option(params, loss, chunk: ChunkRecord, pending: int) -> DeletionOption:
-    """Noise + fine-tune of a single batch fit from its published model."""
-    note = ""
-    if chunk.config.solver == "noisy_gd":
-        note = (
-            "a noisy-GD model is not a noised minimizer, so no certified warm "
-            "start applies: noise only or retrain"
-        )
-    else:
-        n_pub = max(1.0, chunk.n_noisy - pending)
-        config = configure(params, loss, n_pub)
-        if config.solver != chunk.config.solver:
-            note = "the updated count selects another solver"
-    if note:
-        return DeletionOption(NOISE_FINETUNE, False, math.inf, math.inf, note)
-    kappa = (n_pub * loss.smoothness + config.Lambda) / config.Lambda
-    target = config.tau / config.Lambda
-    old = chunk.config
-    if old.solver == "output":
-        start = (
-            old.sigma * math.sqrt(loss.n_params)
-            + (pending * loss.lipschitz + 2.0 * old.tau) / old.Lambda
-        )
-        # Certified start-point dependence: both solutions within tau/Lambda.
-        tune_mu = config.mu_model * 2.0 * config.tau / (loss.lipschitz + 2.0 * config.tau)
-    else:
-        start = math.sqrt(
-            2.0 * loss.n_params
-        ) * old.sigma_b / old.Lambda + old.sigma_amp * math.sqrt(loss.n_params)
-        tune_mu = config.mu_amp
-    iterations = linear_rate_iterations(start, target, kappa)
-    return DeletionOption(NOISE_FINETUNE, True, tune_mu, iterations * n_pub, "")
-
-
-def plan_chunk_deletion(
-    params: ReleaseParams,
-    loss: LinearModelLoss,
-    chunks: list[ChunkRecord],
-    deleted_per_chunk: Counter,
-    target: float,
-) -> tuple[DeletionPlan, int, int]:
-    """The deletion plan, from public quantities only (counts, parameters, k).
-
-    Options after Van Waerebeke et al. 2025 (Thm 1-3): noise only (group
-    privacy of the releases), noise + fine-tune (a single batch fit), retrain
-    (replay). Returns the plan, the earliest chunk holding a row deleted so
-    far and not yet removed exactly (an exact replay starts there), and the
-    predicted iterations of the last retrained batch release (the fine-tune's
-    cap).
-    """
-    pending = [c.pending + deleted_per_chunk.get(i + 1, 0) for i, c in enumerate(chunks)]
-    # An earlier noise-only deletion leaves its row in that chunk's release
-    # (and in every later chunk started from it), so an exact replay must
-    # start there, not at the chunks of this request.
-    first_affected = next(i + 1 for i, k in enumerate(pending) if k > 0)
-
-    noise_mu = math.sqrt(sum(c.group_mu(k) ** 2 for c, k in zip(chunks, pending, strict=True)))
-    options = [DeletionOption(NOISE_ONLY, True, noise_mu, 0.0, "keep the released state")]
-
-    # Predicted retrain (replay) cost, in row-gradient evaluations.
-    retrain_rows, retrain_iterations = 0.0, 0
-    for i in range(first_affected - 1, len(chunks)):
-        chunk = chunks[i]
-        n_pub = max(1.0, chunk.n_noisy - pending[i])
-        if chunk.kind == "sgd":
-            retrain_rows += n_pub
-            continue
-        retrain_iterations = _retrain_iterations(configure(params, loss, n_pub), loss, n_pub)
-        retrain_rows += retrain_iterations * n_pub
-    options.append(DeletionOption(RETRAIN, True, 0.0, retrain_rows, "exact"))
-
-    if len(chunks) > 1 or chunks[0].kind != "fit":
-        note = "fine-tune needs a single batch fit (streams are replayed instead)"
-        options.append(DeletionOption(NOISE_FINETUNE, False, math.inf, math.inf, note))
-    else:
-        options.append(_fine_tune_option(params, loss, chunks[0], pending[0]))
-    plan = plan_deletion(options, target, params.delta)
-    return plan, first_affected, retrain_iterations
