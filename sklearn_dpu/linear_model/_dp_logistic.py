@@ -6,6 +6,7 @@ deletion plan) are module-level functions of explicit values in
 estimator's public API and its bookkeeping.
 """
 
+import dataclasses
 import math
 import time
 from collections import Counter
@@ -23,7 +24,6 @@ from ..privacy.clipping import clip_rows_l2
 from ..privacy.ledger import Release
 from ..privacy.random import release_generator
 from ..unlearning.ids import as_id_list, requested_ids
-from ..unlearning.planner import NOISE_FINETUNE, NOISE_ONLY
 from ..unlearning.state import SampleRegistry, VersionedState
 from . import _logistic_deletion as deletion
 from . import _logistic_releases as releases
@@ -553,42 +553,20 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
         registry = state.registry
         slots = registry.slots_of(sample_ids)
         deleted_per_chunk = Counter(registry.chunks[slots].tolist())
-        target = self._deletion_target()
-        plan, first_affected, retrain_iterations = deletion.plan_chunk_deletion(
-            self._params(), self._loss(), state.chunks, deleted_per_chunk, target
+        params, loss, target = self._params(), self._loss(), self._deletion_target()
+        decision = deletion.plan_chunk_deletion(
+            params, loss, state.chunks, deleted_per_chunk, target
         )
-
-        if plan.action == NOISE_ONLY:
-            redone = []
-        elif plan.action == NOISE_FINETUNE:
-            redone = [1]
-        else:
-            redone = list(range(first_affected, len(state.chunks) + 1))
+        redone = decision.redone(len(state.chunks))
         planned = [self._rerelease(state.chunks[c - 1], c) for c in redone]
         increment = self._increment(planned, restart=False)
         self._charge_budget(increment, "delete_samples", mandatory=True)
 
-        live_rows = live_chunks = None
-        if redone:
-            # Work on the remaining rows; the registry changes only at the end.
-            keep = registry.alive[: registry.size].copy()
-            keep[slots] = False
-            live_rows = registry.rows[: registry.size][keep]
-            live_chunks = registry.chunks[: registry.size][keep]
+        # Re-releases read the remaining rows; the registry changes only after.
+        n_ledger = len(self.privacy_ledger_)
         chunks, fell_back = deletion.rerelease_chunks(
-            self._params(),
-            self._loss(),
-            state.chunks,
-            deleted_per_chunk,
-            plan.action,
-            first_affected,
-            retrain_iterations,
-            live_rows,
-            live_chunks,
-            self.random_state,
-            len(self.privacy_ledger_),
+            params, loss, state.chunks, registry, slots, decision, self.random_state, n_ledger
         )
-
         registry.remove(slots)
         state.chunks = chunks
         self._publish()
@@ -596,14 +574,14 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
         self._set_ledger([*self.privacy_ledger_, *(r.to_dict() for r in ran)])
         elapsed = time.perf_counter() - started
         report = deletion.deletion_report(
-            plan,
+            decision.plan,
             fell_back,
             len(slots),
             elapsed,
             planned,
             self.delta,
             target,
-            self._loss(),
+            loss,
             (_LABEL_SET_NOTE,),
         )
         self._log_deletion(report)
@@ -738,17 +716,8 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
 
     def _params(self) -> releases.ReleaseParams:
         """The public parameters a release reads."""
-        return releases.ReleaseParams(
-            epsilon=self.epsilon,
-            delta=self.delta,
-            feature_norm=self.feature_norm,
-            C=self.C,
-            solver=self.solver,
-            max_iter=self.max_iter,
-            tol=self.tol,
-            coef_bound=self.coef_bound,
-            batch_size=self.batch_size,
-        )
+        names = [field.name for field in dataclasses.fields(releases.ReleaseParams)]
+        return releases.ReleaseParams(**{name: getattr(self, name) for name in names})
 
     def _check_public_params(self, n_classes: int = 2) -> None:
         """Checks that need only the parameters and the label set.

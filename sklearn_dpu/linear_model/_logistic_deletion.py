@@ -19,6 +19,7 @@ import dataclasses
 import math
 import time
 from collections import Counter
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -35,10 +36,41 @@ from ..unlearning.planner import (
     plan_deletion,
 )
 from ..unlearning.report import DeletionReport
+from ..unlearning.state import SampleRegistry
 from . import _logistic_releases as releases
 from ._losses import LinearModelLoss
 
-__all__ = ["deletion_report", "plan_chunk_deletion", "rerelease_chunks"]
+__all__ = ["ChunkDeletionPlan", "deletion_report", "plan_chunk_deletion", "rerelease_chunks"]
+
+
+@dataclass(frozen=True)
+class ChunkDeletionPlan:
+    """What one deletion request does to the chunks, from public quantities.
+
+    Attributes
+    ----------
+    plan : DeletionPlan
+        The planner's choice among noise only, noise + fine-tune and retrain,
+        with its certified Gaussian-DP mu and epsilon.
+    first_affected : int
+        The earliest chunk (1-based) holding a row deleted so far and not yet
+        removed exactly: a retrain replays the chunks from there.
+    retrain_iterations : int
+        Predicted iterations of the last batch release of a retrain; the cap
+        of a fine-tune before it falls back to retraining.
+    """
+
+    plan: DeletionPlan
+    first_affected: int
+    retrain_iterations: int
+
+    def redone(self, n_chunks: int) -> list[int]:
+        """The chunks (1-based) released again: none, chunk 1, or a replay."""
+        if self.plan.action == NOISE_ONLY:
+            return []
+        if self.plan.action == NOISE_FINETUNE:
+            return [1]
+        return list(range(self.first_affected, n_chunks + 1))
 
 
 def _retrain_iterations(config: releases.ReleaseConfig, loss, n_pub: float) -> int:
@@ -90,15 +122,12 @@ def plan_chunk_deletion(
     chunks: list[releases.ChunkRecord],
     deleted_per_chunk: Counter,
     target: float,
-) -> tuple[DeletionPlan, int, int]:
+) -> ChunkDeletionPlan:
     """The deletion plan, from public quantities only (counts, parameters, k).
 
     Options after Van Waerebeke et al. 2025 (Thm 1-3): noise only (group
     privacy of the releases), noise + fine-tune (a single batch fit), retrain
-    (replay). Returns the plan, the earliest chunk holding a row deleted so
-    far and not yet removed exactly (an exact replay starts there), and the
-    predicted iterations of the last retrained batch release (the fine-tune's
-    cap).
+    (replay).
     """
     pending = [c.pending + deleted_per_chunk.get(i + 1, 0) for i, c in enumerate(chunks)]
     # An earlier noise-only deletion leaves its row in that chunk's release
@@ -129,32 +158,37 @@ def plan_chunk_deletion(
     else:
         options.append(_fine_tune_option(params, loss, chunks[0], pending[0]))
     plan = plan_deletion(options, target, params.delta)
-    return plan, first_affected, retrain_iterations
+    return ChunkDeletionPlan(plan, first_affected, retrain_iterations)
 
 
 def rerelease_chunks(
     params: releases.ReleaseParams,
     loss: LinearModelLoss,
     chunks: list[releases.ChunkRecord],
-    deleted_per_chunk: Counter,
-    action: str,
-    first_affected: int,
-    retrain_iterations: int,
-    live_rows: np.ndarray | None,
-    live_chunks: np.ndarray | None,
+    registry: SampleRegistry,
+    slots: np.ndarray,
+    decision: ChunkDeletionPlan,
     random_state,
     n_ledger: int,
 ) -> tuple[list[releases.ChunkRecord], bool]:
-    """The chunk records after a deletion of ``action`` and whether it fell back.
+    """The chunk records after deleting the registry's ``slots``, and whether
+    the fine-tune fell back to retraining.
 
     Every chunk's ``pending`` grows by its deleted samples. Noise + fine-tune
     restarts the single batch fit from its published model (Descent-to-Delete,
     Neel et al. 2021), capped at the retrain prediction, and retrains when it
     does not certify within it; retrain replays every chunk from
-    ``first_affected`` on the remaining rows ``live_rows`` (arrival chunks
-    ``live_chunks``). Release ``i`` of this call draws from generator
-    ``n_ledger + i`` of ``random_state``.
+    ``first_affected`` on the remaining rows. The registry is only read.
+    Release ``i`` of this call draws from generator ``n_ledger + i`` of
+    ``random_state``.
     """
+    action = decision.plan.action
+    if action != NOISE_ONLY:
+        keep = registry.alive[: registry.size].copy()
+        keep[slots] = False
+        live_rows = registry.rows[: registry.size][keep]
+        live_chunks = registry.chunks[: registry.size][keep]
+    deleted_per_chunk = Counter(registry.chunks[slots].tolist())
     chunks = list(chunks)
     for c, k in deleted_per_chunk.items():
         chunks[c - 1] = dataclasses.replace(chunks[c - 1], pending=chunks[c - 1].pending + k)
@@ -163,7 +197,7 @@ def rerelease_chunks(
         A, y_index = live_rows[:, :-1], live_rows[:, -1].astype(np.intp)
         rng = release_generator(random_state, n_ledger)
         n_noisy = chunks[0].n_noisy - chunks[0].pending
-        cap = max(1, int(retrain_iterations))
+        cap = max(1, int(decision.retrain_iterations))
         try:
             chunk, _ = releases.fit_chunk(
                 params, loss, A, y_index, n_noisy, rng, chunks[0].theta, cap
@@ -174,7 +208,7 @@ def rerelease_chunks(
             chunk, _ = releases.fit_chunk(params, loss, A, y_index, n_noisy, rng)
         chunks[0] = chunk
     elif action == RETRAIN:
-        for offset, c in enumerate(range(first_affected, len(chunks) + 1)):
+        for offset, c in enumerate(range(decision.first_affected, len(chunks) + 1)):
             rows = live_rows[live_chunks == c]
             A, y_index = rows[:, :-1], rows[:, -1].astype(np.intp)
             rng = release_generator(random_state, n_ledger + offset)
