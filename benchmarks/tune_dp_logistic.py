@@ -19,7 +19,7 @@ import numpy as np
 from sklearn.linear_model import LogisticRegression
 from sklearn.preprocessing import StandardScaler
 
-from sklearn_dpu.linear_model import DPLogisticRegression, _dp_logistic
+from sklearn_dpu.linear_model import DPLogisticRegression, _logistic_releases
 
 GRID = tuple(float(c) for c in os.environ.get("GRID", "0.03,0.1,0.3,1,3").split(","))
 
@@ -46,10 +46,10 @@ def main(solvers=("output", "objective", "noisy_gd")):
         base = LogisticRegression(max_iter=2000).fit(Xtr, ytr).score(Xte, yte)
         problems.append((n, d, k, Xtr, ytr, Xte, yte, base))
     if "JACOBIAN_FRACTION" in os.environ:
-        _dp_logistic._JACOBIAN_FRACTION = float(os.environ["JACOBIAN_FRACTION"])
+        _logistic_releases._JACOBIAN_FRACTION = float(os.environ["JACOBIAN_FRACTION"])
     for solver in solvers:
         for c in GRID:
-            _dp_logistic._RIDGE[solver] = c
+            _logistic_releases._RIDGE[solver] = c
             gaps = {}
             for eps in (0.1, 1.0, 10.0):
                 gap = []

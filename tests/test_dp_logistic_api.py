@@ -53,8 +53,8 @@ def test_one_vs_rest_only_for_objective_multiclass():
     X, y = _blobs(n=300, n_classes=3)
     ovr = DPLogisticRegression(solver="objective", random_state=0).fit(X, y)
     softmax = DPLogisticRegression(solver="output", random_state=0).fit(X, y)
-    assert ovr.unlearning_state_.chunks[0]["config"]["one_vs_rest"]
-    assert not softmax.unlearning_state_.chunks[0]["config"]["one_vs_rest"]
+    assert ovr.unlearning_state_.chunks[0].config.one_vs_rest
+    assert not softmax.unlearning_state_.chunks[0].config.one_vs_rest
 
 
 def test_reproducible_with_a_seed_fresh_without():
@@ -89,7 +89,7 @@ def test_regularization_means_what_sklearn_c_means():
     ref = ref.fit(A, y)
     # Compare in the normalized units of the solver, within the (tiny) noise.
     ours = np.append(clf.coef_.ravel() * F, clf.intercept_[0])
-    sigma = clf.unlearning_state_.chunks[0]["config"]["sigma"]
+    sigma = clf.unlearning_state_.chunks[0].config.sigma
     np.testing.assert_allclose(ours, F * ref.coef_[0], atol=5 * sigma + 1e-4)
     assert sigma < 0.02
     assert clf.C_ == pytest.approx(0.3)
@@ -130,4 +130,4 @@ def test_partial_fit_streams_chunks():
     assert clf.score(X, y) > LogisticRegression().fit(X, y).score(X, y) - 0.05
     fitted = DPLogisticRegression(random_state=0, feature_norm=8.0).fit(X[:3000], y[:3000])
     fitted.partial_fit(X[3000:], y[3000:])
-    assert fitted.unlearning_state_.chunks[1]["kind"] == "sgd"
+    assert fitted.unlearning_state_.chunks[1].kind == "sgd"

@@ -14,7 +14,7 @@ from sklearn_dpu.exceptions import (
     PrivacyLeakWarning,
     UnlearningError,
 )
-from sklearn_dpu.linear_model import DPLogisticRegression, _dp_logistic
+from sklearn_dpu.linear_model import DPLogisticRegression, _logistic_releases
 from sklearn_dpu.linear_model._certified_minimize import certified_minimize
 from sklearn_dpu.privacy import PrivacyBudget
 from sklearn_dpu.unlearning.planner import (
@@ -40,7 +40,7 @@ def _pair(seed=0, n=12, d=2):
 
 
 def _theta(est):
-    return est.unlearning_state_.chunks[-1]["theta"]
+    return est.unlearning_state_.chunks[-1].theta
 
 
 # ------------------------------------------------------------------ planner
@@ -206,7 +206,7 @@ def test_fine_tune_falls_back_to_retraining(monkeypatch):
             raise RuntimeError("could not certify")
         return certified_minimize(*args, **kw)
 
-    monkeypatch.setattr(_dp_logistic, "certified_minimize", refuse_warm_starts)
+    monkeypatch.setattr(_logistic_releases, "certified_minimize", refuse_warm_starts)
     est.delete_samples([0])
     report = est.deletion_log_[-1]
     assert report.cost["fell_back_to_retrain"] is True
@@ -246,8 +246,8 @@ def test_pickled_state_is_free_of_deleted_rows(params):
     A = est._normalize(X)
     # The state never holds an un-noised minimizer, not even before a deletion.
     loss = est._loss()
-    config = est.unlearning_state_.chunks[0]["config"]
-    exact = certified_minimize(loss, A, loss.encode_labels(y), config["Lambda"], 1e-8).theta
+    config = est.unlearning_state_.chunks[0].config
+    exact = certified_minimize(loss, A, loss.encode_labels(y), config.Lambda, 1e-8).theta
     blob = pickle.dumps(est)
     assert not _find(blob, exact)
     assert _find(blob, A[7]) and _has_id(blob, "secret-person-7")  # positive control

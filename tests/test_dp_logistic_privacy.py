@@ -15,7 +15,7 @@ from dp_accounting.privacy_accountant import NeighboringRelation
 from scipy import integrate, stats
 from scipy.special import expit
 
-from sklearn_dpu.linear_model import DPLogisticRegression, _dp_logistic
+from sklearn_dpu.linear_model import DPLogisticRegression, _dp_logistic, _logistic_releases
 from sklearn_dpu.linear_model._certified_minimize import certified_minimize
 from sklearn_dpu.linear_model._objective_perturbation import (
     jacobian_epsilon,
@@ -58,8 +58,8 @@ def test_output_perturbation_sensitivity_on_neighbours(n_classes, coef_bound):
         X, y, Xp, yp = _neighbours(seed, n=8, d=3, n_classes=n_classes)
         est = DPLogisticRegression(C=0.5, solver="output", coef_bound=coef_bound).fit(X, y)
         loss = est._loss()
-        config = est.unlearning_state_.chunks[0]["config"]
-        Lambda, tau = config["Lambda"], config["tau"]
+        config = est.unlearning_state_.chunks[0].config
+        Lambda, tau = config.Lambda, config.tau
 
         def solve(X, y, est=est, loss=loss, Lambda=Lambda, tau=tau):
             A = est._normalize(X)
@@ -178,33 +178,31 @@ def _pld_epsilon(events):
 
 def _ran_events(est):
     """The per-step events of what ran, rebuilt from the public configuration."""
-    config = est.unlearning_state_.chunks[-1]["config"]
-    mu = 1 / _dp_logistic.gaussian_noise_multiplier(est.epsilon, est.delta)
-    events = [dp_event.GaussianDpEvent(1 / (math.sqrt(_dp_logistic._COUNT_SHARE) * mu))]
+    config = est.unlearning_state_.chunks[-1].config
+    mu = 1 / _logistic_releases.gaussian_noise_multiplier(est.epsilon, est.delta)
+    events = [dp_event.GaussianDpEvent(1 / (math.sqrt(_logistic_releases._COUNT_SHARE) * mu))]
     loss = est._loss()
-    if config["solver"] == "output":
-        sensitivity = (loss.lipschitz + 2 * config["tau"]) / config["Lambda"]
-        events.append(dp_event.GaussianDpEvent(config["sigma"] / sensitivity))
-    elif config["solver"] == "sgd":
-        events.append(dp_event.GaussianDpEvent(config["batch_multiplier"]))
-    elif config["solver"] == "noisy_gd":
-        events.append(dp_event.GaussianDpEvent(config["gram_multiplier"]))
+    if config.solver == "output":
+        sensitivity = (loss.lipschitz + 2 * config.tau) / config.Lambda
+        events.append(dp_event.GaussianDpEvent(config.sigma / sensitivity))
+    elif config.solver == "sgd":
+        events.append(dp_event.GaussianDpEvent(config.batch_multiplier))
+    elif config.solver == "noisy_gd":
+        events.append(dp_event.GaussianDpEvent(config.gram_multiplier))
         events.append(
             dp_event.SelfComposedDpEvent(
-                dp_event.GaussianDpEvent(config["step_multiplier"]), config["n_steps"]
+                dp_event.GaussianDpEvent(config.step_multiplier), config.n_steps
             )
         )
     else:
-        K = config["per_class"]
-        amp_sensitivity = 2 * config["tau"] / config["Lambda"]
+        K = config.per_class
+        amp_sensitivity = 2 * config.tau / config.Lambda
         events.append(
-            dp_event.SelfComposedDpEvent(
-                dp_event.GaussianDpEvent(1 / config["certified_mu_class"]), K
-            )
+            dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(1 / config.certified_mu_class), K)
         )
         events.append(
             dp_event.SelfComposedDpEvent(
-                dp_event.GaussianDpEvent(config["sigma_amp"] / amp_sensitivity), K
+                dp_event.GaussianDpEvent(config.sigma_amp / amp_sensitivity), K
             )
         )
     return events
@@ -236,7 +234,7 @@ def test_dissertation_printed_sigma_is_too_small(epsilon):
     / eps (as printed in Ullah 2024, Thm 12) exceeds the target epsilon under dp-accounting."""
     printed = math.sqrt(math.log(1 / DELTA)) / epsilon
     assert _pld_epsilon([dp_event.GaussianDpEvent(printed)]) > 1.02 * epsilon
-    ours = _dp_logistic.gaussian_noise_multiplier(epsilon, DELTA)
+    ours = _logistic_releases.gaussian_noise_multiplier(epsilon, DELTA)
     assert ours > printed
     assert _pld_epsilon([dp_event.GaussianDpEvent(ours)]) <= epsilon * (1 + 1e-6)
 
@@ -264,7 +262,7 @@ def _audit(make, X, y, Xp, yp, n, partial=False):
                 chunk = est._release_stream(A, y_index, theta0, rng)
             else:
                 chunk = est._release_batch(A, y_index, rng)[0]
-            out.append(chunk["theta"])
+            out.append(chunk.theta)
         return np.array(out)
 
     a, b = releases(X, y, 1), releases(Xp, yp, 2)
@@ -281,12 +279,12 @@ def test_release_path_is_what_fit_runs():
         est = DPLogisticRegression(solver=solver, C=0.05, random_state=7).fit(X, y)
         rng = _dp_logistic.release_generator(7, 0)
         chunk = est._release_batch(est._normalize(X), y, rng)[0]
-        np.testing.assert_array_equal(chunk["theta"], est.unlearning_state_.chunks[0]["theta"])
+        np.testing.assert_array_equal(chunk.theta, est.unlearning_state_.chunks[0].theta)
     est = DPLogisticRegression(C=0.05, random_state=7).partial_fit(X, y, classes=[0, 1])
     theta0 = np.zeros(est._loss().n_params)
     rng = _dp_logistic.release_generator(7, 0)
     chunk = est._release_stream(est._normalize(X), y, theta0, rng)
-    np.testing.assert_array_equal(chunk["theta"], est.unlearning_state_.chunks[0]["theta"])
+    np.testing.assert_array_equal(chunk.theta, est.unlearning_state_.chunks[0].theta)
 
 
 SOLVERS = {
@@ -313,6 +311,6 @@ def test_statistical_audit_and_negative_control(name, monkeypatch):
     n = n_trials(ci=1000, full=20000)
     assert _audit(make, X, y, Xp, yp, n, partial) <= epsilon
 
-    true_mu = _dp_logistic._gdp_mu
-    monkeypatch.setattr(_dp_logistic, "_gdp_mu", lambda e, d: 30 * true_mu(e, d))
+    true_mu = _logistic_releases._gdp_mu
+    monkeypatch.setattr(_logistic_releases, "_gdp_mu", lambda e, d: 30 * true_mu(e, d))
     assert _audit(make, X, y, Xp, yp, n_trials(ci=300, full=4000), partial) > epsilon

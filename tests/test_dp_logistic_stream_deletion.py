@@ -27,8 +27,8 @@ def test_exact_report_after_noise_only_deletion_in_an_earlier_chunk():
     est.delete_samples([0])  # chunk 1
     first = est.deletion_log_[-1]
     assert first.cost["action"] == "noise_only"
-    assert est.unlearning_state_.chunks[0]["pending"] == 1
-    theta_1 = est.unlearning_state_.chunks[0]["theta"].copy()
+    assert est.unlearning_state_.chunks[0].pending == 1
+    theta_1 = est.unlearning_state_.chunks[0].theta.copy()
     n_releases = len(est.privacy_ledger_)
 
     est.delete_samples([75])  # chunk 3
@@ -36,14 +36,14 @@ def test_exact_report_after_noise_only_deletion_in_an_earlier_chunk():
     chunks = est.unlearning_state_.chunks
     if report.method == "retrain":
         # Exact: no chunk may still hold a deleted row behind its noise only.
-        assert [c["pending"] for c in chunks] == [0, 0, 0]
-        assert not np.array_equal(chunks[0]["theta"], theta_1)
+        assert [c.pending for c in chunks] == [0, 0, 0]
+        assert not np.array_equal(chunks[0].theta, theta_1)
         # Chunks 1, 2 and 3 were re-released, and the ledger says so.
         assert len(est.privacy_ledger_) == n_releases + 3
         assert "exact" in report.guarantee
     else:  # a certified claim must cover both deleted rows
         assert report.deletion_epsilon is not None
-        assert sum(c["pending"] for c in chunks) == 2
+        assert sum(c.pending for c in chunks) == 2
     assert report.method == "retrain"
 
 
@@ -52,16 +52,16 @@ def test_replay_starts_at_the_earliest_pending_chunk(deleted):
     est = _stream(1)
     est.delete_samples([deleted[0]])
     assert est.deletion_log_[-1].cost["action"] == "noise_only"
-    before = [c["theta"].copy() for c in est.unlearning_state_.chunks]
+    before = [c.theta.copy() for c in est.unlearning_state_.chunks]
     est.delete_samples([deleted[1]])
     assert est.deletion_log_[-1].method == "retrain"
     first = 1 if deleted[0] < 30 else 2
-    after = [c["theta"] for c in est.unlearning_state_.chunks]
+    after = [c.theta for c in est.unlearning_state_.chunks]
     for i in range(first - 1):
         np.testing.assert_array_equal(after[i], before[i])
     for i in range(first - 1, 3):
         assert not np.array_equal(after[i], before[i])
-    assert all(c["pending"] == 0 for c in est.unlearning_state_.chunks)
+    assert all(c.pending == 0 for c in est.unlearning_state_.chunks)
 
 
 @pytest.mark.parametrize("deletion_epsilon", [None, 0.01])
@@ -121,7 +121,7 @@ def test_replayed_stream_has_the_law_of_a_stream_on_the_remaining_rows():
         return est
 
     def checkpoints(est):
-        return np.concatenate([c["theta"] for c in est.unlearning_state_.chunks])
+        return np.concatenate([c.theta for c in est.unlearning_state_.chunks])
 
     first = stream(0, True, True, delete=[[99], [98]])
     assert [r.cost["action"] for r in first.deletion_log_] == ["noise_only", "retrain"]

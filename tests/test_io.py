@@ -11,7 +11,8 @@ from sklearn.pipeline import make_pipeline
 from sklearn_dpu import PersistenceError, PrivacyBudget, StateVersionError
 from sklearn_dpu import base as dpu_base
 from sklearn_dpu import io as dpu_io
-from sklearn_dpu.linear_model import DPLinearRegression
+from sklearn_dpu.linear_model import DPLinearRegression, DPLogisticRegression
+from sklearn_dpu.linear_model._dp_logistic import LogisticUnlearningState
 from sklearn_dpu.preprocessing import PublicBoundsScaler
 from sklearn_dpu.unlearning.state import SampleRegistry
 
@@ -109,6 +110,24 @@ def test_future_metadata_format_is_refused(monkeypatch):
     blob = pickle.dumps(fitted)
     monkeypatch.undo()
     with pytest.raises(StateVersionError, match="SampleRegistry state has format version 7"):
+        pickle.loads(blob)
+
+
+def test_logistic_state_of_dict_chunks_is_refused(tmp_path, monkeypatch):
+    """A DPLogisticRegression file of format 1 (chunks stored as dicts) fails
+    with StateVersionError, on skops and on pickle, instead of loading a state
+    the estimator cannot read."""
+    fitted = _exercised(DPLogisticRegression(solver="output", C=0.05, random_state=0))
+    state = fitted.unlearning_state_
+    old_chunks = [{**vars(c), "config": vars(c.config)} for c in state.chunks]
+    monkeypatch.setattr(LogisticUnlearningState, "FORMAT_VERSION", 1)
+    monkeypatch.setattr(state, "chunks", old_chunks)
+    dpu_io.save(fitted, tmp_path / "v1.skops")
+    blob = pickle.dumps(fitted)
+    monkeypatch.undo()
+    with pytest.raises(StateVersionError, match="format version 1"):
+        dpu_io.load(tmp_path / "v1.skops")
+    with pytest.raises(StateVersionError, match="format version 1"):
         pickle.loads(blob)
 
 

@@ -1,0 +1,308 @@
+"""Deletion in :class:`~sklearn_dpu.linear_model.DPLogisticRegression`: plan,
+re-releases and report, as functions of explicit values.
+
+The plan reads public quantities only (parameters, released counts, the
+number of deleted samples per chunk); the re-releases run the recipes of
+:mod:`sklearn_dpu.linear_model._logistic_releases` on the remaining rows.
+
+References
+----------
+.. [1] M. Van Waerebeke, M. Lorenzi, G. Neglia and K. Scaman, "When to Forget?
+   Complexity trade-offs in machine unlearning", preprint, 2025: Thm 1-3.
+.. [2] S. Neel, A. Roth and S. Sharifi-Malvajerdi, "Descent-to-Delete", ALT
+   2021, Alg. 1-3, Thm 3.2.
+.. [3] J. Dong, A. Roth and W. J. Su, "Gaussian differential privacy", JRSS B
+   2022, Thm 2.14.
+"""
+
+import dataclasses
+import math
+import time
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..privacy.accounting import epsilon_spent
+from ..privacy.ledger import Release
+from ..privacy.random import release_generator
+from ..unlearning.planner import (
+    NOISE_FINETUNE,
+    NOISE_ONLY,
+    RETRAIN,
+    DeletionOption,
+    DeletionPlan,
+    linear_rate_iterations,
+    plan_deletion,
+)
+from ..unlearning.report import DeletionReport
+from ..unlearning.state import SampleRegistry
+from . import _logistic_releases as releases
+from ._losses import LinearModelLoss
+
+__all__ = ["ChunkDeletionPlan", "deletion_report", "plan_chunk_deletion", "rerelease_chunks"]
+
+
+@dataclass(frozen=True)
+class ChunkDeletionPlan:
+    """What one deletion request does to the chunks, from public quantities.
+
+    Attributes
+    ----------
+    plan : DeletionPlan
+        The planner's choice among noise only, noise + fine-tune and retrain,
+        with its certified Gaussian-DP mu and epsilon.
+    first_affected : int
+        The earliest chunk (1-based) holding a row deleted so far and not yet
+        removed exactly: a retrain replays the chunks from there.
+    retrain_iterations : int
+        Predicted iterations of the last batch release of a retrain; the cap
+        of a fine-tune before it falls back to retraining.
+    """
+
+    plan: DeletionPlan
+    first_affected: int
+    retrain_iterations: int
+
+    def redone(self, n_chunks: int) -> list[int]:
+        """The chunks (1-based) released again: none, chunk 1, or a replay."""
+        if self.plan.action == NOISE_ONLY:
+            return []
+        if self.plan.action == NOISE_FINETUNE:
+            return [1]
+        return list(range(self.first_affected, n_chunks + 1))
+
+
+def _retrain_iterations(config: releases.ReleaseConfig, loss, n_pub: float) -> int:
+    """Predicted iterations of a batch retrain at the released count ``n_pub``."""
+    if config.solver == "noisy_gd":
+        return config.n_steps
+    kappa = (n_pub * loss.smoothness + config.Lambda) / config.Lambda
+    start = math.sqrt(2.0 * n_pub * loss.loss_at_zero / config.Lambda)
+    return linear_rate_iterations(start, config.tau / config.Lambda, kappa)
+
+
+def _fine_tune_option(params, loss, chunk: releases.ChunkRecord, pending: int) -> DeletionOption:
+    """Noise + fine-tune of a single batch fit from its published model."""
+    note = ""
+    if chunk.config.solver == "noisy_gd":
+        note = (
+            "a noisy-GD model is not a noised minimizer, so no certified warm "
+            "start applies: noise only or retrain"
+        )
+    else:
+        n_pub = max(1.0, chunk.n_noisy - pending)
+        config = releases.configure(params, loss, n_pub)
+        if config.solver != chunk.config.solver:
+            note = "the updated count selects another solver"
+    if note:
+        return DeletionOption(NOISE_FINETUNE, False, math.inf, math.inf, note)
+    kappa = (n_pub * loss.smoothness + config.Lambda) / config.Lambda
+    target = config.tau / config.Lambda
+    old = chunk.config
+    if old.solver == "output":
+        start = (
+            old.sigma * math.sqrt(loss.n_params)
+            + (pending * loss.lipschitz + 2.0 * old.tau) / old.Lambda
+        )
+        # Certified start-point dependence: both solutions within tau/Lambda.
+        tune_mu = config.mu_model * 2.0 * config.tau / (loss.lipschitz + 2.0 * config.tau)
+    else:
+        start = math.sqrt(
+            2.0 * loss.n_params
+        ) * old.sigma_b / old.Lambda + old.sigma_amp * math.sqrt(loss.n_params)
+        tune_mu = config.mu_amp
+    iterations = linear_rate_iterations(start, target, kappa)
+    return DeletionOption(NOISE_FINETUNE, True, tune_mu, iterations * n_pub, "")
+
+
+def plan_chunk_deletion(
+    params: releases.ReleaseParams,
+    loss: LinearModelLoss,
+    chunks: list[releases.ChunkRecord],
+    deleted_per_chunk: Counter,
+    target: float,
+) -> ChunkDeletionPlan:
+    """The deletion plan, from public quantities only (counts, parameters, k).
+
+    Options after Van Waerebeke et al. 2025 (Thm 1-3): noise only (group
+    privacy of the releases), noise + fine-tune (a single batch fit), retrain
+    (replay).
+    """
+    pending = [c.pending + deleted_per_chunk.get(i + 1, 0) for i, c in enumerate(chunks)]
+    # An earlier noise-only deletion leaves its row in that chunk's release
+    # (and in every later chunk started from it), so an exact replay must
+    # start there, not at the chunks of this request.
+    first_affected = next(i + 1 for i, k in enumerate(pending) if k > 0)
+
+    noise_mu = math.sqrt(sum(c.group_mu(k) ** 2 for c, k in zip(chunks, pending, strict=True)))
+    options = [DeletionOption(NOISE_ONLY, True, noise_mu, 0.0, "keep the released state")]
+
+    # Predicted retrain (replay) cost, in row-gradient evaluations.
+    retrain_rows, retrain_iterations = 0.0, 0
+    for i in range(first_affected - 1, len(chunks)):
+        chunk = chunks[i]
+        n_pub = max(1.0, chunk.n_noisy - pending[i])
+        if chunk.kind == "sgd":
+            retrain_rows += n_pub
+            continue
+        retrain_iterations = _retrain_iterations(
+            releases.configure(params, loss, n_pub), loss, n_pub
+        )
+        retrain_rows += retrain_iterations * n_pub
+    options.append(DeletionOption(RETRAIN, True, 0.0, retrain_rows, "exact"))
+
+    if len(chunks) > 1 or chunks[0].kind != "fit":
+        note = "fine-tune needs a single batch fit (streams are replayed instead)"
+        options.append(DeletionOption(NOISE_FINETUNE, False, math.inf, math.inf, note))
+    else:
+        options.append(_fine_tune_option(params, loss, chunks[0], pending[0]))
+    plan = plan_deletion(options, target, params.delta)
+    return ChunkDeletionPlan(plan, first_affected, retrain_iterations)
+
+
+def rerelease_chunks(
+    params: releases.ReleaseParams,
+    loss: LinearModelLoss,
+    chunks: list[releases.ChunkRecord],
+    registry: SampleRegistry,
+    slots: np.ndarray,
+    decision: ChunkDeletionPlan,
+    random_state,
+    n_ledger: int,
+) -> tuple[list[releases.ChunkRecord], bool]:
+    """The chunk records after deleting the registry's ``slots``, and whether
+    the fine-tune fell back to retraining.
+
+    Every chunk's ``pending`` grows by its deleted samples. Noise + fine-tune
+    restarts the single batch fit from its published model (Descent-to-Delete,
+    Neel et al. 2021), capped at the retrain prediction, and retrains when it
+    does not certify within it; retrain replays every chunk from
+    ``first_affected`` on the remaining rows. The registry is only read.
+    Release ``i`` of this call draws from generator ``n_ledger + i`` of
+    ``random_state``.
+    """
+    action = decision.plan.action
+    if action != NOISE_ONLY:
+        keep = registry.alive[: registry.size].copy()
+        keep[slots] = False
+        live_rows = registry.rows[: registry.size][keep]
+        live_chunks = registry.chunks[: registry.size][keep]
+    deleted_per_chunk = Counter(registry.chunks[slots].tolist())
+    chunks = list(chunks)
+    for c, k in deleted_per_chunk.items():
+        chunks[c - 1] = dataclasses.replace(chunks[c - 1], pending=chunks[c - 1].pending + k)
+    fell_back = False
+    if action == NOISE_FINETUNE:
+        A, y_index = live_rows[:, :-1], live_rows[:, -1].astype(np.intp)
+        rng = release_generator(random_state, n_ledger)
+        n_noisy = chunks[0].n_noisy - chunks[0].pending
+        cap = max(1, int(decision.retrain_iterations))
+        try:
+            chunk, _ = releases.fit_chunk(
+                params, loss, A, y_index, n_noisy, rng, chunks[0].theta, cap
+            )
+        except RuntimeError:
+            # The certified path ran past the retrain prediction: retrain.
+            fell_back = True
+            chunk, _ = releases.fit_chunk(params, loss, A, y_index, n_noisy, rng)
+        chunks[0] = chunk
+    elif action == RETRAIN:
+        for offset, c in enumerate(range(decision.first_affected, len(chunks) + 1)):
+            rows = live_rows[live_chunks == c]
+            A, y_index = rows[:, :-1], rows[:, -1].astype(np.intp)
+            rng = release_generator(random_state, n_ledger + offset)
+            n_noisy = chunks[c - 1].n_noisy - chunks[c - 1].pending
+            if chunks[c - 1].kind == "fit":
+                chunk, _ = releases.fit_chunk(params, loss, A, y_index, n_noisy, rng)
+            else:
+                theta0 = chunks[c - 2].theta if c > 1 else np.zeros(loss.n_params)
+                chunk, _ = releases.sgd_chunk(params, loss, A, y_index, n_noisy, theta0, rng)
+            chunks[c - 1] = chunk
+    return chunks, fell_back
+
+
+def seconds_per_row_gradient(loss: LinearModelLoss) -> float:
+    """Machine speed for the retrain estimate, timed on public random rows.
+
+    Timing the fit itself would keep, in the state, a number that depends
+    on the deleted rows (their count); this depends on nothing private.
+    """
+    rows = np.random.default_rng(0).normal(size=(500, loss.n_coef))
+    labels = loss.encode_labels(np.arange(500) % loss.n_classes)
+    theta = np.zeros(loss.n_params)
+    started = time.perf_counter()
+    loss.value_and_grad(theta, rows, labels)
+    return (time.perf_counter() - started) / 500
+
+
+def deletion_report(
+    plan: DeletionPlan,
+    fell_back: bool,
+    n_deleted: int,
+    elapsed: float,
+    planned: list[Release],
+    delta: float,
+    target: float,
+    loss: LinearModelLoss,
+    notes: tuple,
+) -> DeletionReport:
+    """The report of one deletion: method, guarantee, public predicted costs.
+
+    Every number comes from parameters, the request size and released counts
+    (``gradient_evaluations`` is the planner's prediction), except the wall
+    time ``elapsed``.
+    """
+    option = plan.option(RETRAIN if fell_back else plan.action)
+    if plan.action == RETRAIN or fell_back:
+        method, eps_del = "retrain", None
+        guarantee = (
+            "exact: the model, the counts and the stored rows have the "
+            "distribution of a fit on the remaining samples (streams: "
+            "replayed from the earliest chunk holding any row deleted so "
+            "far); nothing of the "
+            "deleted rows is kept"
+        )
+    else:
+        method, eps_del = "certified", plan.epsilon
+        guarantee = (
+            f"the whole state is ({plan.epsilon:.4g}, {delta:g})-"
+            "indistinguishable from a fit on the remaining samples "
+            f"(non-adaptive requests; Gaussian DP, mu={plan.mu:.4g}); no "
+            "un-noised value depending on the deleted rows is kept"
+        )
+    retrain_option = plan.option(RETRAIN)
+    return DeletionReport(
+        n_deleted=n_deleted,
+        method=method,
+        guarantee=guarantee,
+        cost={
+            "action": RETRAIN if fell_back else plan.action,
+            "wall_time_s": elapsed,
+            # Public: iterations predicted from released counts, times
+            # those counts. The realized count (iterations x exact rows)
+            # is a function of the private data and is not published.
+            "gradient_evaluations": float(option.predicted_gradient_evaluations),
+            "predicted_gradient_evaluations": float(
+                plan.option(plan.action).predicted_gradient_evaluations
+            ),
+            "fell_back_to_retrain": fell_back,
+        },
+        retrain_cost={
+            "gradient_evaluations": float(retrain_option.predicted_gradient_evaluations),
+            "wall_time_s": float(
+                retrain_option.predicted_gradient_evaluations * seconds_per_row_gradient(loss)
+            ),
+        },
+        deletion_epsilon=eps_del,
+        deletion_delta=delta if eps_del is not None else None,
+        rerelease_epsilon=(epsilon_spent([r.event for r in planned], delta) if planned else None),
+        reason=plan.reason
+        + (
+            "; the fine-tune did not certify within its budget and fell back to retraining"
+            if fell_back
+            else ""
+        )
+        + f"; target deletion epsilon {target:.4g}",
+        notes=notes,
+    )
