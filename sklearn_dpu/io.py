@@ -25,6 +25,7 @@ TRUSTED_TYPES = (
     "sklearn_dpu.linear_model._unlearnable_sgd.UnlearnableSGDClassifier",
     "sklearn_dpu.linear_model._coupled_sgd.CoupledSGDState",
     "sklearn_dpu.linear_model._coupled_sgd.InsertionRecord",
+    "sklearn_dpu.linear_model._sgd_plan.RunPlan",
     "sklearn_dpu.model_selection._private_search.PrivateGridSearch",
     "sklearn_dpu.linear_model._dp_logistic.DPLogisticRegression",
     "sklearn_dpu.linear_model._dp_logistic.LogisticUnlearningState",

@@ -11,7 +11,12 @@ from sklearn.pipeline import make_pipeline
 from sklearn_dpu import PersistenceError, PrivacyBudget, StateVersionError
 from sklearn_dpu import base as dpu_base
 from sklearn_dpu import io as dpu_io
-from sklearn_dpu.linear_model import DPLinearRegression, DPLogisticRegression
+from sklearn_dpu.linear_model import (
+    DPLinearRegression,
+    DPLogisticRegression,
+    UnlearnableSGDClassifier,
+)
+from sklearn_dpu.linear_model._coupled_sgd import CoupledSGDState
 from sklearn_dpu.linear_model._dp_logistic import LogisticUnlearningState
 from sklearn_dpu.preprocessing import PublicBoundsScaler
 from sklearn_dpu.unlearning.state import SampleRegistry
@@ -128,6 +133,45 @@ def test_logistic_state_of_dict_chunks_is_refused(tmp_path, monkeypatch):
     with pytest.raises(StateVersionError, match="format version 1"):
         dpu_io.load(tmp_path / "v1.skops")
     with pytest.raises(StateVersionError, match="format version 1"):
+        pickle.loads(blob)
+
+
+def _sgd_with_format1_plan(monkeypatch, plan_dict):
+    X, y = _data()
+    fitted = UnlearnableSGDClassifier(random_state=0, max_iter=5, batch_size=20)
+    fitted.fit(X, y > 0)
+    monkeypatch.setattr(CoupledSGDState, "FORMAT_VERSION", 1)
+    monkeypatch.setattr(fitted.unlearning_state_, "plan", plan_dict)
+    return fitted
+
+
+def test_sgd_state_of_format_1_converts_its_dict_plan(tmp_path, monkeypatch):
+    """A CoupledSGDState of format 1 stored its plan as a dict with RunPlan's
+    keys: skops and pickle load it as a RunPlan, and the loaded model edits
+    exactly as the current format does."""
+    X, y = _data()
+    current = UnlearnableSGDClassifier(random_state=0, max_iter=5, batch_size=20).fit(X, y > 0)
+    plan = current.unlearning_state_.plan
+    old = _sgd_with_format1_plan(monkeypatch, dict(vars(plan)))
+    dpu_io.save(old, tmp_path / "v1.skops")
+    blob = pickle.dumps(old)
+    monkeypatch.undo()
+    for loaded in (dpu_io.load(tmp_path / "v1.skops"), pickle.loads(blob)):
+        assert loaded.unlearning_state_.plan == plan
+        loaded.delete_samples([0, 1, 2])
+        again = pickle.loads(pickle.dumps(current)).delete_samples([0, 1, 2])
+        np.testing.assert_array_equal(loaded.coef_, again.coef_)
+        assert loaded.privacy_ledger_ == again.privacy_ledger_
+
+
+def test_sgd_state_of_format_1_with_an_unknown_plan_is_refused(tmp_path, monkeypatch):
+    old = _sgd_with_format1_plan(monkeypatch, {"bucket": 40, "noise": 1.0})
+    dpu_io.save(old, tmp_path / "v1.skops")
+    blob = pickle.dumps(old)
+    monkeypatch.undo()
+    with pytest.raises(StateVersionError, match="CoupledSGDState state has format version 1"):
+        dpu_io.load(tmp_path / "v1.skops")
+    with pytest.raises(StateVersionError, match="CoupledSGDState state has format version 1"):
         pickle.loads(blob)
 
 

@@ -168,7 +168,7 @@ def test_leaving_the_size_class_refits(epsilon):
     assert "refit" in report.reason
     assert report.cost["recomputed_steps"] == est.n_iter_
     assert est.unlearning_state_.n_noisy == pytest.approx(n_noisy - k)
-    assert est.unlearning_state_.plan["bucket"] == size_bucket(n_noisy - k)
+    assert est.unlearning_state_.plan.bucket == size_bucket(n_noisy - k)
     assert len(est.privacy_ledger_) == 3  # count, run, re-released run
 
 

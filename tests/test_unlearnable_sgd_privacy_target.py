@@ -64,7 +64,7 @@ def _published(est):
         "n_iter_": est.n_iter_,
         "recompute_bound_": est.recompute_bound_,
         "sampling_rate": ledger_run["sampling_probability"],
-        "bucket": state.plan["bucket"],
+        "bucket": state.plan.bucket,
     }
 
 

@@ -52,10 +52,10 @@ def test_schedule_size_makes_the_fit_an_exact_plan_and_edits_keep_the_schedule()
     assert est.privacy_spent_.epsilon <= 1.0
     state = est.unlearning_state_
     assert state.inclusion_prob == pytest.approx(100 / 1000)  # m / schedule_size
-    schedule = (est.n_iter_, est.batch_size_, est.noise_multiplier_, state.plan["bucket"])
+    schedule = (est.n_iter_, est.batch_size_, est.noise_multiplier_, state.plan.bucket)
     est.delete_samples(range(300))  # would leave the size class of a noised count
     est.partial_fit(X[:5], Y[:5], sample_id=["a", "b", "c", "d", "e"])
-    assert (est.n_iter_, est.batch_size_, est.noise_multiplier_, state.plan["bucket"]) == schedule
+    assert (est.n_iter_, est.batch_size_, est.noise_multiplier_, state.plan.bucket) == schedule
     assert not any(r.reason.endswith("full refit") for r in est.deletion_log_)
     assert not any(r.refit for r in est.insertion_log_)
 

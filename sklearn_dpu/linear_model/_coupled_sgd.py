@@ -54,7 +54,7 @@ References
    data privacy considerations", PhD thesis, Johns Hopkins University, 2024.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -67,6 +67,7 @@ from ..unlearning.coupling import (
 )
 from ..unlearning.state import VersionedState
 from ._losses import get_loss
+from ._sgd_plan import RunPlan
 
 __all__ = ["CoupledSGDState", "EditOutcome", "InsertionRecord"]
 
@@ -134,9 +135,12 @@ class CoupledSGDState(VersionedState):
     n_streams : int
         Random streams used so far (fit and edits); the next edit uses
         stream ``n_streams``. No generator state is stored.
-    frozen_params, plan : dict
-        The estimator's parameters at fit, and the sampling rate and noise
-        multipliers derived from them and the fit-time size.
+    frozen_params : dict
+        The estimator's parameters at fit.
+    plan : RunPlan or None
+        The schedule (steps, batch size, sampling rate, noise multipliers)
+        derived from them and the noised or public size; None until
+        :meth:`configure`.
     n_chunks : int
         1 for fit, one more per insertion call.
     reserve_charged : ndarray of bool, shape (T,)
@@ -158,7 +162,9 @@ class CoupledSGDState(VersionedState):
     exactness means.
     """
 
-    FORMAT_VERSION = 1
+    #: 2: ``plan`` is a :class:`~sklearn_dpu.linear_model._sgd_plan.RunPlan`
+    #: (format 1 stored a dict with the same keys; it is converted on load).
+    FORMAT_VERSION = 2
 
     def __init__(
         self,
@@ -195,7 +201,7 @@ class CoupledSGDState(VersionedState):
         self.n_streams = 0
         # Bookkeeping of the estimator (public sizes and counts only).
         self.frozen_params: dict = {}
-        self.plan: dict = {}
+        self.plan: RunPlan | None = None
         self.n_chunks = 1
         # The released noised count n + Z, shifted by every edit (k rows
         # deleted: -k; inserted: +k), and whether classes were given.
@@ -209,21 +215,21 @@ class CoupledSGDState(VersionedState):
             "tested_steps": 0,
         }
 
-    def configure(self, plan: dict) -> None:
+    def configure(self, plan: RunPlan) -> None:
         """Set the batch size, sampling rate and noise of ``plan``.
 
         ``plan`` gives the noise in units of ``G / m``, with ``G`` the loss's
         Lipschitz constant on augmented rows of norm at most
         :meth:`row_bound`; this converts it to gradient units.
         """
-        self.plan = dict(plan)
-        if plan["n_steps"] != self.n_steps:
-            self._allocate(int(plan["n_steps"]))
-        self.batch_size = float(plan["batch_size"])
-        self.inclusion_prob = float(plan["inclusion"])
+        self.plan = plan
+        if plan.n_steps != self.n_steps:
+            self._allocate(int(plan.n_steps))
+        self.batch_size = float(plan.batch_size)
+        self.inclusion_prob = float(plan.inclusion)
         unit = self.loss.z_lipschitz(self.n_outputs) * self.row_bound() / self.batch_size
-        self.sigma_coupled = float(plan["coupled"]) * unit
-        self.sigma_reserve = float(plan["reserve"]) * unit
+        self.sigma_coupled = float(plan.coupled) * unit
+        self.sigma_reserve = float(plan.reserve) * unit
 
     def refit(self, rng: np.random.Generator) -> EditOutcome:
         """Run everything afresh on the live samples (after :meth:`configure`)."""
@@ -559,3 +565,16 @@ class CoupledSGDState(VersionedState):
         mapping = (np.cumsum(reg.alive[: reg.size]) - 1).astype(np.int32)
         state["batch_slots"] = mapping[self.batch_slots]
         return state
+
+    def __setstate__(self, state):
+        # Format 1 (before RunPlan) stored the plan as a dict with the same
+        # keys: convert it, so older files keep loading. Anything else is
+        # refused by VersionedState (StateVersionError).
+        plan = state.get("plan")
+        if (
+            state.get("_format_version") == 1
+            and isinstance(plan, dict)
+            and set(plan) == {f.name for f in fields(RunPlan)}
+        ):
+            state = {**state, "plan": RunPlan(**state["plan"]), "_format_version": 2}
+        super().__setstate__(state)

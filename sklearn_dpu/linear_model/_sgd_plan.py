@@ -36,6 +36,7 @@ References
 """
 
 import math
+from dataclasses import dataclass
 from functools import lru_cache
 
 from dp_accounting import dp_event
@@ -49,6 +50,7 @@ __all__ = [
     "COUNT_DELTA_SHARE",
     "COUNT_EPSILON_SHARE",
     "MIN_NOISY_COUNT",
+    "RunPlan",
     "calibrate_run",
     "count_multiplier",
     "plan_run",
@@ -68,6 +70,54 @@ MIN_NOISY_COUNT = 16.0
 # a multiplier that passes here passes there.
 _SEARCH_GRID = 1e-2
 _CHECK_GRID = 1e-3
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """The schedule of one run of noisy mini-batch SGD, from public quantities.
+
+    Returned by :func:`plan_run` and stored by the estimator's state; a
+    function of the parameters, the number of features and a noised (or
+    public) size only. Noise is in units of ``G / m`` (one record's largest
+    contribution to a step's gradient).
+
+    Attributes
+    ----------
+    bucket : int
+        Size class :func:`size_bucket` of the reference size; an edit that
+        moves the noised count out of it triggers a full refit.
+    n_steps : int
+        Number of SGD steps ``T``.
+    batch_size : float
+        Expected (Poisson) or exact (fixed) mini-batch size ``m``.
+    inclusion : float
+        Probability that a given row is in a step's batch (``m / n_ref``,
+        at most 1).
+    noise : float
+        Total Gaussian noise multiplier of a step's gradient.
+    noise_for_epsilon : float or None
+        The multiplier the privacy target alone needs (0 with
+        ``epsilon=inf``); None when ``noise_multiplier`` was given.
+    coupled : float
+        The part of ``noise`` the coupling test reads,
+        ``noise * sqrt(coupling_share)``.
+    reserve : float
+        The rest, ``noise * sqrt(1 - coupling_share)``: what a tested step
+        reveals about a record it shares.
+    bound : float
+        Upper bound on the probability that an edit recomputes
+        (:func:`~sklearn_dpu.unlearning.coupling.recompute_probability_bound`).
+    """
+
+    bucket: int
+    n_steps: int
+    batch_size: float
+    inclusion: float
+    noise: float
+    noise_for_epsilon: float | None
+    coupled: float
+    reserve: float
+    bound: float
 
 
 def size_bucket(n: float) -> int:
@@ -143,7 +193,7 @@ def calibrate_run(steps: int, rate: float, epsilon: float, delta: float) -> floa
     return high
 
 
-def plan_run(params: dict, n_noisy: float, n_features: int | None) -> dict:
+def plan_run(params: dict, n_noisy: float, n_features: int | None) -> RunPlan:
     """Steps, batch, sampling rate and noise of a run, from public quantities.
 
     ``n_noisy`` is the released noised count (or, with ``epsilon=inf``, the
@@ -211,17 +261,17 @@ def plan_run(params: dict, n_noisy: float, n_features: int | None) -> dict:
             for_epsilon = calibrate_run(T, float(inclusion), eps_run, delta_run) / accounted
         total = max(for_recompute, for_epsilon)
     coupled = total * math.sqrt(share)
-    return {
-        "bucket": bucket,
-        "n_steps": T,
-        "batch_size": m,
-        "inclusion": inclusion,
-        "noise": total,
-        "noise_for_epsilon": for_epsilon,
-        "coupled": coupled,
-        "reserve": total * math.sqrt(max(0.0, 1.0 - share)),
-        "bound": recompute_probability_bound(coupled, T, inclusion, shift),
-    }
+    return RunPlan(
+        bucket=bucket,
+        n_steps=T,
+        batch_size=m,
+        inclusion=inclusion,
+        noise=total,
+        noise_for_epsilon=for_epsilon,
+        coupled=coupled,
+        reserve=total * math.sqrt(max(0.0, 1.0 - share)),
+        bound=recompute_probability_bound(coupled, T, inclusion, shift),
+    )
 
 
 def worst_case_run_epsilon(params: dict, delta: float) -> float:

@@ -5,7 +5,6 @@ import math
 from numbers import Integral, Real
 
 import numpy as np
-from dp_accounting import dp_event
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
@@ -18,48 +17,22 @@ from ..privacy.clipping import clip_rows_l2
 from ..privacy.ledger import ApproximateDPBound, Release, privacy_spent
 from ..privacy.random import release_generator
 from ..unlearning.ids import as_id_list, requested_ids
-from ..unlearning.report import DeletionReport
 from ..unlearning.state import SampleRegistry
 from ._coupled_sgd import CoupledSGDState, InsertionRecord
-from ._dp_logistic import _LABEL_SET_NOTE
 from ._losses import get_loss
 from ._scores import labels_from_scores
 from ._sgd_plan import (
-    COUNT_DELTA_SHARE,
-    COUNT_EPSILON_SHARE,
+    RunPlan,
     count_multiplier,
     plan_run,
     schedule_target,
     size_bucket,
     worst_case_run_epsilon,
 )
+from ._sgd_releases import count_release, deletion_report, edit_release, fit_ledger, run_release
 
 __all__ = ["UnlearnableSGDClassifier", "plan_run", "size_bucket"]
 
-_THESIS = (
-    'M. E. Ullah, "Statistical learning via stochastic optimization under data '
-    'privacy considerations", PhD thesis, Johns Hopkins University, 2024'
-)
-_REFERENCE = (
-    f"{_THESIS}, Alg. 21/22 and Alg. 9/10 (errata: new-over-old acceptance ratio, "
-    "reflection g + g' - nu, stored noisy gradient); per step a Poisson-subsampled "
-    "Gaussian mechanism, add/remove relation, PLD accountant"
-)
-_REFERENCE_FIXED = (
-    f"{_THESIS}, Alg. 21 with uniform m-subsets, as printed; not accounted: a step "
-    "would be dominated by a Poisson-subsampled Gaussian at rate m/n with half the "
-    "multiplier (advanced joint convexity, Balle, Barthe & Gaboardi 2018, Thm 2, with "
-    "the coupling of the thesis's Claims 5/6), but n is private"
-)
-_REFERENCE_COUNT = (
-    "Gaussian mechanism on the record count (sensitivity 1, add/remove); analytic "
-    "calibration, Balle & Wang 2018, Theorem 8"
-)
-_REFERENCE_EDIT = (
-    "split-noise coupling: every version of a step reveals about a record it "
-    "shares at most a Gaussian of multiplier z * sqrt(1 - coupling_share) "
-    "(see the class docstring, Notes); fresh recomputed steps as in fit"
-)
 # Hyper-parameters of the stored run; partial_fit refuses to change them.
 _FROZEN = (
     "loss",
@@ -93,69 +66,6 @@ def _num_features(X) -> int | None:
 
 def _has_proba(estimator) -> bool:
     return get_loss(estimator.loss).has_proba
-
-
-def _step_event(rate: float, multiplier: float) -> dp_event.DpEvent:
-    if multiplier <= 0:
-        return dp_event.NonPrivateDpEvent()
-    return dp_event.PoissonSampledDpEvent(rate, dp_event.GaussianDpEvent(float(multiplier)))
-
-
-def _build_run_release(params: dict, plan: dict, chunks: tuple, what: str) -> Release:
-    T, solver = plan["n_steps"], params["solver"]
-    schedule = params.get("schedule_size")
-    source = (
-        "the noised count"
-        if schedule is None
-        else f"the public schedule_size={int(schedule)} (no count is released)"
-    )
-    if params["batch_sampling"] == "poisson":
-        return Release(
-            f"{what}: noisy mini-batch SGD ({solver}), {T} steps, each a Poisson-"
-            f"subsampled Gaussian (rate {plan['inclusion']:.4g}, multiplier "
-            f"{plan['noise']:.4g}); the schedule comes from {source}",
-            dp_event.SelfComposedDpEvent(_step_event(plan["inclusion"], plan["noise"]), T),
-            chunks,
-            _REFERENCE,
-        )
-    # Uniform batches of m rows have inclusion rate m / n, a function of the
-    # exact (private) n, which neither the noised count nor schedule_size
-    # bounds: the run is not accounted (fixed batches need epsilon=np.inf).
-    return Release(
-        f"{what}: noisy mini-batch SGD ({solver}), fixed batches of "
-        f"{int(plan['batch_size'])}, {T} steps: not accounted (the inclusion rate "
-        "m / n depends on the exact number of rows)",
-        dp_event.NonPrivateDpEvent(),
-        chunks,
-        _REFERENCE_FIXED,
-    )
-
-
-def _build_edit_release(sampling, inclusion, reserve, noise, tested, fresh, chunks) -> Release:
-    if sampling == "fixed":
-        return Release(
-            "edit with fixed batches: a replacement row enters the acceptance test; not accounted",
-            dp_event.NonPrivateDpEvent(),
-            chunks,
-            _REFERENCE_FIXED,
-        )
-    events = [
-        *_repeat(_step_event(inclusion, reserve), tested),
-        *_repeat(_step_event(inclusion, noise), fresh),
-    ]
-    return Release(
-        f"edit: {tested} step(s) tested for the first time (reserve multiplier "
-        f"{reserve:.4g}), {fresh} step(s) recomputed afresh",
-        dp_event.ComposedDpEvent(events),
-        chunks,
-        _REFERENCE_EDIT,
-    )
-
-
-def _repeat(event: dp_event.DpEvent, count: int) -> list:
-    if count <= 0:
-        return []
-    return [event if count == 1 else dp_event.SelfComposedDpEvent(event, int(count))]
 
 
 class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator):
@@ -548,11 +458,6 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
     def _params(self) -> dict:
         return {name: getattr(self, name) for name in _FROZEN}
 
-    @staticmethod
-    def _run_release(params: dict, plan: dict, chunks: tuple, what: str) -> dict:
-        """The ledger entry (a dict) of a complete run: fit, or a refit in an edit."""
-        return _build_run_release(params, plan, tuple(chunks), what).to_dict()
-
     # ---------------------------------------------------------------- fit
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -601,11 +506,11 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
         schedule = params["schedule_size"]
         if schedule is not None and (params["max_iter"] != "auto" or n_features is not None):
             plan = plan_run(params, float(schedule), n_features)
-            return [Release.from_dict(entry) for entry in self._fit_ledger(params, plan)]
+            return [Release.from_dict(entry) for entry in fit_ledger(params, plan)]
         eps_run, delta_run = schedule_target(params)
         if self.noise_multiplier is not None:
             eps_run = worst_case_run_epsilon(params, delta_run)
-        count = [] if schedule is not None else [Release.from_dict(self._count_release(params))]
+        count = [] if schedule is not None else [count_release(params)]
         return [*count, ApproximateDPBound(eps_run, delta_run, "noisy mini-batch SGD run")]
 
     @staticmethod
@@ -620,31 +525,6 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
                 "bound; and its edits are not accounted. Use batch_sampling='poisson' "
                 "for a private fit."
             )
-
-    @staticmethod
-    def _count_release(params: dict) -> dict:
-        sigma = count_multiplier(params["epsilon"], params["delta"])
-        if sigma == 0:
-            return Release(
-                "exact record count (epsilon=inf was asked for: not private)",
-                dp_event.NonPrivateDpEvent(),
-                (1, 1),
-                _REFERENCE_COUNT,
-            ).to_dict()
-        return Release(
-            f"noised record count n + N(0, {sigma:.4g}^2) (share {COUNT_EPSILON_SHARE} of "
-            f"epsilon, {COUNT_DELTA_SHARE} of delta); it sets the size class",
-            dp_event.GaussianDpEvent(float(sigma)),
-            (1, 1),
-            _REFERENCE_COUNT,
-        ).to_dict()
-
-    def _fit_ledger(self, params: dict, plan: dict) -> list:
-        """The ledger entries of a fit: the noised count (unless the schedule is
-        public) and the run."""
-        public = params.get("schedule_size") is not None
-        count = [] if public else [self._count_release(params)]
-        return [*count, self._run_release(params, plan, (1, 1), "fit")]
 
     def _fit(self, X, y, sample_id, classes):
         params = self._params()
@@ -686,13 +566,13 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
                 len(X) + count_multiplier(self.epsilon, self.delta) * rng.standard_normal()
             )
         plan = plan_run(params, n_noisy, X.shape[1])
-        if self.batch_sampling == "fixed" and plan["batch_size"] >= len(X):
+        if self.batch_sampling == "fixed" and plan.batch_size >= len(X):
             raise ValueError(
-                f"batch_sampling='fixed' drew batches of {int(plan['batch_size'])} rows, "
+                f"batch_sampling='fixed' drew batches of {int(plan.batch_size)} rows, "
                 "not fewer than the training set has; use a smaller batch_size or "
                 "batch_sampling='poisson'"
             )
-        ledger = self._fit_ledger(params, plan)
+        ledger = fit_ledger(params, plan)
         if self.budget is not None:
             self._charge_budget(self._budget_increment(ledger, restart=True), "fit")
 
@@ -712,7 +592,7 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
         self.learning_rate_ = state.learning_rate
         return self
 
-    def _new_state(self, registry, n_classes, n_features, params, plan) -> CoupledSGDState:
+    def _new_state(self, registry, n_classes, n_features, params, plan: RunPlan) -> CoupledSGDState:
         n_outputs = 1 if n_classes == 2 else n_classes
         loss = get_loss(params["loss"])
         if params["learning_rate"] == "auto":
@@ -729,7 +609,7 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
             n_features=n_features,
             feature_norm=params["feature_norm"],
             fit_intercept=params["fit_intercept"],
-            n_steps=plan["n_steps"],
+            n_steps=plan.n_steps,
             sampling=params["batch_sampling"],
             learning_rate=learning_rate,
             alpha=params["alpha"],
@@ -743,12 +623,12 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
     @property
     def noise_multiplier_(self) -> float:
         """Noise of a step, in units of ``G / batch_size_``."""
-        return self.unlearning_state_.plan["noise"]
+        return self.unlearning_state_.plan.noise
 
     @property
     def recompute_bound_(self) -> float:
         """Proven bound on the probability that one edit recomputes."""
-        return self.unlearning_state_.plan["bound"]
+        return self.unlearning_state_.plan.bound
 
     @property
     def n_iter_(self) -> int:
@@ -758,7 +638,7 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
     @property
     def batch_size_(self) -> float:
         """Normalizer of the batch gradient (the expected batch size, about)."""
-        return self.unlearning_state_.plan["batch_size"]
+        return self.unlearning_state_.plan.batch_size
 
     def _encode(self, X, y, classes_) -> np.ndarray:
         """Clipped float32 rows with the label code appended."""
@@ -831,9 +711,9 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
                 k = _num_samples(X)
             except TypeError:
                 k = None
-            if k is not None and size_bucket(_shifted_count(state, k)) != state.plan["bucket"]:
+            if k is not None and size_bucket(_shifted_count(state, k)) != state.plan.bucket:
                 plan = plan_run(params, _shifted_count(state, k), state.n_features)
-                worst = self._run_release(params, plan, (1, state.n_chunks + 1), "refit")
+                worst = run_release(params, plan, (1, state.n_chunks + 1), "refit").to_dict()
             else:
                 worst = self._edit_release(
                     state, state.n_chunks + 1, tested=state.n_steps, fresh=state.n_steps
@@ -856,7 +736,7 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
         n_noisy = _shifted_count(state, len(rows))
         new_plan = (
             plan_run(params, n_noisy, state.n_features)
-            if size_bucket(n_noisy) != state.plan["bucket"]
+            if size_bucket(n_noisy) != state.plan.bucket
             else None
         )
         # Nothing below can fail on user input: the state changes from here.
@@ -941,7 +821,7 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
         n_noisy = _shifted_count(state, -n_deleted)
         new_plan = (
             plan_run(state.frozen_params, n_noisy, state.n_features)
-            if size_bucket(n_noisy) != state.plan["bucket"]
+            if size_bucket(n_noisy) != state.plan.bucket
             else None
         )
         # Nothing below can fail on user input: the state changes from here.
@@ -962,52 +842,19 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
         del slots
         _, release = self._account_edit(state, outcomes, "delete_samples", mandatory=True)
         self._publish()
-        recomputed = sum(o.recomputed_steps for o in outcomes)
-        if new_plan is not None:
-            reason = (
-                "the noised training-set size left its size class (factor 2**(1/8)), "
-                "which sets the sampling rate: full refit"
-            )
-        elif recomputed:
-            reason = (
-                "verified the steps that used the rows; recomputed from the first rejected step"
-            )
-        elif release is not None:
-            reason = (
-                "every step that used the rows passed its coupling test: the model is "
-                "unchanged, but testing steps against their reserve is a release "
-                "(charged to the ledger: rerelease_epsilon)"
-            )
-        else:
-            reason = (
-                "every step that used the rows passed its coupling test, and every "
-                "tested step had been tested before: nothing new was released"
-            )
         rerelease = None
         if release is not None:
             rerelease = privacy_spent([release], state.frozen_params["delta"]).epsilon
         self._log_deletion(
-            DeletionReport(
+            deletion_report(
                 n_deleted=n_deleted,
-                method="exact",
-                guarantee=(
-                    "the model, iterates, noisy gradients, mini-batch indices and noised "
-                    "count have the law of a fit on the remaining samples (coupling, "
-                    "Ullah 2024, Lemma 29); their rows and ids are gone. Testing a step "
-                    "against its reserve releases something even when the model is "
-                    "unchanged: rerelease_epsilon is what this call added to the ledger"
-                ),
-                cost={
-                    "tested_steps": sum(len(o.tested_steps) for o in outcomes),
-                    "recomputed_steps": recomputed,
-                },
-                retrain_cost={
-                    "recomputed_steps": state.n_steps,
-                    "expected_gradient_evaluations": state.n_steps * state.batch_size,
-                },
+                refit=new_plan is not None,
+                tested_steps=sum(len(o.tested_steps) for o in outcomes),
+                recomputed_steps=sum(o.recomputed_steps for o in outcomes),
+                released=release is not None,
                 rerelease_epsilon=rerelease,
-                reason=reason,
-                notes=(_LABEL_SET_NOTE,),
+                n_steps=state.n_steps,
+                batch_size=state.batch_size,
             )
         )
         return self
@@ -1021,20 +868,13 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
 
     def _edit_release(self, state, last_chunk: int, tested: int, fresh: int) -> dict | None:
         """The ledger entry of a coupled edit that tested or recomputed steps."""
-        plan = state.plan
         if state.sampling == "fixed":
             if tested == 0 or state.nonprivate_recorded:
                 return None
         elif tested == 0 and fresh == 0:
             return None
-        return _build_edit_release(
-            state.sampling,
-            plan["inclusion"],
-            plan["reserve"],
-            plan["noise"],
-            int(tested),
-            int(fresh),
-            (1, int(last_chunk)),
+        return edit_release(
+            state.sampling, state.plan, int(tested), int(fresh), (1, int(last_chunk))
         ).to_dict()
 
     def _account_edit(self, state, outcomes, what: str, mandatory: bool) -> tuple:
@@ -1046,12 +886,9 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
             state.counters["edits"] += 1
             state.counters["recomputes"] += 1
             state.counters["recomputed_steps"] += state.n_steps
-            release = self._run_release(
-                state.frozen_params,
-                state.plan,
-                (1, state.n_chunks),
-                f"refit during {what}",
-            )
+            release = run_release(
+                state.frozen_params, state.plan, (1, state.n_chunks), f"refit during {what}"
+            ).to_dict()
         else:
             newly_tested = fresh = 0
             for o in outcomes:
@@ -1101,9 +938,9 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
         a fit on the current data, so this is a fit's releases (count and run)."""
         state = self.unlearning_state_
         params = state.frozen_params
-        releases = self._fit_ledger(params, state.plan)
+        releases = fit_ledger(params, state.plan)
         return self._cached_privacy(
-            f"model{state.plan['bucket']}",
+            f"model{state.plan.bucket}",
             lambda ledger, delta: privacy_spent(releases, delta),
             depends_on_ledger=False,
         )
