@@ -118,6 +118,18 @@ def test_future_metadata_format_is_refused(monkeypatch):
         pickle.loads(blob)
 
 
+def _refused_both_ways(fitted, tmp_path, monkeypatch, match):
+    """Save ``fitted`` by skops and by pickle under the monkeypatched format,
+    undo the patches, and check both files are refused with StateVersionError."""
+    dpu_io.save(fitted, tmp_path / "old.skops")
+    blob = pickle.dumps(fitted)
+    monkeypatch.undo()
+    with pytest.raises(StateVersionError, match=match):
+        dpu_io.load(tmp_path / "old.skops")
+    with pytest.raises(StateVersionError, match=match):
+        pickle.loads(blob)
+
+
 def test_logistic_state_of_dict_chunks_is_refused(tmp_path, monkeypatch):
     """A DPLogisticRegression file of format 1 (chunks stored as dicts) fails
     with StateVersionError, on skops and on pickle, instead of loading a state
@@ -127,13 +139,7 @@ def test_logistic_state_of_dict_chunks_is_refused(tmp_path, monkeypatch):
     old_chunks = [{**vars(c), "config": vars(c.config)} for c in state.chunks]
     monkeypatch.setattr(LogisticUnlearningState, "FORMAT_VERSION", 1)
     monkeypatch.setattr(state, "chunks", old_chunks)
-    dpu_io.save(fitted, tmp_path / "v1.skops")
-    blob = pickle.dumps(fitted)
-    monkeypatch.undo()
-    with pytest.raises(StateVersionError, match="format version 1"):
-        dpu_io.load(tmp_path / "v1.skops")
-    with pytest.raises(StateVersionError, match="format version 1"):
-        pickle.loads(blob)
+    _refused_both_ways(fitted, tmp_path, monkeypatch, "format version 1")
 
 
 def _sgd_with_format1_plan(monkeypatch, plan_dict):
@@ -166,13 +172,7 @@ def test_sgd_state_of_format_1_converts_its_dict_plan(tmp_path, monkeypatch):
 
 def test_sgd_state_of_format_1_with_an_unknown_plan_is_refused(tmp_path, monkeypatch):
     old = _sgd_with_format1_plan(monkeypatch, {"bucket": 40, "noise": 1.0})
-    dpu_io.save(old, tmp_path / "v1.skops")
-    blob = pickle.dumps(old)
-    monkeypatch.undo()
-    with pytest.raises(StateVersionError, match="CoupledSGDState state has format version 1"):
-        dpu_io.load(tmp_path / "v1.skops")
-    with pytest.raises(StateVersionError, match="CoupledSGDState state has format version 1"):
-        pickle.loads(blob)
+    _refused_both_ways(old, tmp_path, monkeypatch, "CoupledSGDState state has format version 1")
 
 
 class Doubler(TransformerMixin, BaseEstimator):
