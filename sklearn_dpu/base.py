@@ -1,10 +1,31 @@
-"""Behaviour shared by every private estimator: the ledger, the budget, persistence."""
+"""Behaviour shared by every private estimator: the release procedure, the
+ledger, the budget, persistence.
+
+Every call that publishes something runs one procedure, written once here::
+
+    fit / partial_fit  (_run_update)          delete_samples  (_run_deletion)
+    ---------------------------------         ------------------------------
+    plan     _plan_releases(params, sizes)    validate ids, DeletionPlan
+    check    the budget refuses, or not       charge   never refused
+    validate read the data                    execute  (timed)
+    charge   the planned releases             ledger   the re-releases
+    compute  draw noise, publish              report   one DeletionReport
+    ledger   append the releases
+
+An estimator supplies the hooks (``_plan_releases`` and the callables passed
+to these two methods); it never charges a budget or appends to its ledger by
+hand.
+"""
 
 import dataclasses
 import time
 import warnings
+from collections.abc import Callable, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
 from .exceptions import (
@@ -15,16 +36,40 @@ from .exceptions import (
     StateVersionError,
 )
 from .privacy import budget as budget_module
+from .privacy.accounting import epsilon_spent
 from .privacy.budget import pending_entries
 from .privacy.events import event_to_dict
-from .privacy.ledger import Release, charge_increment, privacy_spent, worst_case_events
+from .privacy.ledger import (
+    Release,
+    ReleasePlan,
+    charge_increment,
+    privacy_spent,
+    worst_case_events,
+)
 from .unlearning.ids import POSITIONS_NOTE, sample_id_kind
+from .unlearning.report import DeletionOutcome, DeletionPlan, DeletionReport
 
-__all__ = ["PrivateEstimatorMixin", "STATE_FORMAT_VERSION"]
+__all__ = ["PrivateEstimatorMixin", "PublicSizes", "STATE_FORMAT_VERSION"]
 
 #: Format of the estimator state written by pickle, joblib and skops. Bump it
 #: when a fitted attribute changes meaning or layout.
 STATE_FORMAT_VERSION = 2
+
+
+@dataclass(frozen=True)
+class PublicSizes:
+    """Sizes a release plan may depend on: public by construction.
+
+    Shapes that the caller states (the number of features), never the number
+    of rows, which is private.
+
+    Attributes
+    ----------
+    n_features : int or None
+        Number of features, when known before the data are read.
+    """
+
+    n_features: int | None = None
 
 
 class PrivateEstimatorMixin:
@@ -65,13 +110,16 @@ class PrivateEstimatorMixin:
             worst_case_events(before, self.delta), worst_case_events(after, self.delta)
         )
 
-    def _check_budget(self, increment: list, what: str) -> None:
-        """Refuse ``increment`` if it, with any charge kept pending, exceeds the budget."""
+    def _check_budget(self, increment: list, what: str, bounds=()) -> None:
+        """Refuse ``increment`` (and the (epsilon, delta) ``bounds`` of releases
+        not known exactly yet) if, with any charge kept pending, it exceeds the budget."""
         if self.budget is None:
             return
         pending = [e for events, _, _ in self._pending_budget_entries(self.budget) for e in events]
-        if increment or pending:
-            self.budget.check([*pending, *increment], f"{type(self).__name__}.{what}")
+        if increment or pending or bounds:
+            self.budget.check(
+                [*pending, *increment], f"{type(self).__name__}.{what}", bounds=list(bounds)
+            )
 
     def _pending_budget_entries(self, budget) -> list[tuple]:
         """Charges kept pending for ``budget``'s ledger, as ``PrivacyBudget._commit`` entries."""
@@ -159,15 +207,120 @@ class PrivateEstimatorMixin:
                 r for r in self.pending_budget_charges_ if r.get("ledger") != budget.path
             ]
 
-    def _fit_release_plan(self) -> list[Release]:
-        """The releases one ``fit`` makes, from the parameters alone (an upper bound).
+    # ------------------------------------------------------------ the template
 
-        Every estimator overrides it. ``fit`` uses it for its budget pre-check,
-        and :class:`~sklearn_dpu.model_selection.PrivateGridSearch` uses it to
-        plan the cost of a whole search before any data is read, so it must not
-        depend on data (nor on the exact number of rows).
+    def _plan_releases(self, params: Mapping[str, Any], sizes: PublicSizes) -> ReleasePlan:
+        """What one ``fit`` with ``params`` adds to the ledger: the planning hook.
+
+        From parameters and public sizes alone (never data nor the exact
+        number of rows): exact :class:`~sklearn_dpu.privacy.ledger.Release`
+        records, or :class:`~sklearn_dpu.privacy.ledger.ApproximateDPBound`
+        where the events depend on a noised count drawn during the fit.
+        ``fit``'s budget pre-check uses it, and so do
+        :class:`~sklearn_dpu.model_selection.PrivateGridSearch` (for every
+        candidate, before any data is read) and
+        :meth:`~sklearn_dpu.privacy.PrivacyBudget.planned_epsilon`. Every
+        estimator overrides it.
         """
         raise NotImplementedError(f"{type(self).__name__} does not say what its fit releases")
+
+    def _fit_release_plan(self) -> list:
+        """:meth:`_plan_releases` for the current parameters, as a list of entries."""
+        return self._plan_releases(self.get_params(deep=False), PublicSizes()).entries
+
+    def _run_update(
+        self,
+        what: str,
+        plan: ReleasePlan,
+        validate: Callable[[], Any],
+        compute: Callable[[Any], Any],
+    ) -> None:
+        """Run ``fit`` or ``partial_fit``: plan, check, validate, charge, compute, ledger.
+
+        1. ``plan`` (from :meth:`_plan_releases`, or from the fitted state for
+           ``partial_fit``) is checked against the budget before any data is read;
+        2. ``validate()`` reads the data and returns what ``compute`` needs;
+           it may raise (nothing has changed);
+        3. an exact plan is charged, then ``compute(data)`` draws the noise and
+           publishes the model;
+        4. a plan that was only an upper bound (``plan.exact`` False) is
+           charged for what ``compute`` returns: the exact releases, known
+           once a noised count or a coupled run has been drawn. The charge
+           comes before anything is returned to the caller; if it is refused,
+           :meth:`_atomic` restores the estimator.
+        5. the releases are appended to ``privacy_ledger_`` (which a fit
+           replaces).
+
+        Call it inside ``with self._atomic():``.
+        """
+        bounds = [(b.epsilon, b.delta) for b in plan.bounds]
+        self._check_budget(self._budget_increment(plan.releases, plan.restart), what, bounds)
+        data = validate()
+        if plan.exact:
+            self._charge_budget(self._budget_increment(plan.releases, plan.restart), what)
+            compute(data)
+            made = list(plan.releases)
+        else:
+            made = list(compute(data))
+            self._charge_budget(self._budget_increment(made, plan.restart), what)
+        before = [] if plan.restart else list(self.privacy_ledger_)
+        self._set_ledger([*before, *(r.to_dict() for r in made)])
+
+    def _run_deletion(
+        self,
+        n_deleted: int,
+        plan: DeletionPlan,
+        execute: Callable[[], DeletionOutcome],
+    ) -> None:
+        """Run ``delete_samples``: charge, execute, ledger, report.
+
+        The ids were validated and ``plan`` made before this call. The planned
+        re-releases (with the plan's accounting entries) are charged first,
+        mandatorily (never refused nor blocked, see :meth:`_charge_budget`);
+        ``execute()`` changes the state and is timed (the report's only
+        timing); re-releases only the execution can name are charged after
+        it; then the ledger grows and one
+        :class:`~sklearn_dpu.unlearning.report.DeletionReport` is logged
+        (:meth:`_log_deletion`), its ``rerelease_epsilon`` composed from the
+        re-releases alone.
+        """
+        what = "delete_samples"
+        if plan.releases is not None:
+            entries = [*plan.releases, *plan.accounting]
+            self._charge_budget(self._budget_increment(entries, False), what, mandatory=True)
+        started = time.perf_counter()
+        outcome = execute()
+        elapsed = time.perf_counter() - started
+        made = tuple(plan.releases if plan.releases is not None else outcome.releases or ())
+        if plan.releases is None:
+            entries = [*made, *plan.accounting]
+            self._charge_budget(self._budget_increment(entries, False), what, mandatory=True)
+        entries = [*made, *plan.accounting]
+        if entries:
+            self._set_ledger([*self.privacy_ledger_, *(r.to_dict() for r in entries)])
+        delta = self._ledger_delta()
+        report = DeletionReport(
+            n_deleted=int(n_deleted),
+            method=outcome.method or plan.method,
+            guarantee=outcome.guarantee,
+            cost=dataclasses.replace(outcome.cost, wall_time_s=elapsed),
+            retrain_cost=outcome.retrain_cost,
+            deletion_epsilon=outcome.deletion_epsilon,
+            deletion_delta=outcome.deletion_delta,
+            rerelease_epsilon=epsilon_spent([r.event for r in made], delta) if made else None,
+            reason=plan.reason if outcome.reason is None else outcome.reason,
+            notes=outcome.notes,
+        )
+        self._log_deletion(report)
+
+    def _changed_params(self, frozen: Mapping[str, Any]) -> list[str]:
+        """Names of the parameters whose value differs from ``frozen``, the
+        values a fitted state was made with (``partial_fit`` refuses them)."""
+        return [name for name, value in frozen.items() if not _same(getattr(self, name), value)]
+
+    def _ledger_delta(self) -> float:
+        """The delta at which this estimator states its epsilons."""
+        return self.delta
 
     def _log_deletion(self, report) -> None:
         """Append ``report`` to ``deletion_log_``, stating what everything
@@ -213,3 +366,14 @@ class PrivateEstimatorMixin:
                 f"this sklearn_dpu reads format {STATE_FORMAT_VERSION}"
             )
         super().__setstate__(state)
+
+
+def _same(a, b) -> bool:
+    """Whether two parameter values are equal (sequences by their elements)."""
+    if a is None or b is None:
+        return a is b
+    if isinstance(a, tuple | list | np.ndarray) or isinstance(b, tuple | list | np.ndarray):
+        return np.array_equal(
+            np.atleast_1d(np.asarray(a, dtype=object)), np.atleast_1d(np.asarray(b, dtype=object))
+        )
+    return bool(a == b)

@@ -12,7 +12,9 @@ from .calibration import (
 from .ledger import PrivacySpent, Release, privacy_spent
 from .mechanisms import (
     ExponentialMechanism,
+    GaussianCount,
     GaussianMechanism,
+    GaussianSteps,
     GeneralizedExponentialMechanism,
     LaplaceMechanism,
     PermuteAndFlip,
@@ -22,7 +24,9 @@ from .mechanisms import (
 
 __all__ = [
     "ExponentialMechanism",
+    "GaussianCount",
     "GaussianMechanism",
+    "GaussianSteps",
     "GeneralizedExponentialMechanism",
     "LaplaceMechanism",
     "PermuteAndFlip",

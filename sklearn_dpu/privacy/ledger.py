@@ -26,6 +26,7 @@ __all__ = [
     "ApproximateDPBound",
     "PrivacySpent",
     "Release",
+    "ReleasePlan",
     "charge_increment",
     "event_from_dict",
     "event_to_dict",
@@ -60,6 +61,39 @@ class Release:
     event: dp_event.DpEvent
     chunks: tuple[int, int]
     reference: str
+
+    @classmethod
+    def of(cls, mechanisms, mechanism: str, chunks: tuple[int, int], reference: str) -> "Release":
+        """The record of a release made by ``mechanisms``.
+
+        The event is read from the mechanism objects that draw the noise, so
+        the ledger and the noise come from the same numbers.
+
+        Parameters
+        ----------
+        mechanisms : mechanism or sequence of mechanisms
+            Objects with a ``dp_event`` property (see
+            :mod:`sklearn_dpu.privacy.mechanisms`); several compose.
+        mechanism : str
+            What was released and how, in words.
+        chunks : tuple of (int, int)
+        reference : str
+
+        Examples
+        --------
+        >>> from sklearn_dpu.privacy.mechanisms import GaussianCount, GaussianSteps
+        >>> run = Release.of(
+        ...     [GaussianSteps(1.0, 3.0, steps=5), GaussianCount(2.0)],
+        ...     "noisy GD and a noised count", (1, 1), "Dwork & Roth 2014, Thm A.1")
+        >>> run.event  # doctest: +NORMALIZE_WHITESPACE
+        ComposedDpEvent(events=[SelfComposedDpEvent(event=GaussianDpEvent(noise_multiplier=3.0),
+                                count=5), GaussianDpEvent(noise_multiplier=2.0)])
+        """
+        if hasattr(mechanisms, "dp_event"):
+            event = mechanisms.dp_event
+        else:
+            event = dp_event.ComposedDpEvent([m.dp_event for m in mechanisms])
+        return cls(mechanism, event, (int(chunks[0]), int(chunks[1])), reference)
 
     def to_dict(self) -> dict:
         return {
@@ -110,6 +144,48 @@ class ApproximateDPBound:
     epsilon: float
     delta: float
     mechanism: str = ""
+
+
+@dataclass(frozen=True)
+class ReleasePlan:
+    """What one call (``fit``, ``partial_fit``) will add to ``privacy_ledger_``,
+    known before any data is read.
+
+    Made by an estimator's ``_plan_releases`` hook from its parameters and
+    public sizes only; the budget check, the charge and the ledger of the call
+    all come from it (see :meth:`~sklearn_dpu.base.PrivateEstimatorMixin._run_update`).
+
+    Parameters
+    ----------
+    releases : tuple of Release
+        Entries whose events are known before the data are read.
+    bounds : tuple of ApproximateDPBound, default=()
+        Entries known only to be (epsilon, delta)-DP before the data are read
+        (their events depend on a noised count drawn by the call).
+    exact : bool, default=True
+        Whether ``releases`` are exactly what the call records. When False
+        (always, if there are ``bounds``), ``releases`` and ``bounds`` are
+        upper bounds used to refuse the call before any data is read, and the
+        call reports the exact entries once it knows them.
+    restart : bool, default=False
+        The call replaces the ledger (``fit``) instead of extending it.
+    """
+
+    releases: tuple[Release, ...]
+    bounds: tuple[ApproximateDPBound, ...] = ()
+    exact: bool = True
+    restart: bool = False
+
+    def __post_init__(self):
+        object.__setattr__(self, "releases", tuple(self.releases))
+        object.__setattr__(self, "bounds", tuple(self.bounds))
+        if self.bounds:
+            object.__setattr__(self, "exact", False)
+
+    @property
+    def entries(self) -> list:
+        """The releases then the bounds, as one list."""
+        return [*self.releases, *self.bounds]
 
 
 def _releases(entries: Iterable) -> list[Release]:

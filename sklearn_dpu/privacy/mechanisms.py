@@ -37,7 +37,9 @@ from dp_accounting import dp_event
 
 __all__ = [
     "ExponentialMechanism",
+    "GaussianCount",
     "GaussianMechanism",
+    "GaussianSteps",
     "GeneralizedExponentialMechanism",
     "LaplaceMechanism",
     "PermuteAndFlip",
@@ -110,6 +112,111 @@ class GaussianMechanism:
         noise = upper + upper.T
         noise[np.diag_indices(q)] = rng.normal(0.0, self.sigma, size=q)
         return M + noise
+
+
+@dataclass(frozen=True)
+class GaussianCount:
+    """Release a record count plus ``N(0, noise_multiplier^2)`` [BW18]_.
+
+    A count has add/remove sensitivity 1, so this is the Gaussian mechanism
+    with contribution bound 1. With ``noise_multiplier=0`` the count is exact
+    and the event says so (``NonPrivateDpEvent``); a standard normal is still
+    drawn, so a generator's stream does not depend on the multiplier.
+
+    Parameters
+    ----------
+    noise_multiplier : float
+        Standard deviation of the noise (in records).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> count = GaussianCount(noise_multiplier=2.0)
+    >>> count.dp_event
+    GaussianDpEvent(noise_multiplier=2.0)
+    >>> round(count.release(1000, np.random.default_rng(0)), 3)
+    1000.251
+    """
+
+    noise_multiplier: float
+
+    @property
+    def dp_event(self) -> dp_event.DpEvent:
+        if self.noise_multiplier <= 0:
+            return dp_event.NonPrivateDpEvent()
+        return dp_event.GaussianDpEvent(noise_multiplier=float(self.noise_multiplier))
+
+    def release(self, count: float, rng: np.random.Generator) -> float:
+        """Return ``count + N(0, noise_multiplier^2)`` as a float."""
+        return float(count + rng.normal(0.0, self.noise_multiplier))
+
+
+@dataclass(frozen=True)
+class GaussianSteps:
+    """``steps`` Gaussian releases of a sum, each on a Poisson sample of the records.
+
+    The mechanism of noisy (stochastic) gradient descent: at every step, the
+    sum of the contributions of the records sampled (each independently with
+    probability ``sampling_rate``; 1 for full-batch steps) plus isotropic
+    Gaussian noise of standard deviation ``noise_multiplier *
+    contribution_bound``. Its event is the ``steps``-fold composition of a
+    Poisson-subsampled Gaussian ([BW18]_ for one step; amplification by
+    Poisson subsampling is exact in the PLD accountant), and
+    ``NonPrivateDpEvent`` when there is no noise.
+
+    Parameters
+    ----------
+    contribution_bound : float
+        L2 bound on one record's contribution to a step's sum.
+    noise_multiplier : float
+        Noise standard deviation divided by ``contribution_bound``.
+    steps : int
+        Number of releases.
+    sampling_rate : float, default=1.0
+        Probability that a record takes part in a step.
+
+    Examples
+    --------
+    >>> steps = GaussianSteps(1.0, noise_multiplier=4.0, steps=10)
+    >>> steps.dp_event
+    SelfComposedDpEvent(event=GaussianDpEvent(noise_multiplier=4.0), count=10)
+    >>> GaussianSteps(1.0, 4.0, 10, sampling_rate=0.01).step_event
+    PoissonSampledDpEvent(sampling_probability=0.01, event=GaussianDpEvent(noise_multiplier=4.0))
+    """
+
+    contribution_bound: float
+    noise_multiplier: float
+    steps: int
+    sampling_rate: float = 1.0
+
+    @property
+    def sigma(self) -> float:
+        """Standard deviation of one step's noise on each coordinate."""
+        return self.noise_multiplier * self.contribution_bound
+
+    @property
+    def step_event(self) -> dp_event.DpEvent:
+        """The event of one step."""
+        if self.noise_multiplier <= 0:
+            return dp_event.NonPrivateDpEvent()
+        gaussian = dp_event.GaussianDpEvent(noise_multiplier=float(self.noise_multiplier))
+        if self.sampling_rate >= 1.0:
+            return gaussian
+        return dp_event.PoissonSampledDpEvent(float(self.sampling_rate), gaussian)
+
+    @property
+    def dp_event(self) -> dp_event.DpEvent:
+        """The event of all ``steps`` steps."""
+        return dp_event.SelfComposedDpEvent(self.step_event, int(self.steps))
+
+    def noise(self, shape: tuple, rng: np.random.Generator) -> np.ndarray:
+        """Every step's noise at once: an array of shape ``(steps, *shape)``."""
+        return rng.normal(0.0, self.sigma, size=(int(self.steps), *shape))
+
+    def standard_noise(self, shape: tuple, rng: np.random.Generator) -> np.ndarray:
+        """Standard normal draws of shape ``(steps, *shape)``, for a caller that
+        scales them itself (e.g. a coupling that splits each step's noise)."""
+        return rng.standard_normal((int(self.steps), *shape))
 
 
 @dataclass(frozen=True)

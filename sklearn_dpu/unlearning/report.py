@@ -1,8 +1,157 @@
-"""What a deletion did: one :class:`DeletionReport` per ``delete_samples`` call."""
+"""Deletion as plan, execute, report.
 
-from dataclasses import asdict, dataclass, field
+A ``delete_samples`` call first makes a :class:`DeletionPlan` from public
+quantities (which re-releases it will make and why), then executes it, then
+reports it: one :class:`DeletionReport` per call, whose work is a typed
+:class:`DeletionCost`. The estimator's base class runs the three steps
+(:meth:`~sklearn_dpu.base.PrivateEstimatorMixin._run_deletion`) and applies
+one timing rule: ``cost.wall_time_s`` is the measured time of the execution
+alone, and ``retrain_cost`` is estimated from public quantities (work counts
+from parameters, shapes and released counts), never timed; no timing of a fit
+is kept.
+"""
 
-__all__ = ["DeletionReport"]
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass, field, fields
+
+__all__ = ["DeletionCost", "DeletionOutcome", "DeletionPlan", "DeletionReport"]
+
+
+@dataclass(frozen=True)
+class DeletionCost(Mapping):
+    """Work done by a deletion, or estimated for a retrain.
+
+    Only the fields that apply to an estimator are set; read as a mapping,
+    the cost shows exactly those (``report.cost["flops"]``, ``dict(cost)``).
+    Counts come from public quantities or released (charged) noisy counts,
+    never from the exact number of samples.
+
+    Attributes
+    ----------
+    action : str or None
+        What was done, when an estimator chooses among several ways
+        (``DPLogisticRegression``: ``'noise_only'``, ``'noise_finetune'``,
+        ``'retrain'``).
+    wall_time_s : float or None
+        Measured time of the deletion's execution (never set for a retrain,
+        which is estimated, not run).
+    flops : float or None
+        Floating-point operations, counted from public sizes.
+    flops_per_row : float or None
+        A retrain's operations per training row (when no count is released).
+    gradient_evaluations : float or None
+        Per-row gradient evaluations, predicted from released counts.
+    predicted_gradient_evaluations : float or None
+        The prediction the plan was chosen on.
+    expected_gradient_evaluations : float or None
+        Steps times the expected batch size.
+    gradient_steps : int or None
+        Full-gradient steps run.
+    tested_steps, recomputed_steps : int or None
+        Steps of a stored run checked and recomputed.
+    renoised_sums : int or None
+        Released sums given fresh noise.
+    released_count : float or None
+        The released (noised, charged) record count an estimate used.
+    fell_back_to_retrain : bool or None
+        Whether a cheaper action failed to certify and a retrain ran instead.
+    """
+
+    action: str | None = None
+    wall_time_s: float | None = None
+    flops: float | None = None
+    flops_per_row: float | None = None
+    gradient_evaluations: float | None = None
+    predicted_gradient_evaluations: float | None = None
+    expected_gradient_evaluations: float | None = None
+    gradient_steps: int | None = None
+    tested_steps: int | None = None
+    recomputed_steps: int | None = None
+    renoised_sums: int | None = None
+    released_count: float | None = None
+    fell_back_to_retrain: bool | None = None
+
+    def __getitem__(self, key: str):
+        value = getattr(self, key, None) if key in _COST_FIELDS else None
+        if value is None:
+            raise KeyError(key)
+        return value
+
+    def __iter__(self) -> Iterator[str]:
+        return (name for name in _COST_FIELDS if getattr(self, name) is not None)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+_COST_FIELDS = tuple(f.name for f in fields(DeletionCost))
+
+
+@dataclass(frozen=True)
+class DeletionPlan:
+    """How a ``delete_samples`` call will run, chosen before any row changes.
+
+    Made from public quantities (parameters, shapes, released counts, the
+    chunks the requested ids arrived in), so that the re-releases can be
+    charged before the state changes.
+
+    Attributes
+    ----------
+    method : {"exact", "certified", "retrain"}
+        How the model will be brought to its post-deletion state.
+    releases : tuple of Release or None
+        The re-releases the call will add to ``privacy_ledger_``, charged to
+        the budget before execution (never refused). ``None`` when only the
+        execution can tell (a coupled run that tests its steps): the
+        execution returns them in :attr:`DeletionOutcome.releases`.
+    reason : str
+        Why this method was chosen.
+    accounting : tuple of Release
+        Ledger entries that are not releases but account for what everything
+        published shows of the deleted rows (a correlated re-release sharpens
+        the view of rows in earlier releases). Charged with the re-releases,
+        not counted in ``rerelease_epsilon``.
+    """
+
+    method: str
+    releases: tuple | None
+    reason: str = ""
+    accounting: tuple = ()
+
+
+@dataclass(frozen=True)
+class DeletionOutcome:
+    """What executing a :class:`DeletionPlan` did, for the report.
+
+    Attributes
+    ----------
+    guarantee : str
+        The guarantee for the deleted rows, in words.
+    cost : DeletionCost
+        The work done (``wall_time_s`` is filled in by the base class).
+    retrain_cost : DeletionCost
+        A retrain's work, estimated from public quantities.
+    releases : tuple of Release or None
+        The re-releases made, when the plan could not say (else ``None``).
+    method : str or None
+        Overrides the plan's method (a certified action that fell back to a
+        retrain).
+    reason : str or None
+        Overrides the plan's reason.
+    deletion_epsilon, deletion_delta : float or None
+        See :class:`DeletionReport`.
+    notes : tuple of str
+    """
+
+    guarantee: str
+    cost: DeletionCost = field(default_factory=DeletionCost)
+    retrain_cost: DeletionCost = field(default_factory=DeletionCost)
+    releases: tuple | None = None
+    method: str | None = None
+    reason: str | None = None
+    deletion_epsilon: float | None = None
+    deletion_delta: float | None = None
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -31,14 +180,14 @@ class DeletionReport:
         Privacy cost (toward the remaining samples) of the model released after
         the deletion, alone; ``None`` if nothing was re-released. For a
         correlated re-release, the increment it adds to the joint mechanism.
-    cost : dict
+    cost : DeletionCost
         What the deletion cost: ``wall_time_s`` and method-specific counts
         (e.g. ``recomputed_steps``, ``gradient_evaluations``, ``flops``).
         Counts come from public quantities or released (charged) noisy
         counts, never from the exact number of samples:
         ``DPLogisticRegression``'s ``gradient_evaluations`` is the planner's
         prediction from its chunks' released counts.
-    retrain_cost : dict
+    retrain_cost : DeletionCost
         The same quantities for a full retrain on the remaining samples
         (estimated from public sizes, not run). ``DPLinearRegression`` uses the
         released count (``released_count``: the intercept entry of the
@@ -63,8 +212,8 @@ class DeletionReport:
     n_deleted: int
     method: str
     guarantee: str
-    cost: dict = field(default_factory=dict)
-    retrain_cost: dict = field(default_factory=dict)
+    cost: DeletionCost = field(default_factory=DeletionCost)
+    retrain_cost: DeletionCost = field(default_factory=DeletionCost)
     deletion_epsilon: float | None = None
     deletion_delta: float | None = None
     rerelease_epsilon: float | None = None
@@ -74,18 +223,25 @@ class DeletionReport:
 
     def as_dict(self) -> dict:
         """The report as plain types (for logs and JSON)."""
-        return asdict(self)
+        data = asdict(self)
+        data["cost"], data["retrain_cost"] = dict(self.cost), dict(self.retrain_cost)
+        return data
 
     def summary(self) -> str:
         """One human-readable paragraph."""
-        speedup = ""
-        own, full = self.cost.get("wall_time_s"), self.retrain_cost.get("wall_time_s")
-        if own and full:
-            speedup = f" in {1e3 * own:.3g} ms (a retrain: about {1e3 * full:.3g} ms)"
+        own = self.cost.get("wall_time_s")
+        timing = f" in {1e3 * own:.3g} ms" if own else ""
         lines = [
-            f"deleted {self.n_deleted} sample(s) by {self.method} unlearning{speedup}",
+            f"deleted {self.n_deleted} sample(s) by {self.method} unlearning{timing}",
             f"guarantee: {self.guarantee}",
         ]
+        for work in ("flops", "gradient_evaluations", "recomputed_steps"):
+            if work in self.cost and work in self.retrain_cost:
+                lines.append(
+                    f"work: {self.cost[work]:.3g} {work.replace('_', ' ')} (a retrain: "
+                    f"about {self.retrain_cost[work]:.3g})"
+                )
+                break
         if self.deletion_epsilon is not None:
             lines.append(
                 f"deletion (eps, delta) = ({self.deletion_epsilon:.4g}, {self.deletion_delta:g})"
