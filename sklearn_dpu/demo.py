@@ -88,7 +88,7 @@ def _plot(path, epsilons, curve, nonprivate_r2, midpoint_r2) -> None:
     plt.close(fig)
 
 
-def main(argv=None) -> None:
+def main(argv: list[str] | None = None) -> None:
     """Run the tour; write the budget ledger, the model and the plot to ``--output-dir``."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output-dir", default="demo_output", type=pathlib.Path)

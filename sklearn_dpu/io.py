@@ -10,6 +10,8 @@ that :meth:`delete_samples` needs. Treat the file as you treat the data.
 """
 
 import os
+from collections.abc import Sequence
+from typing import IO, Any
 
 import skops.io
 
@@ -43,7 +45,7 @@ TRUSTED_TYPES = (
 )
 
 
-def save(estimator, file) -> None:
+def save(estimator: Any, file: str | os.PathLike | IO[bytes]) -> None:
     """Write ``estimator`` (any scikit-learn object) to ``file`` in skops format.
 
     Parameters
@@ -54,7 +56,7 @@ def save(estimator, file) -> None:
     skops.io.dump(estimator, file)
 
 
-def load(file, *, trusted=()):
+def load(file: str | os.PathLike | IO[bytes], *, trusted: Sequence[str] = ()) -> Any:
     """Load an estimator written by :func:`save`.
 
     Parameters

@@ -38,7 +38,7 @@ def _real(value) -> bool:
     return isinstance(value, Real) and not isinstance(value, bool | np.bool_)
 
 
-def check_epsilon_delta(epsilon, delta) -> tuple[float, float]:
+def check_epsilon_delta(epsilon: float, delta: float) -> tuple[float, float]:
     """Validate a privacy target and return it as Python floats.
 
     The one validator for (epsilon, delta) pairs in sklearn_dpu: budgets and

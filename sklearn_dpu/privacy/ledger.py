@@ -15,7 +15,7 @@ event only ever instantiates classes of ``dp_accounting.dp_event``.
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from dp_accounting import dp_event
 
@@ -63,7 +63,9 @@ class Release:
     reference: str
 
     @classmethod
-    def of(cls, mechanisms, mechanism: str, chunks: tuple[int, int], reference: str) -> "Release":
+    def of(
+        cls, mechanisms: Any, mechanism: str, chunks: tuple[int, int], reference: str
+    ) -> "Release":
         """The record of a release made by ``mechanisms``.
 
         The event is read from the mechanism objects that draw the noise, so

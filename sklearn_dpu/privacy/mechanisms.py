@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from dp_accounting import dp_event
+from numpy.typing import ArrayLike
 
 __all__ = [
     "ExponentialMechanism",
@@ -88,7 +89,7 @@ class GaussianMechanism:
     def dp_event(self) -> dp_event.DpEvent:
         return dp_event.GaussianDpEvent(noise_multiplier=float(self.noise_multiplier))
 
-    def release(self, value: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    def release(self, value: ArrayLike, rng: np.random.Generator) -> np.ndarray:
         """Return ``value + N(0, sigma^2 I)`` as a new float64 array."""
         value = np.asarray(value, dtype=np.float64)
         return value + rng.normal(0.0, self.sigma, size=value.shape)
@@ -242,7 +243,7 @@ class LaplaceMechanism:
     def dp_event(self) -> dp_event.DpEvent:
         return dp_event.LaplaceDpEvent(noise_multiplier=1.0 / float(self.epsilon))
 
-    def release(self, value: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    def release(self, value: ArrayLike, rng: np.random.Generator) -> np.ndarray:
         value = np.asarray(value, dtype=np.float64)
         return value + rng.laplace(0.0, self.scale, size=value.shape)
 
@@ -296,15 +297,15 @@ class ExponentialMechanism(_PureSelection):
     monotonic : bool, default=False
     """
 
-    def log_weights(self, utilities) -> np.ndarray:
+    def log_weights(self, utilities: ArrayLike) -> np.ndarray:
         u = _as_scores(utilities)
         return self.epsilon * (u - u.max()) / (self._factor * self.sensitivity)
 
-    def probabilities(self, utilities) -> np.ndarray:
+    def probabilities(self, utilities: ArrayLike) -> np.ndarray:
         w = np.exp(self.log_weights(utilities))
         return w / w.sum()
 
-    def select(self, utilities, rng: np.random.Generator) -> int:
+    def select(self, utilities: ArrayLike, rng: np.random.Generator) -> int:
         """Return the selected index (larger utility is better)."""
         logits = self.log_weights(utilities)
         return int(np.argmax(logits + rng.gumbel(size=logits.shape)))
@@ -320,7 +321,7 @@ class PermuteAndFlip(_PureSelection):
     best candidate's coin always does.
     """
 
-    def select(self, utilities, rng: np.random.Generator) -> int:
+    def select(self, utilities: ArrayLike, rng: np.random.Generator) -> int:
         u = _as_scores(utilities)
         p = np.exp(self.epsilon * (u - u.max()) / (self._factor * self.sensitivity))
         order = rng.permutation(u.size)
@@ -337,7 +338,7 @@ class ReportNoisyMax(_PureSelection):
     utilities; ``Delta / eps`` suffices for monotonic ones ([DR14]_ Claim 3.9).
     """
 
-    def select(self, utilities, rng: np.random.Generator) -> int:
+    def select(self, utilities: ArrayLike, rng: np.random.Generator) -> int:
         u = _as_scores(utilities)
         noisy = u + rng.laplace(0.0, self._factor * self.sensitivity / self.epsilon, size=u.size)
         return int(np.argmax(noisy))
@@ -378,7 +379,7 @@ class GeneralizedExponentialMechanism:
     def dp_event(self) -> dp_event.DpEvent:
         return pure_dp_event(self.epsilon)
 
-    def normalized_scores(self, costs, sensitivities) -> np.ndarray:
+    def normalized_scores(self, costs: ArrayLike, sensitivities: ArrayLike) -> np.ndarray:
         q = _as_scores(costs)
         gamma = np.asarray(sensitivities, dtype=np.float64)
         if gamma.shape != q.shape or np.any(gamma < 0) or not np.all(np.isfinite(gamma)):
@@ -395,13 +396,13 @@ class GeneralizedExponentialMechanism:
         ratio[np.diag_indices(q.size)] = 0.0
         return ratio.max(axis=1)
 
-    def probabilities(self, costs, sensitivities) -> np.ndarray:
+    def probabilities(self, costs: ArrayLike, sensitivities: ArrayLike) -> np.ndarray:
         s = self.normalized_scores(costs, sensitivities)
         logits = -self.epsilon * (s - s[np.isfinite(s)].min()) / 2.0
         w = np.where(np.isfinite(logits), np.exp(np.where(np.isfinite(logits), logits, 0.0)), 0.0)
         return w / w.sum()
 
-    def select(self, costs, sensitivities, rng: np.random.Generator) -> int:
+    def select(self, costs: ArrayLike, sensitivities: ArrayLike, rng: np.random.Generator) -> int:
         """Return the index of the selected candidate (smaller cost is better)."""
         p = self.probabilities(costs, sensitivities)
         return int(rng.choice(p.size, p=p))

@@ -14,7 +14,9 @@ import numpy as np
 __all__ = ["release_generator"]
 
 
-def release_generator(random_state, release_index: int) -> np.random.Generator:
+def release_generator(
+    random_state: None | int | np.random.RandomState, release_index: int
+) -> np.random.Generator:
     """Return the generator for the ``release_index``-th release of an estimator.
 
     Parameters

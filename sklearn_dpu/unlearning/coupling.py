@@ -42,6 +42,7 @@ References
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.special import ndtr, ndtri
 
 __all__ = [
@@ -60,7 +61,7 @@ __all__ = [
 # ------------------------------------------------------------------ Gaussians
 
 
-def gaussian_tv(distance, sigma: float):
+def gaussian_tv(distance: ArrayLike, sigma: float) -> np.ndarray:
     """TV between ``N(a, s^2 I)`` and ``N(b, s^2 I)`` with ``||a - b|| = distance``.
 
     ``TV = 2 Phi(distance / (2 s)) - 1`` ([derived] from Lemma 26); with

@@ -23,8 +23,10 @@ id can be personal data that should not be copied into logs.
 import sys
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 __all__ = [
     "POSITIONS_NOTE",
@@ -92,7 +94,7 @@ def describe_ids(ids: list) -> str:
     return shown + (f" (and {len(ids) - SHOWN_IDS} more)" if len(ids) > SHOWN_IDS else "")
 
 
-def as_id_list(sample_ids) -> list:
+def as_id_list(sample_ids: Any) -> list:
     """The ids of a deletion request, as a list of Python values.
 
     A ``str``, ``bytes``, number, NumPy scalar or any other non-iterable
@@ -155,7 +157,7 @@ def _missing(value) -> bool:
         return True
 
 
-def check_id_array(ids) -> np.ndarray:
+def check_id_array(ids: ArrayLike) -> np.ndarray:
     """Ids for new rows as a 1-d array: checked, exact and ready for the index.
 
     Integer ids become int64 (``uint64`` stays ``uint64``: no wrap-around),
@@ -278,7 +280,7 @@ def _check_unique(ids: np.ndarray) -> None:
     raise ValueError(f"sample_id contains {len(repeated)} repeated id(s): {describe_ids(repeated)}")
 
 
-def requested_ids(X, sample_id) -> IdRequest:
+def requested_ids(X: Any, sample_id: ArrayLike | None) -> IdRequest:
     """Read the ids of a ``fit`` / ``partial_fit`` call from the raw input.
 
     Call it before ``validate_data``: it reads a DataFrame's index.
@@ -321,7 +323,7 @@ def requested_ids(X, sample_id) -> IdRequest:
     return IdRequest(None, "positions")
 
 
-def sample_id_kind(estimator) -> str | None:
+def sample_id_kind(estimator: Any) -> str | None:
     """``"given"``, ``"index"`` or ``"positions"``: where a fitted estimator's ids came from."""
     registry = getattr(getattr(estimator, "unlearning_state_", None), "registry", None)
     if registry is not None:

@@ -11,7 +11,9 @@ with the attributes that hold it.
 
 import dataclasses
 import warnings
+from typing import Any
 
+from sklearn.base import BaseEstimator
 from sklearn.compose import ColumnTransformer
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import OneHotEncoder, OrdinalEncoder
@@ -118,7 +120,7 @@ def _walk(estimator, path):
         yield path or type(estimator).__name__, estimator
 
 
-def unlearnable_steps(estimator) -> list[str]:
+def unlearnable_steps(estimator: BaseEstimator) -> list[str]:
     """Names of the steps that keep data-derived state and cannot delete.
 
     A step is fine if it has ``delete_samples`` (which states its own
@@ -192,7 +194,13 @@ def _check_ids_survived(estimator, deletable, positions: bool) -> None:
         )
 
 
-def delete_samples(estimator, sample_ids, *, on_unlearnable="raise", positions=False):
+def delete_samples(
+    estimator: BaseEstimator,
+    sample_ids: Any,
+    *,
+    on_unlearnable: str = "raise",
+    positions: bool = False,
+) -> BaseEstimator:
     """Delete samples from every deletable step of ``estimator``.
 
     Parameters
