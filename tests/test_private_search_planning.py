@@ -6,8 +6,7 @@ import pytest
 
 from sklearn_dpu import PrivacyBudget
 from sklearn_dpu.linear_model import DPLinearRegression
-from sklearn_dpu.model_selection import PrivateGridSearch
-from sklearn_dpu.model_selection import _private_search
+from sklearn_dpu.model_selection import PrivateGridSearch, _private_search
 from sklearn_dpu.unlearning.report import DeletionCost
 
 

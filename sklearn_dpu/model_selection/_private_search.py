@@ -6,7 +6,6 @@ from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
-from dp_accounting import dp_event
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
 from sklearn.model_selection import ParameterGrid
 from sklearn.utils import get_tags
@@ -17,12 +16,12 @@ from sklearn.utils.validation import check_is_fitted, indexable
 from .._compat import HasMethods, Interval, _fit_context
 from ..base import PrivateEstimatorMixin, PublicSizes, planned_fit
 from ..exceptions import BudgetExceededError, UnlearningError
-from ..privacy.accounting import epsilon_spent, gaussian_precision, group_events
 from ..privacy.ledger import Release, ReleasePlan, worst_case_events
 from ..privacy.mechanisms import GeneralizedExponentialMechanism, PermuteAndFlip
 from ..privacy.random import release_generator
 from ..unlearning.ids import as_id_list, requested_ids
 from ..unlearning.report import DeletionCost, DeletionOutcome, DeletionPlan
+from ._group_privacy import group_epsilon
 
 __all__ = ["PrivateGridSearch"]
 
@@ -34,8 +33,6 @@ _GEM_REFERENCE = (
     "erratum used: each candidate's sensitivity is the bound of its summed loss, not the "
     "thesis' Delta(D_j) meant for an averaged one"
 )
-# Splits of delta between the Gaussian and the other releases of a group bound.
-_DELTA_SHARES = (0.5, 0.9, 0.99)
 _PF_REFERENCE = "permute-and-flip, McKenna & Sheldon 2020, Thm 1 (monotone utilities)"
 
 
@@ -584,7 +581,7 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
         # What the selection retains of every sample deleted so far: group
         # privacy over the fit's releases, composed.
         group = self.n_deleted_
-        retained = _group_epsilon(
+        retained = group_epsilon(
             [Release.from_dict(e).event for e in self.privacy_ledger_[: self._n_fit_releases]],
             group,
             self.delta,
@@ -667,48 +664,6 @@ def _retrain_cost(cost) -> DeletionCost:
     counts, without wall-time estimates (no timing of a retrain is reported)."""
     names = {f.name for f in dataclasses.fields(DeletionCost)} - {"wall_time_s"}
     return DeletionCost(**{name: cost[name] for name in cost if name in names})
-
-
-def _flatten(event, count=1):
-    """The non-composed events of ``event``, repeated ones kept self-composed."""
-    if isinstance(event, dp_event.SelfComposedDpEvent):
-        yield from _flatten(event.event, count * event.count)
-    elif isinstance(event, dp_event.ComposedDpEvent):
-        for inner in event.events:
-            yield from _flatten(inner, count)
-    else:
-        yield event if count == 1 else dp_event.SelfComposedDpEvent(event, count)
-
-
-def _group_epsilon(events: list, group: int, delta: float) -> float:
-    """Epsilon at ``delta`` of ``events`` seen by a group of ``group`` records.
-
-    Each event is taken to its group version (Dwork & Roth Thm 2.2, see
-    :func:`~sklearn_dpu.privacy.accounting.group_events`). A history that
-    mixes Gaussian and other events is split in two, the Gaussian part
-    composed exactly at ``share * delta`` and the rest at ``(1 - share) *
-    delta``, and the two added (basic composition, Dwork & Roth Thm 3.16):
-    an upper bound a few percent at most above the exact PLD composition
-    (measured on a three-candidate search: 4.72 against 4.66 for one deleted
-    sample, 244.2 against 244.1 for twenty), which for a Gaussian whose noise
-    is ``group`` times smaller takes seconds to build (20 s for twenty). A non-private
-    release makes the result infinite.
-    """
-    grouped = [
-        # a non-private release stays non-private for any group
-        e if isinstance(e, dp_event.NonPrivateDpEvent) else group_events(e, group)
-        for event in events
-        for e in _flatten(event)
-    ]
-    gaussian = [e for e in grouped if gaussian_precision([e]) is not None]
-    other = [e for e in grouped if gaussian_precision([e]) is None]
-    if not gaussian or not other:
-        return epsilon_spent(grouped, delta)
-    # Each split of delta, fixed in advance, gives a valid bound: keep the least.
-    return min(
-        epsilon_spent(gaussian, share * delta) + epsilon_spent(other, (1 - share) * delta)
-        for share in _DELTA_SHARES
-    )
 
 
 def _take(data, rows):
