@@ -80,3 +80,34 @@ def test_a_correlated_rerelease_keeps_the_inner_rerelease_epsilon():
     inner = search.best_estimator_.deletion_log_[-1]
     assert len(search.privacy_ledger_) - n_before > 1  # re-release and accounting
     assert search.deletion_log_[-1].rerelease_epsilon == inner.rerelease_epsilon
+
+
+def test_a_budget_spent_meanwhile_leaves_every_budget_uncharged(tmp_path, monkeypatch):
+    # Guard for base._charge_budgets: with two budgets, the fit's charge is
+    # checked on both before either is charged. Another process spends the
+    # estimator's budget while the candidates train: the search's own budget
+    # must not be charged for a search that is then refused.
+    from sklearn_dpu import BudgetExceededError
+    from sklearn_dpu.privacy.mechanisms import pure_dp_event
+
+    own = PrivacyBudget(epsilon=10.0, delta=1e-5, path=tmp_path / "own.sqlite")
+    inner = PrivacyBudget(epsilon=10.0, delta=1e-5, path=tmp_path / "inner.sqlite")
+    fit_candidate = _private_search._fit_candidate
+
+    def meanwhile(estimator, X, y, sample_id):
+        if not inner.history():
+            PrivacyBudget(10.0, 1e-5, path=inner.path).charge([pure_dp_event(9.5)], "elsewhere")
+        return fit_candidate(estimator, X, y, sample_id)
+
+    monkeypatch.setattr(_private_search, "_fit_candidate", meanwhile)
+    search = PrivateGridSearch(
+        DPLinearRegression(target_bound=1.0, budget=inner),
+        {"alpha": [0.0, 1.0]},
+        budget=own,
+        random_state=0,
+    )
+    with pytest.raises(BudgetExceededError):
+        search.fit(*_regression())
+    assert own.history() == []
+    assert [h["description"] for h in inner.history()] == ["elsewhere"]
+    assert not hasattr(search, "best_estimator_")
