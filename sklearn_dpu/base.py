@@ -40,6 +40,7 @@ from .privacy.accounting import epsilon_spent
 from .privacy.budget import pending_entries
 from .privacy.events import event_to_dict
 from .privacy.ledger import (
+    ApproximateDPBound,
     Release,
     ReleasePlan,
     charge_increment,
@@ -49,7 +50,7 @@ from .privacy.ledger import (
 from .unlearning.ids import POSITIONS_NOTE, sample_id_kind
 from .unlearning.report import DeletionOutcome, DeletionPlan, DeletionReport
 
-__all__ = ["PrivateEstimatorMixin", "PublicSizes", "STATE_FORMAT_VERSION"]
+__all__ = ["PrivateEstimatorMixin", "PublicSizes", "STATE_FORMAT_VERSION", "planned_fit"]
 
 #: Format of the estimator state written by pickle, joblib and skops. Bump it
 #: when a fitted attribute changes meaning or layout.
@@ -102,7 +103,7 @@ class PrivateEstimatorMixin:
         Computed from parameters and the ledger only, so it can run, and the
         budget can refuse, before any data is read.
         """
-        if self.budget is None:
+        if not self._budgets():
             return []
         before = [] if restart else list(getattr(self, "privacy_ledger_", []))
         after = [*before, *planned]
@@ -112,14 +113,23 @@ class PrivateEstimatorMixin:
 
     def _check_budget(self, increment: list, what: str, bounds=()) -> None:
         """Refuse ``increment`` (and the (epsilon, delta) ``bounds`` of releases
-        not known exactly yet) if, with any charge kept pending, it exceeds the budget."""
-        if self.budget is None:
-            return
-        pending = [e for events, _, _ in self._pending_budget_entries(self.budget) for e in events]
-        if increment or pending or bounds:
-            self.budget.check(
-                [*pending, *increment], f"{type(self).__name__}.{what}", bounds=list(bounds)
-            )
+        not known exactly yet) if, with any charge kept pending, it exceeds a budget."""
+        for budget in self._budgets():
+            pending = [e for events, _, _ in self._pending_budget_entries(budget) for e in events]
+            if increment or pending or bounds:
+                budget.check(
+                    [*pending, *increment], f"{type(self).__name__}.{what}", bounds=list(bounds)
+                )
+
+    def _budgets(self) -> list:
+        """The budgets this estimator charges: its ``budget``, if any.
+
+        A meta-estimator that charges several budgets (its own and its
+        estimator's) overrides it; :meth:`_run_update` and
+        :meth:`_run_deletion` charge each of them once.
+        """
+        budget = getattr(self, "budget", None)
+        return [] if budget is None else [budget]
 
     def _pending_budget_entries(self, budget) -> list[tuple]:
         """Charges kept pending for ``budget``'s ledger, as ``PrivacyBudget._commit`` entries."""
@@ -201,6 +211,19 @@ class PrivateEstimatorMixin:
                 stacklevel=3,
             )
 
+    def _charge_budgets(self, increment: list, what: str, mandatory: bool = False) -> None:
+        """:meth:`_charge_budget` on every budget of :meth:`_budgets`.
+
+        With several budgets, a refusable charge is checked on all of them
+        first, so that a budget that refuses leaves every other uncharged.
+        """
+        budgets = self._budgets()
+        if not mandatory and len(budgets) > 1:
+            for budget in budgets:
+                budget.check(increment, f"{type(self).__name__}.{what}")
+        for budget in budgets:
+            self._charge_budget(increment, what, mandatory=mandatory, budget=budget)
+
     def _settled_pending(self, budget, pending) -> None:
         if pending:
             self.pending_budget_charges_ = [
@@ -253,18 +276,27 @@ class PrivateEstimatorMixin:
 
         Call it inside ``with self._atomic():``.
         """
-        bounds = [(b.epsilon, b.delta) for b in plan.bounds]
-        self._check_budget(self._budget_increment(plan.releases, plan.restart), what, bounds)
+        self._check_plan(plan, what)
         data = validate()
         if plan.exact:
-            self._charge_budget(self._budget_increment(plan.releases, plan.restart), what)
+            self._charge_budgets(self._budget_increment(plan.releases, plan.restart), what)
             compute(data)
             made = list(plan.releases)
         else:
             made = list(compute(data))
-            self._charge_budget(self._budget_increment(made, plan.restart), what)
+            self._charge_budgets(self._budget_increment(made, plan.restart), what)
         before = [] if plan.restart else list(self.privacy_ledger_)
         self._set_ledger([*before, *(r.to_dict() for r in made)])
+
+    def _check_plan(self, plan: ReleasePlan, what: str) -> None:
+        """Step 1 of :meth:`_run_update`: refuse ``plan`` if a budget cannot pay it.
+
+        Its releases' worst case, with their (epsilon, delta) bounds, is
+        checked against every budget of :meth:`_budgets`. A meta-estimator
+        whose plan spans disjoint parts of the data overrides it.
+        """
+        bounds = [(b.epsilon, b.delta) for b in plan.bounds]
+        self._check_budget(self._budget_increment(plan.releases, plan.restart), what, bounds)
 
     def _run_deletion(
         self,
@@ -287,18 +319,21 @@ class PrivateEstimatorMixin:
         what = "delete_samples"
         if plan.releases is not None:
             entries = [*plan.releases, *plan.accounting]
-            self._charge_budget(self._budget_increment(entries, False), what, mandatory=True)
+            self._charge_budgets(self._budget_increment(entries, False), what, mandatory=True)
         started = time.perf_counter()
         outcome = execute()
         elapsed = time.perf_counter() - started
         made = tuple(plan.releases if plan.releases is not None else outcome.releases or ())
         if plan.releases is None:
             entries = [*made, *plan.accounting]
-            self._charge_budget(self._budget_increment(entries, False), what, mandatory=True)
+            self._charge_budgets(self._budget_increment(entries, False), what, mandatory=True)
         entries = [*made, *plan.accounting]
         if entries:
             self._set_ledger([*self.privacy_ledger_, *(r.to_dict() for r in entries)])
         delta = self._ledger_delta()
+        rerelease = outcome.rerelease_epsilon
+        if rerelease is None and made:
+            rerelease = epsilon_spent([r.event for r in made], delta)
         report = DeletionReport(
             n_deleted=int(n_deleted),
             method=outcome.method or plan.method,
@@ -307,7 +342,7 @@ class PrivateEstimatorMixin:
             retrain_cost=outcome.retrain_cost,
             deletion_epsilon=outcome.deletion_epsilon,
             deletion_delta=outcome.deletion_delta,
-            rerelease_epsilon=epsilon_spent([r.event for r in made], delta) if made else None,
+            rerelease_epsilon=rerelease,
             reason=plan.reason if outcome.reason is None else outcome.reason,
             notes=outcome.notes,
         )
@@ -366,6 +401,45 @@ class PrivateEstimatorMixin:
                 f"this sklearn_dpu reads format {STATE_FORMAT_VERSION}"
             )
         super().__setstate__(state)
+
+
+def planned_fit(estimator, sizes: PublicSizes | None = None) -> ReleasePlan:
+    """What one ``fit`` of ``estimator`` adds to its ledger, before any data is read.
+
+    The estimator's planning hook
+    (:meth:`PrivateEstimatorMixin._plan_releases`) with its current
+    parameters and the public ``sizes``. Used by
+    :class:`~sklearn_dpu.model_selection.PrivateGridSearch` for every
+    candidate and by
+    :meth:`~sklearn_dpu.privacy.PrivacyBudget.planned_epsilon`.
+
+    Parameters
+    ----------
+    estimator : sklearn_dpu estimator
+    sizes : PublicSizes, default=None
+        Public sizes (the number of features when the caller knows it);
+        ``None`` for none.
+
+    Returns
+    -------
+    ReleasePlan
+
+    Raises
+    ------
+    NotImplementedError
+        If the estimator cannot say what its fit releases.
+    """
+    sizes = PublicSizes() if sizes is None else sizes
+    hook = getattr(type(estimator), "_plan_releases", None)
+    if hook is not None and hook is not PrivateEstimatorMixin._plan_releases:
+        return estimator._plan_releases(estimator.get_params(deep=False), sizes)
+    # Fallback for estimators that still override only _fit_release_plan: it
+    # goes when every estimator has the _plan_releases hook.
+    entries = list(estimator._fit_release_plan())
+    return ReleasePlan(
+        [e for e in entries if isinstance(e, Release)],
+        [e for e in entries if isinstance(e, ApproximateDPBound)],
+    )
 
 
 def _same(a, b) -> bool:

@@ -1,11 +1,11 @@
 """Differentially private hyper-parameter search."""
 
 import dataclasses
-import time
+from dataclasses import dataclass
 from numbers import Integral, Real
+from typing import Any
 
 import numpy as np
-from dp_accounting import dp_event
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
 from sklearn.model_selection import ParameterGrid
 from sklearn.utils import get_tags
@@ -14,20 +14,14 @@ from sklearn.utils.parallel import Parallel, delayed
 from sklearn.utils.validation import check_is_fitted, indexable
 
 from .._compat import HasMethods, Interval, _fit_context
-from ..base import PrivateEstimatorMixin
+from ..base import PrivateEstimatorMixin, PublicSizes, planned_fit
 from ..exceptions import BudgetExceededError, UnlearningError
-from ..privacy.accounting import epsilon_spent, gaussian_precision, group_events
-from ..privacy.ledger import (
-    ApproximateDPBound,
-    Release,
-    charge_increment,
-    event_from_dict,
-    worst_case_events,
-)
+from ..privacy.ledger import Release, ReleasePlan, worst_case_events
 from ..privacy.mechanisms import GeneralizedExponentialMechanism, PermuteAndFlip
 from ..privacy.random import release_generator
 from ..unlearning.ids import as_id_list, requested_ids
-from ..unlearning.report import DeletionReport
+from ..unlearning.report import DeletionCost, DeletionOutcome, DeletionPlan
+from ._group_privacy import group_epsilon
 
 __all__ = ["PrivateGridSearch"]
 
@@ -39,8 +33,6 @@ _GEM_REFERENCE = (
     "erratum used: each candidate's sensitivity is the bound of its summed loss, not the "
     "thesis' Delta(D_j) meant for an averaged one"
 )
-# Splits of delta between the Gaussian and the other releases of a group bound.
-_DELTA_SHARES = (0.5, 0.9, 0.99)
 _PF_REFERENCE = "permute-and-flip, McKenna & Sheldon 2020, Thm 1 (monotone utilities)"
 
 
@@ -99,9 +91,10 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
 
     **Budgets.** The budgets involved are ``budget`` and the ``budget`` of
     ``estimator``; a ledger file shared by both is one budget. Before any data
-    is read, the whole search (every candidate's ``_fit_release_plan()``, exact
-    releases and :class:`~sklearn_dpu.privacy.ledger.ApproximateDPBound`
-    alike, plus the selection) is checked against each budget, and the search
+    is read, the whole search (every candidate's planned fit,
+    :func:`~sklearn_dpu.base.planned_fit`, exact releases and
+    :class:`~sklearn_dpu.privacy.ledger.ApproximateDPBound` alike, plus the
+    selection) is checked against each budget, and the search
     is refused with :class:`~sklearn_dpu.exceptions.BudgetExceededError` if any
     cannot pay it. After the selection, each budget is charged once with the
     exact events of the search's worst-case part (what ``privacy_spent_``
@@ -261,68 +254,69 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
                 budgets.append(budget)
         return budgets
 
-    def _candidates(self, seeds) -> list:
-        candidates = []
-        for seed, params in zip(seeds, ParameterGrid(self.param_grid), strict=False):
-            candidate = clone(self.estimator).set_params(**params)
-            own = candidate.get_params(deep=False)
-            if "random_state" in own:
-                candidate.set_params(random_state=seed)
-            if "budget" in own:
-                # The search charges the whole search once; candidates must not.
-                candidate.set_params(budget=None)
-            candidates.append(candidate)
-        return candidates
-
     def _selection_release(self) -> Release:
-        mechanism = PermuteAndFlip(self.selection_epsilon, 1.0, monotonic=True)
-        return Release(
-            "private selection of a candidate by its clipped validation loss",
-            mechanism.dp_event,
-            (_VALIDATION, _VALIDATION),
-            f"{_PF_REFERENCE}, or {_GEM_REFERENCE}",
-        )
+        """The selection's ledger entry (the same for every seed)."""
+        params = self.get_params(deep=False)
+        return _selection_release(_selection(params, _candidates(params, [None])))
 
-    def _check_plan(self, budgets, candidates, selection: Release) -> None:
-        """Refuse, before any data is read, a search some budget cannot pay."""
+    def _plan_releases(self, params, sizes: PublicSizes) -> ReleasePlan:
+        """What one search adds to the ledger, before any data is read.
+
+        Every candidate's plan (:func:`~sklearn_dpu.base.planned_fit`, exact
+        releases and (epsilon, delta) bounds alike) on the training part,
+        and the selection on the validation part. An upper bound: the fit
+        charges the exact releases its candidates made.
+        """
+        grid = ParameterGrid(params["param_grid"])
+        candidates = _candidates(params, [None] * len(grid))
         releases, bounds = [], []
         for candidate in candidates:
             try:
-                plan = candidate._fit_release_plan()
+                plan = planned_fit(candidate, sizes)
             except NotImplementedError as err:
                 raise TypeError(
                     f"{type(self).__name__} cannot plan the cost of fitting "
                     f"{type(candidate).__name__} before reading the data, so it cannot "
                     f"charge a budget for it: {err}"
                 ) from err
-            for entry in plan:
-                if isinstance(entry, ApproximateDPBound):
-                    bounds.append((entry.epsilon, entry.delta))
-                else:
-                    releases.append(dataclasses.replace(entry, chunks=(_TRAIN, _TRAIN)))
-        if bounds:
-            # The charge will be one part's exact events: check each part.
-            parts = [([r.event for r in releases], bounds), ([selection.event], [])]
+            releases.extend(dataclasses.replace(r, chunks=(_TRAIN, _TRAIN)) for r in plan.releases)
+            bounds.extend(plan.bounds)
+        selection = _selection_release(_selection(params, candidates))
+        return ReleasePlan([*releases, selection], bounds, exact=False, restart=True)
+
+    def _check_plan(self, plan: ReleasePlan, what: str) -> None:
+        """Refuse, before any data is read, a search some budget cannot pay.
+
+        With (epsilon, delta) bounds, the charge will be one part's exact
+        events: each part is checked (the bounds are on the training part).
+        """
+        train = [r.event for r in plan.releases if r.chunks == (_TRAIN, _TRAIN)]
+        selection = [r.event for r in plan.releases if r.chunks == (_VALIDATION, _VALIDATION)]
+        part_bounds = [(b.epsilon, b.delta) for b in plan.bounds]
+        if part_bounds:
+            parts = [(train, part_bounds), (selection, [])]
         else:
-            parts = [(worst_case_events([*releases, selection], self.delta), [])]
-        what = f"{type(self).__name__}.fit ({len(candidates)} candidates and the selection)"
-        for budget in budgets:
-            for events, part_bounds in parts:
-                if part_bounds:
-                    try:
-                        budget.check(events, what, bounds=part_bounds)
-                    except BudgetExceededError as err:
-                        if sum(d for _, d in part_bounds) < budget.delta:
-                            raise
-                        raise BudgetExceededError(
-                            f"{err}: the plan has {len(part_bounds)} fit(s) known only as "
-                            "(epsilon, delta) bounds, whose deltas add up to the budget's "
-                            "delta or more, so their composition is unbounded. Give "
-                            "UnlearnableSGDClassifier a public schedule_size (and an "
-                            "integer max_iter): its fits are then exact events that compose."
-                        ) from err
-                else:
-                    budget.check(events, what)
+            parts = [(worst_case_events(plan.releases, self.delta), [])]
+        n_candidates = len(ParameterGrid(self.param_grid))
+        what = f"{type(self).__name__}.{what} ({n_candidates} candidates and the selection)"
+        for budget in self._budgets():
+            pending = [e for events, _, _ in self._pending_budget_entries(budget) for e in events]
+            for events, bounds in parts:
+                if not bounds:
+                    budget.check([*pending, *events], what)
+                    continue
+                try:
+                    budget.check([*pending, *events], what, bounds=bounds)
+                except BudgetExceededError as err:
+                    if sum(d for _, d in bounds) < budget.delta:
+                        raise
+                    raise BudgetExceededError(
+                        f"{err}: the plan has {len(bounds)} fit(s) known only as "
+                        "(epsilon, delta) bounds, whose deltas add up to the budget's "
+                        "delta or more, so their composition is unbounded. Give "
+                        "UnlearnableSGDClassifier a public schedule_size (and an "
+                        "integer max_iter): its fits are then exact events that compose."
+                    ) from err
 
     @_fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, y, *, sample_id=None):
@@ -355,6 +349,7 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
                 f"This {type(self).__name__} estimator requires y to be passed, "
                 "but the target y is None."
             )
+        params = self.get_params(deep=False)
         n_candidates = len(ParameterGrid(self.param_grid))
         if n_candidates == 0:
             raise ValueError("param_grid is empty")
@@ -364,12 +359,24 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
             if self.random_state is not None
             else [None] * n_candidates
         )
-        candidates = self._candidates(seeds)
-        selection = self._selection_release()
-        budgets = self._budgets()
-        if budgets:
-            self._check_plan(budgets, candidates, selection)
+        candidates = _candidates(params, seeds)
+        if self._budgets():
+            plan = self._plan_releases(params, _public_sizes(X))
+        else:
+            # Nothing to check: candidates that cannot plan their fit may run.
+            plan = ReleasePlan((), exact=False, restart=True)
 
+        def validate():
+            return self._split(X, y, sample_id, rng)
+
+        def compute(split):
+            return self._search(candidates, _selection(params, candidates), split, sample_id)
+
+        self._run_update("fit", plan, validate, compute)
+        return self
+
+    def _split(self, X, y, sample_id, rng) -> "_Split":
+        """Read the data and assign each row to the training or the validation part."""
         X, y = indexable(X, y)
         n = len(y)
         if n < 2:
@@ -386,51 +393,49 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
             raise ValueError(
                 "the random split left one part empty; n_samples is too small for a search"
             )
-        X_train, y_train = _take(X, train), _take(y, train)
-        train_ids = ids[train]
-        fitted = Parallel(n_jobs=self.n_jobs)(
-            delayed(_fit_candidate)(c, X_train, y_train, train_ids) for c in candidates
-        )
-
-        X_val, y_val = _take(X, validation), np.asarray(_take(y, validation))
+        y_val = np.asarray(_take(y, validation))
         if y_val.ndim == 2 and y_val.shape[1] == 1:
             # A column vector: compare row by row, not by broadcasting.
             y_val = y_val.reshape(-1)
-        costs, bounds = [], []
+        return _Split(
+            _take(X, train),
+            _take(y, train),
+            ids[train],
+            _take(X, validation),
+            y_val,
+            ids[validation],
+        )
+
+    def _search(self, candidates, selection, split: "_Split", sample_id) -> list[Release]:
+        """Fit every candidate, select one privately; return the exact releases."""
+        fitted = Parallel(n_jobs=self.n_jobs)(
+            delayed(_fit_candidate)(c, split.X_train, split.y_train, split.train_ids)
+            for c in candidates
+        )
+        costs = []
         for candidate in fitted:
-            name, bound, interval = _loss_bound(candidate)
-            prediction = candidate.predict(X_val)
+            _, _, interval = _loss_bound(candidate)
+            prediction = candidate.predict(split.X_val)
             if interval is None:
-                losses = (prediction != y_val).astype(float)
+                losses = (prediction != split.y_val).astype(float)
             else:
                 low, high = interval
-                target = np.clip(y_val.astype(float), low, high)
+                target = np.clip(split.y_val.astype(float), low, high)
                 losses = (np.clip(prediction, low, high) - target) ** 2
             costs.append(float(np.sum(losses)))
-            bounds.append(bound)
         select_rng = release_generator(self.random_state, 1)
-        if len(set(bounds)) == 1:
-            # Adding or removing a validation row moves every summed loss the
-            # same way by at most the bound: monotone utilities.
-            best = PermuteAndFlip(self.selection_epsilon, bounds[0], monotonic=True).select(
-                -np.asarray(costs), select_rng
-            )
+        if isinstance(selection, PermuteAndFlip):
+            best = selection.select(-np.asarray(costs), select_rng)
         else:
-            best = GeneralizedExponentialMechanism(self.selection_epsilon, self.beta).select(
-                costs, bounds, select_rng
-            )
+            bounds = [_loss_bound(candidate)[1] for candidate in fitted]
+            best = selection.select(costs, bounds, select_rng)
 
-        ledger = []
-        for candidate in fitted:
-            for entry in candidate.privacy_ledger_:
-                ledger.append({**entry, "chunks": [_TRAIN, _TRAIN]})
-        ledger.append(selection.to_dict())
-        # One charge per budget: the exact events of the worst-case part.
-        increment = worst_case_events(ledger, self.delta) if budgets else []
-        for budget in budgets:
-            budget.check(increment, f"{type(self).__name__}.fit")
-        for budget in budgets:
-            self._charge_budget(increment, "fit", budget=budget)
+        made = [
+            dataclasses.replace(Release.from_dict(entry), chunks=(_TRAIN, _TRAIN))
+            for candidate in fitted
+            for entry in candidate.privacy_ledger_
+        ]
+        made.append(_selection_release(selection))
 
         grid = list(ParameterGrid(self.param_grid))
         self.cv_results_ = {
@@ -450,14 +455,13 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
             self.best_estimator_.set_params(budget=self._inner_budget())
         self.n_candidates_ = len(fitted)
         self.n_deleted_ = 0
-        self._n_fit_releases = len(ledger)
-        self._validation_ids = set(ids[validation].tolist())
+        self._n_fit_releases = len(made)
+        self._validation_ids = set(split.validation_ids.tolist())
         self._sample_id_kind = sample_id.kind
-        self._set_ledger(ledger)
         self.deletion_log_ = []
         if hasattr(self.best_estimator_, "feature_names_in_"):
             self.feature_names_in_ = self.best_estimator_.feature_names_in_
-        return self
+        return made
 
     @property
     def n_features_in_(self):
@@ -540,9 +544,21 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
             raise UnlearningError("the same sample id is requested more than once")
         in_validation = [i for i in sample_ids if i in self._validation_ids]
         in_train = [i for i in sample_ids if i not in self._validation_ids]
-        started = time.perf_counter()
+        plan = DeletionPlan(
+            "certified",
+            None,  # the selected model's re-releases, known once it has deleted
+            "the selected model deletes; the selection is covered by its privacy",
+        )
+        self._run_deletion(
+            len(sample_ids), plan, lambda: self._execute_deletion(in_train, in_validation)
+        )
+        return self
+
+    def _execute_deletion(self, in_train: list, in_validation: list) -> DeletionOutcome:
+        """Delete ``in_train`` from the selected model; state what the selection keeps."""
         best = self.best_estimator_
         n_before = len(best.privacy_ledger_)
+        inner = None
         if in_train:
             # The search charges the re-release once, to every budget involved.
             inner_budget = best.get_params(deep=False).get("budget")
@@ -555,92 +571,99 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
                 if inner_budget is not None:
                     best.set_params(budget=inner_budget)
             inner = best.deletion_log_[-1]
-        rereleased = [{**e, "chunks": [_TRAIN, _TRAIN]} for e in best.privacy_ledger_[n_before:]]
-        ledger = [*self.privacy_ledger_, *rereleased]
-        budgets = self._budgets() if rereleased else []
-        if budgets:
-            increment = charge_increment(
-                worst_case_events(self.privacy_ledger_, self.delta),
-                worst_case_events(ledger, self.delta),
-            )
-            for budget in budgets:
-                self._charge_budget(increment, "delete_samples", mandatory=True, budget=budget)
-        self._set_ledger(ledger)
+        rereleased = tuple(
+            dataclasses.replace(Release.from_dict(entry), chunks=(_TRAIN, _TRAIN))
+            for entry in best.privacy_ledger_[n_before:]
+        )
         self._validation_ids = self._validation_ids - set(in_validation)
-        self.n_deleted_ = self.n_deleted_ + len(sample_ids)
+        self.n_deleted_ = self.n_deleted_ + len(in_train) + len(in_validation)
 
         # What the selection retains of every sample deleted so far: group
         # privacy over the fit's releases, composed.
         group = self.n_deleted_
-        retained = _group_epsilon(
-            [event_from_dict(e["event"]) for e in self.privacy_ledger_[: self._n_fit_releases]],
+        retained = group_epsilon(
+            [Release.from_dict(e).event for e in self.privacy_ledger_[: self._n_fit_releases]],
             group,
             self.delta,
         )
         guarantee = (
             f"model: {inner.guarantee}; "
-            if in_train
+            if inner is not None
             else "model: untouched (rows were in the validation part only); "
         ) + (
             f"hyper-parameter choice: not recomputed, ({retained:.3g}, {self.delta:g})-"
             f"indistinguishable from a search without the {group} samples deleted so far"
         )
-        self._log_deletion(
-            DeletionReport(
-                n_deleted=len(sample_ids),
-                method="certified" if not in_train else f"{inner.method}+certified",
-                guarantee=guarantee,
-                cost={"wall_time_s": time.perf_counter() - started},
-                retrain_cost=dict(inner.retrain_cost) if in_train else {},
-                deletion_epsilon=retained,
-                deletion_delta=self.delta,
-                rerelease_epsilon=inner.rerelease_epsilon if in_train else None,
-                reason="the selected model deletes; the selection is covered by its privacy",
-            )
+        return DeletionOutcome(
+            guarantee=guarantee,
+            retrain_cost=_retrain_cost(inner.retrain_cost) if inner is not None else DeletionCost(),
+            releases=rereleased,
+            method=None if inner is None else f"{inner.method}+certified",
+            deletion_epsilon=retained,
+            deletion_delta=self.delta,
+            # the inner model's, whose new ledger entries may also hold accounting entries
+            rerelease_epsilon=None if inner is None else inner.rerelease_epsilon,
         )
-        return self
 
 
-def _flatten(event, count=1):
-    """The non-composed events of ``event``, repeated ones kept self-composed."""
-    if isinstance(event, dp_event.SelfComposedDpEvent):
-        yield from _flatten(event.event, count * event.count)
-    elif isinstance(event, dp_event.ComposedDpEvent):
-        for inner in event.events:
-            yield from _flatten(inner, count)
-    else:
-        yield event if count == 1 else dp_event.SelfComposedDpEvent(event, count)
+@dataclass(frozen=True)
+class _Split:
+    """The two disjoint parts of the data: training and validation."""
+
+    X_train: Any
+    y_train: Any
+    train_ids: np.ndarray
+    X_val: Any
+    y_val: np.ndarray
+    validation_ids: np.ndarray
 
 
-def _group_epsilon(events: list, group: int, delta: float) -> float:
-    """Epsilon at ``delta`` of ``events`` seen by a group of ``group`` records.
+def _candidates(params: dict, seeds: list) -> list:
+    """One clone of ``params["estimator"]`` per grid point, seeded, without a budget."""
+    candidates = []
+    for seed, point in zip(seeds, ParameterGrid(params["param_grid"]), strict=False):
+        candidate = clone(params["estimator"]).set_params(**point)
+        own = candidate.get_params(deep=False)
+        if "random_state" in own:
+            candidate.set_params(random_state=seed)
+        if "budget" in own:
+            # The search charges the whole search once; candidates must not.
+            candidate.set_params(budget=None)
+        candidates.append(candidate)
+    return candidates
 
-    Each event is taken to its group version (Dwork & Roth Thm 2.2, see
-    :func:`~sklearn_dpu.privacy.accounting.group_events`). A history that
-    mixes Gaussian and other events is split in two, the Gaussian part
-    composed exactly at ``share * delta`` and the rest at ``(1 - share) *
-    delta``, and the two added (basic composition, Dwork & Roth Thm 3.16):
-    an upper bound a few percent at most above the exact PLD composition
-    (measured on a three-candidate search: 4.72 against 4.66 for one deleted
-    sample, 244.2 against 244.1 for twenty), which for a Gaussian whose noise
-    is ``group`` times smaller takes seconds to build (20 s for twenty). A non-private
-    release makes the result infinite.
-    """
-    grouped = [
-        # a non-private release stays non-private for any group
-        e if isinstance(e, dp_event.NonPrivateDpEvent) else group_events(e, group)
-        for event in events
-        for e in _flatten(event)
-    ]
-    gaussian = [e for e in grouped if gaussian_precision([e]) is not None]
-    other = [e for e in grouped if gaussian_precision([e]) is None]
-    if not gaussian or not other:
-        return epsilon_spent(grouped, delta)
-    # Each split of delta, fixed in advance, gives a valid bound: keep the least.
-    return min(
-        epsilon_spent(gaussian, share * delta) + epsilon_spent(other, (1 - share) * delta)
-        for share in _DELTA_SHARES
+
+def _selection(params: dict, candidates: list) -> PermuteAndFlip | GeneralizedExponentialMechanism:
+    """The selection mechanism, from the candidates' public loss bounds."""
+    bounds = {_loss_bound(candidate)[1] for candidate in candidates}
+    if len(bounds) == 1:
+        # Adding or removing a validation row moves every summed loss the
+        # same way by at most the bound: monotone utilities.
+        return PermuteAndFlip(params["selection_epsilon"], bounds.pop(), monotonic=True)
+    return GeneralizedExponentialMechanism(params["selection_epsilon"], params["beta"])
+
+
+def _selection_release(selection) -> Release:
+    return Release.of(
+        selection,
+        "private selection of a candidate by its clipped validation loss",
+        (_VALIDATION, _VALIDATION),
+        f"{_PF_REFERENCE}, or {_GEM_REFERENCE}",
     )
+
+
+def _public_sizes(X) -> PublicSizes:
+    """The number of features, when ``X`` states its shape (never its values)."""
+    shape = getattr(X, "shape", None)
+    n_features = int(shape[1]) if isinstance(shape, tuple) and len(shape) == 2 else None
+    return PublicSizes(n_features=n_features)
+
+
+def _retrain_cost(cost) -> DeletionCost:
+    """The inner model's retrain estimate as a :class:`DeletionCost`: its work
+    counts, without wall-time estimates (no timing of a retrain is reported)."""
+    names = {f.name for f in dataclasses.fields(DeletionCost)} - {"wall_time_s"}
+    return DeletionCost(**{name: cost[name] for name in cost if name in names})
 
 
 def _take(data, rows):

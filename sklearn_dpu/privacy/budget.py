@@ -19,49 +19,42 @@ Tamper evidence: each charge stores a digest chaining it to the previous one
 parameters, and the ledger stores the number of charges and the last digest.
 The chain is verified when a handle opens the ledger, before every check and
 charge, and by :meth:`PrivacyBudget.spent`. What it does and does not protect
-against is in ``doc/budget.rst``.
+against is in ``doc/budget.rst``. The storage (the SQLite file, the chain, the
+upgrade of format-1 ledgers) is in :mod:`sklearn_dpu.privacy._budget_store`.
 """
 
 import atexit
-import hashlib
-import hmac
 import json
 import os
-import secrets
-import sqlite3
 import tempfile
 import time
-import urllib.parse
 from collections.abc import Sequence
-from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from dp_accounting import dp_event
 
-from ..exceptions import (
-    BudgetExceededError,
-    LedgerTamperedError,
-    LedgerUnavailableError,
-    PersistenceError,
+from ..exceptions import BudgetExceededError
+from ._budget_store import (
+    _KEYS,
+    LOCK_TIMEOUT,
+    LedgerStore,
+    _cleanup,
+    _key_id,
+    upgrade_format_1,
 )
-from .accounting import NEIGHBORING_RELATION, epsilon_spent, epsilon_upper_bound
+from .accounting import epsilon_spent, epsilon_upper_bound
 from .calibration import check_epsilon_delta
 from .events import event_from_dict, event_to_dict
-from .ledger import ApproximateDPBound, PrivacySpent, Release, worst_case_events
+from .ledger import PrivacySpent, worst_case_events
 
 __all__ = ["Charge", "PrivacyBudget", "upgrade_ledger"]
 
-_FORMAT_VERSION = 2
 # Accountant output is a float; a cap reached exactly must not fail by an ulp.
 _TOLERANCE = 1e-9
-#: Seconds a charge waits for another process's lock before giving up.
-LOCK_TIMEOUT = 120.0
 #: Seconds a mandatory charge (a deletion's re-release) waits for the lock:
 #: a deletion is never blocked, its charge is kept pending instead.
 MANDATORY_LOCK_TIMEOUT = 5.0
-# Keys passed as bytes, by key id, for this process only (never pickled).
-_KEYS: dict[str, bytes] = {}
 
 
 @dataclass(frozen=True)
@@ -98,22 +91,7 @@ class Charge:
     digest: str
 
 
-def _cleanup(path: str, owner: int) -> None:
-    """Remove a temporary ledger at exit of the process that created it."""
-    if os.getpid() != owner:
-        return
-    for suffix in ("", "-journal", "-wal", "-shm"):
-        try:
-            os.remove(path + suffix)
-        except OSError:
-            pass
-
-
-def _key_id(key: bytes) -> str:
-    return hmac.new(key, b"sklearn_dpu ledger key id", hashlib.sha256).hexdigest()[:32]
-
-
-class PrivacyBudget:
+class PrivacyBudget(LedgerStore):
     """A durable (epsilon, delta) cap shared by all estimators that hold it.
 
     Pass it as ``budget=`` to an estimator. Each release the estimator makes is
@@ -240,204 +218,6 @@ class PrivacyBudget:
             f"PrivacyBudget(epsilon={self.epsilon!r}, delta={self.delta!r}, "
             f"path={self.path!r}, {status})"
         )
-
-    # ------------------------------------------------------------------
-    # Storage
-    # ------------------------------------------------------------------
-
-    def _key(self) -> bytes | None:
-        if self.key_env is not None:
-            value = os.environ.get(self.key_env)
-            if not value:
-                raise LedgerUnavailableError(
-                    f"the key of the budget ledger {self.path} is read from the environment "
-                    f"variable {self.key_env}, which is not set in this process"
-                )
-            return value.encode()
-        if self.key_id is not None:
-            if self.key_id not in _KEYS:
-                raise LedgerUnavailableError(
-                    f"the key of the budget ledger {self.path} was passed as bytes in another "
-                    "process and is not known here; pass key='ENV_VAR_NAME' so that worker "
-                    "processes can read it"
-                )
-            return _KEYS[self.key_id]
-        return None
-
-    def _digest(self, key: bytes | None, previous: str, content: str) -> str:
-        message = f"{previous}\n{content}".encode()
-        if key is None:
-            return hashlib.sha256(message).hexdigest()
-        return hmac.new(key, message, hashlib.sha256).hexdigest()
-
-    def _connect(self, timeout: float = LOCK_TIMEOUT, create: bool = False) -> sqlite3.Connection:
-        # mode=rw: an existing ledger is never re-created empty when it is missing.
-        mode = "rwc" if create else "rw"
-        uri = f"file:{urllib.parse.quote(self.path)}?mode={mode}"
-        return sqlite3.connect(uri, uri=True, timeout=timeout, isolation_level=None)
-
-    @contextmanager
-    def _closing(self, timeout: float = LOCK_TIMEOUT, create: bool = False):
-        """An open connection; a damaged, missing, locked or read-only file
-        surfaces as PersistenceError (LedgerUnavailableError for the last three)."""
-        if not create and not os.path.exists(self.path):
-            raise LedgerUnavailableError(
-                f"the budget ledger {self.path} does not exist (moved or deleted?)"
-            )
-        try:
-            with closing(self._connect(timeout=timeout, create=create)) as db:
-                yield db
-        except sqlite3.OperationalError as err:
-            text = str(err)
-            if "locked" in text or "busy" in text:
-                raise LedgerUnavailableError(
-                    f"the budget ledger {self.path} stayed locked by another process for "
-                    f"{timeout:g} s"
-                ) from err
-            if "readonly" in text or "unable to open" in text or "disk I/O" in text:
-                raise LedgerUnavailableError(
-                    f"the budget ledger {self.path} cannot be written: {err}"
-                ) from err
-            raise PersistenceError(f"{self.path} is not a readable budget ledger: {err}") from err
-        except sqlite3.DatabaseError as err:
-            raise PersistenceError(f"{self.path} is not a readable budget ledger: {err}") from err
-
-    @contextmanager
-    def _reading(self, timeout: float = LOCK_TIMEOUT):
-        """A connection inside a read transaction: the meta row and the charges
-        are read from one snapshot, never across another process's commit."""
-        with self._closing(timeout=timeout) as db:
-            db.execute("BEGIN")
-            try:
-                yield db
-            finally:
-                db.execute("ROLLBACK")
-
-    def _expected_meta(self) -> dict:
-        return {
-            "format_version": str(_FORMAT_VERSION),
-            "epsilon": repr(self.epsilon),
-            "delta": repr(self.delta),
-            "neighboring_relation": NEIGHBORING_RELATION.name,
-            "chain": "sha256" if self.key_env is None and self.key_id is None else "hmac-sha256",
-        }
-
-    def _create_or_verify(self) -> None:
-        if os.path.exists(self.path) and os.path.getsize(self.path) > 0:
-            # an existing ledger is only read: a read-only file can be inspected
-            with self._reading() as db:
-                self._verified_rows(db)
-            return
-        with self._closing(create=True) as db:
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                # another process may have created it since the size was read
-                tables = db.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
-                if not tables:
-                    self._initialize(db)
-                self._verified_rows(db)
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
-
-    def _initialize(self, db) -> None:
-        key = self._key()
-        db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
-        db.execute(
-            "CREATE TABLE charges (id INTEGER PRIMARY KEY AUTOINCREMENT,"
-            " created REAL, description TEXT, events TEXT, digest TEXT)"
-        )
-        meta = {**self._expected_meta(), "ledger_id": secrets.token_hex(16)}
-        if key is not None:
-            meta["key_check"] = hmac.new(key, b"sklearn_dpu key check", hashlib.sha256).hexdigest()
-        db.executemany("INSERT INTO meta VALUES (?, ?)", meta.items())
-        genesis = self._digest(key, "", json.dumps(sorted(meta.items())))
-        db.execute("INSERT INTO meta VALUES ('head', ?)", (json.dumps([0, genesis]),))
-
-    def _read_meta(self, db) -> dict:
-        try:
-            stored = dict(db.execute("SELECT key, value FROM meta").fetchall())
-        except (sqlite3.DatabaseError, ValueError) as err:
-            raise PersistenceError(f"{self.path} is not a privacy budget ledger: {err}") from err
-        version = stored.get("format_version")
-        if version != str(_FORMAT_VERSION):
-            if version is not None and version.isdigit() and int(version) < _FORMAT_VERSION:
-                raise PersistenceError(
-                    f"{self.path} is a budget ledger of format {version}, without tamper "
-                    f"evidence; this sklearn_dpu reads format {_FORMAT_VERSION}. Upgrade it "
-                    "once with sklearn_dpu.privacy.budget.upgrade_ledger(path) (it trusts "
-                    "the charges the file holds now), or start a new ledger"
-                )
-            raise PersistenceError(
-                f"{self.path} is not a privacy budget ledger this sklearn_dpu can read "
-                f"(format {version!r})"
-            )
-        expected = self._expected_meta()
-        found = {k: stored.get(k) for k in expected}
-        if found["chain"] != expected["chain"]:
-            raise PersistenceError(
-                f"{self.path} is a ledger with a {found['chain']} chain; this handle uses "
-                f"{expected['chain']} (pass the same key= as when it was created)"
-            )
-        if found != expected:
-            raise PersistenceError(
-                f"{self.path} holds a budget created with {found}; this handle asks for {expected}"
-            )
-        return stored
-
-    def _verified_rows(self, db) -> tuple[list[tuple], str]:
-        """All charges ``(id, created, description, events)``, after checking
-        the hash chain from the ledger parameters to the stored head; and the
-        last digest. Raises LedgerTamperedError if any link is broken."""
-        stored = self._read_meta(db)
-        key = self._key()
-        if key is not None:
-            check = hmac.new(key, b"sklearn_dpu key check", hashlib.sha256).hexdigest()
-            if not hmac.compare_digest(check, stored.get("key_check", "")):
-                raise LedgerTamperedError(
-                    f"the key given for the budget ledger {self.path} is not the key it was "
-                    "created with"
-                )
-        meta = {k: stored[k] for k in stored if k != "head"}
-        digest = self._digest(key, "", json.dumps(sorted(meta.items())))
-        try:
-            rows = db.execute(
-                "SELECT id, created, description, events, digest FROM charges ORDER BY id"
-            ).fetchall()
-            head = json.loads(stored["head"])
-        except (sqlite3.DatabaseError, ValueError, KeyError) as err:
-            raise PersistenceError(f"{self.path} is not a privacy budget ledger: {err}") from err
-        for position, (row_id, created, description, events, stored_digest) in enumerate(rows):
-            content = json.dumps([row_id, created, description, events])
-            digest = self._digest(key, digest, content)
-            if not (isinstance(stored_digest, str) and hmac.compare_digest(digest, stored_digest)):
-                raise LedgerTamperedError(
-                    f"the budget ledger {self.path} was modified outside sklearn_dpu: charge "
-                    f"{position} (row id {row_id}) does not follow from the charges before it "
-                    "(a charge was deleted, edited or inserted). Its total cannot be trusted; "
-                    "restore the file from a backup"
-                )
-        if head != [len(rows), digest]:
-            raise LedgerTamperedError(
-                f"the budget ledger {self.path} was modified outside sklearn_dpu: it records "
-                f"{head[0] if isinstance(head, list) and head else '?'} charges ending in a "
-                f"digest its {len(rows)} charges do not produce (charges were deleted from "
-                "its end, or added). Restore the file from a backup"
-            )
-        return [row[:4] for row in rows], digest
-
-    def _events(self, rows) -> list[dp_event.DpEvent]:
-        try:
-            return [event_from_dict(item) for row in rows for item in json.loads(row[3])]
-        except (ValueError, TypeError, KeyError) as err:  # JSONDecodeError is a ValueError
-            raise PersistenceError(
-                f"{self.path} holds a charge that is not a valid privacy event: {err}"
-            ) from err
-
-    def _load_events(self, db) -> list[dp_event.DpEvent]:
-        rows, _ = self._verified_rows(db)
-        return self._events(rows)
 
     def _raise_if_over(self, stored, new, description, bounds=()) -> None:
         total = epsilon_upper_bound([*stored, *new], bounds, self.delta)
@@ -590,19 +370,21 @@ class PrivacyBudget:
     def planned_epsilon(self, estimator, n_fits: int = 1) -> float:
         """Epsilon the budget would show after ``n_fits`` more fits of ``estimator``.
 
-        Built from ``estimator._fit_release_plan()`` (parameters only, no
-        data): each fit charges the worst case of its planned releases, and
+        Built from the estimator's planning hook
+        (:func:`~sklearn_dpu.base.planned_fit`: parameters only, no data):
+        each fit charges the worst case of its planned releases, and
         releases known only as (epsilon, delta)-DP bounds are composed by
         basic composition, an upper bound. Charges the estimator keeps
         pending are included. For a pipeline, its final step is planned.
         """
+        from ..base import planned_fit  # base imports this module
+
         if not (isinstance(n_fits, int) and n_fits >= 0):
             raise ValueError(f"n_fits must be an int >= 0, got {n_fits!r}")
         final = getattr(estimator, "_final_estimator", estimator)
-        plan = list(final._fit_release_plan())
-        releases = [p for p in plan if isinstance(p, Release)]
-        bounds = [(b.epsilon, b.delta) for b in plan if isinstance(b, ApproximateDPBound)]
-        per_fit = worst_case_events(releases, self.delta)
+        plan = planned_fit(final)
+        bounds = [(b.epsilon, b.delta) for b in plan.bounds]
+        per_fit = worst_case_events(plan.releases, self.delta)
         records = getattr(final, "pending_budget_charges_", [])
         pending = [e for entry in pending_entries(records, self.path) for e in entry[0]]
         with self._reading() as db:
@@ -681,47 +463,4 @@ def upgrade_ledger(path, key=None) -> None:
         As for :class:`PrivacyBudget`.
     """
     path = os.path.abspath(os.fspath(path))
-    if not os.path.exists(path):
-        raise LedgerUnavailableError(f"the budget ledger {path} does not exist")
-    with closing(sqlite3.connect(path, isolation_level=None)) as db:
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
-            if meta.get("format_version") != "1":
-                raise PersistenceError(
-                    f"{path} is not a format-1 ledger (format {meta.get('format_version')!r})"
-                )
-            budget = object.__new__(PrivacyBudget)
-            budget.__setstate__(
-                {"epsilon": float(meta["epsilon"]), "delta": float(meta["delta"]), "path": path}
-            )
-            if isinstance(key, str):
-                budget.key_env = key
-            elif isinstance(key, bytes):
-                budget.key_id = _key_id(key)
-                _KEYS[budget.key_id] = key
-            rows = db.execute(
-                "SELECT id, created, description, events FROM charges ORDER BY id"
-            ).fetchall()
-            db.execute("DROP TABLE meta")
-            db.execute("ALTER TABLE charges ADD COLUMN digest TEXT")
-            db.execute("ALTER TABLE charges RENAME TO charges_v1")
-            budget._initialize(db)
-            db.execute(
-                "INSERT INTO charges (id, created, description, events) "
-                "SELECT id, created, description, events FROM charges_v1"
-            )
-            db.execute("DROP TABLE charges_v1")
-            head_key = budget._key()
-            stored = dict(db.execute("SELECT key, value FROM meta WHERE key != 'head'").fetchall())
-            digest = budget._digest(head_key, "", json.dumps(sorted(stored.items())))
-            for row in rows:
-                digest = budget._digest(head_key, digest, json.dumps(list(row)))
-                db.execute("UPDATE charges SET digest = ? WHERE id = ?", (digest, row[0]))
-            db.execute(
-                "UPDATE meta SET value = ? WHERE key = 'head'", (json.dumps([len(rows), digest]),)
-            )
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
+    upgrade_format_1(path, key)

@@ -141,6 +141,11 @@ class DeletionOutcome:
     deletion_epsilon, deletion_delta : float or None
         See :class:`DeletionReport`.
     notes : tuple of str
+    rerelease_epsilon : float or None
+        The report's ``rerelease_epsilon`` when the execution knows it and
+        the re-releases alone do not say it (a meta-estimator passing on its
+        inner estimator's, whose new ledger entries also hold accounting
+        entries). ``None``: composed from the re-releases.
     """
 
     guarantee: str
@@ -152,6 +157,7 @@ class DeletionOutcome:
     deletion_epsilon: float | None = None
     deletion_delta: float | None = None
     notes: tuple[str, ...] = ()
+    rerelease_epsilon: float | None = None
 
 
 @dataclass(frozen=True)

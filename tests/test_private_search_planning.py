@@ -1,0 +1,113 @@
+"""PrivateGridSearch plans with the estimators' planning hook, and reports
+deletions through the base class's procedure (issue 9)."""
+
+import numpy as np
+import pytest
+
+from sklearn_dpu import PrivacyBudget
+from sklearn_dpu.linear_model import DPLinearRegression
+from sklearn_dpu.model_selection import PrivateGridSearch, _private_search
+from sklearn_dpu.unlearning.report import DeletionCost
+
+
+def _regression(n=400, d=2, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1, 1, size=(n, d)) / np.sqrt(d)
+    return X, np.clip(X @ np.full(d, 0.5), -1, 1)
+
+
+def test_planned_epsilon_of_a_search_is_what_it_charges(budget_path):
+    # Before: a search had no planning hook, so planned_epsilon raised.
+    budget = PrivacyBudget(epsilon=10.0, delta=1e-5, path=budget_path)
+    search = PrivateGridSearch(
+        DPLinearRegression(target_bound=1.0), {"alpha": [0.0, 1.0, 10.0]}, budget=budget
+    )
+    planned = budget.planned_epsilon(search)
+    assert budget.can_afford(search)
+    search.set_params(random_state=0).fit(*_regression())
+    assert budget.spent().epsilon == pytest.approx(planned)
+    assert budget.planned_epsilon(search, 0) == pytest.approx(planned)
+
+
+def test_candidates_are_planned_with_the_public_number_of_features(budget_path, monkeypatch):
+    # Before: candidates were planned from their parameters alone, never told
+    # the number of columns that X's shape states.
+    seen = []
+    planned_fit = _private_search.planned_fit
+
+    def recording(estimator, sizes=None):
+        seen.append(sizes)
+        return planned_fit(estimator, sizes)
+
+    monkeypatch.setattr(_private_search, "planned_fit", recording)
+    budget = PrivacyBudget(epsilon=10.0, delta=1e-5, path=budget_path)
+    PrivateGridSearch(
+        DPLinearRegression(target_bound=1.0), {"alpha": [0.0, 1.0]}, budget=budget, random_state=0
+    ).fit(*_regression(d=5))
+    assert [s.n_features for s in seen] == [5, 5]
+
+
+def test_a_deletion_report_states_work_not_time():
+    # Before: the report copied the selected model's retrain estimate as a
+    # dict, with its wall-time estimates.
+    X, y = _regression()
+    search = PrivateGridSearch(
+        DPLinearRegression(target_bound=1.0), {"alpha": [0.0, 1.0]}, random_state=0
+    ).fit(X, y)
+    train_row = next(i for i in range(len(y)) if i not in search._validation_ids)
+    search.delete_samples(train_row)
+    report, inner = search.deletion_log_[-1], search.best_estimator_.deletion_log_[-1]
+    assert isinstance(report.retrain_cost, DeletionCost)
+    assert isinstance(report.cost, DeletionCost)
+    assert not any("wall_time" in key for key in report.retrain_cost)
+    work = {k: v for k, v in dict(inner.retrain_cost).items() if "wall_time" not in k}
+    assert dict(report.retrain_cost) == work and work
+    assert report.rerelease_epsilon == inner.rerelease_epsilon
+
+
+def test_a_correlated_rerelease_keeps_the_inner_rerelease_epsilon():
+    # Guard: the inner model's new ledger entries hold accounting entries
+    # besides its re-release; the report's rerelease_epsilon is the re-release's.
+    X, y = _regression()
+    search = PrivateGridSearch(
+        DPLinearRegression(target_bound=1.0, rerelease_correlation=0.5),
+        {"alpha": [0.0, 1.0]},
+        random_state=0,
+    ).fit(X, y)
+    train_rows = [i for i in range(len(y)) if i not in search._validation_ids][:2]
+    n_before = len(search.privacy_ledger_)
+    search.delete_samples(train_rows)
+    inner = search.best_estimator_.deletion_log_[-1]
+    assert len(search.privacy_ledger_) - n_before > 1  # re-release and accounting
+    assert search.deletion_log_[-1].rerelease_epsilon == inner.rerelease_epsilon
+
+
+def test_a_budget_spent_meanwhile_leaves_every_budget_uncharged(tmp_path, monkeypatch):
+    # Guard for base._charge_budgets: with two budgets, the fit's charge is
+    # checked on both before either is charged. Another process spends the
+    # estimator's budget while the candidates train: the search's own budget
+    # must not be charged for a search that is then refused.
+    from sklearn_dpu import BudgetExceededError
+    from sklearn_dpu.privacy.mechanisms import pure_dp_event
+
+    own = PrivacyBudget(epsilon=10.0, delta=1e-5, path=tmp_path / "own.sqlite")
+    inner = PrivacyBudget(epsilon=10.0, delta=1e-5, path=tmp_path / "inner.sqlite")
+    fit_candidate = _private_search._fit_candidate
+
+    def meanwhile(estimator, X, y, sample_id):
+        if not inner.history():
+            PrivacyBudget(10.0, 1e-5, path=inner.path).charge([pure_dp_event(9.5)], "elsewhere")
+        return fit_candidate(estimator, X, y, sample_id)
+
+    monkeypatch.setattr(_private_search, "_fit_candidate", meanwhile)
+    search = PrivateGridSearch(
+        DPLinearRegression(target_bound=1.0, budget=inner),
+        {"alpha": [0.0, 1.0]},
+        budget=own,
+        random_state=0,
+    )
+    with pytest.raises(BudgetExceededError):
+        search.fit(*_regression())
+    assert own.history() == []
+    assert [h["description"] for h in inner.history()] == ["elsewhere"]
+    assert not hasattr(search, "best_estimator_")
