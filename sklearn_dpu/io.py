@@ -23,6 +23,8 @@ __all__ = ["TRUSTED_TYPES", "load", "save"]
 #: estimator; :func:`load` trusts exactly these (plus skops' defaults).
 TRUSTED_TYPES = (
     "sklearn_dpu.linear_model._dp_linear.DPLinearRegression",
+    "sklearn_dpu.linear_model._linear_state.LinearStatisticsState",
+    # Its name before it moved (the same class, re-exported): files saved then load.
     "sklearn_dpu.linear_model._dp_linear.LinearStatisticsState",
     "sklearn_dpu.linear_model._unlearnable_sgd.UnlearnableSGDClassifier",
     "sklearn_dpu.linear_model._coupled_sgd.CoupledSGDState",

@@ -11,7 +11,7 @@ from sklearn.datasets import load_diabetes
 from sklearn.linear_model import LinearRegression
 from sklearn.metrics import r2_score
 
-from sklearn_dpu.linear_model import DPLinearRegression, _dp_linear
+from sklearn_dpu.linear_model import DPLinearRegression, _dp_linear, _noisy_gd
 from sklearn_dpu.linear_model._noisy_gd import gd_noise_multipliers
 from sklearn_dpu.linear_model._sufficient_statistics import (
     GRAM_SCALE,
@@ -240,9 +240,9 @@ def test_noisy_gd_audit_on_worst_case_pair(monkeypatch, noise_factor, should_pas
     # At the calibrated noise the audited epsilon stays below 1; with a
     # quarter of it (negative control) it does not.
     if noise_factor != 1.0:
-        real = _dp_linear.gd_noise_multipliers
+        real = _noisy_gd.gd_noise_multipliers
         monkeypatch.setattr(
-            _dp_linear,
+            _noisy_gd,
             "gd_noise_multipliers",
             lambda total, steps: tuple(noise_factor * m for m in real(total, steps)),
         )

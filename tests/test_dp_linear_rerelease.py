@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sklearn_dpu.linear_model import DPLinearRegression, _dp_linear
+from sklearn_dpu.linear_model import DPLinearRegression, _correlated_rerelease
 from sklearn_dpu.linear_model._correlated_rerelease import (
     ar1_covariance,
     correlated_noise,
@@ -200,7 +200,7 @@ def test_correlated_rerelease_has_the_law_of_a_fresh_fit(monkeypatch, broken):
     sqrt(1 - rho^2) factor (negative control) is detected."""
     if broken:
         monkeypatch.setattr(
-            _dp_linear, "correlated_noise", lambda prev, fresh, rho: rho * prev + fresh
+            _correlated_rerelease, "correlated_noise", lambda prev, fresh, rho: rho * prev + fresh
         )
     X, y = _data(60)
     n = n_trials(ci=400, full=4000)

@@ -18,6 +18,7 @@ from sklearn_dpu.linear_model import (
 )
 from sklearn_dpu.linear_model._coupled_sgd import CoupledSGDState
 from sklearn_dpu.linear_model._dp_logistic import LogisticUnlearningState
+from sklearn_dpu.linear_model._linear_state import LinearStatisticsState
 from sklearn_dpu.preprocessing import PublicBoundsScaler
 from sklearn_dpu.unlearning.state import SampleRegistry
 
@@ -128,6 +129,22 @@ def _refused_both_ways(fitted, tmp_path, monkeypatch, match):
         dpu_io.load(tmp_path / "old.skops")
     with pytest.raises(StateVersionError, match=match):
         pickle.loads(blob)
+
+
+def test_linear_state_saved_under_its_former_module_loads(tmp_path, monkeypatch):
+    """LinearStatisticsState moved from _dp_linear to _linear_state (same
+    layout, same state format): files that name it by its former path still
+    load, by skops and by pickle."""
+    fitted = _exercised(DPLinearRegression(random_state=0))
+    monkeypatch.setattr(LinearStatisticsState, "__module__", "sklearn_dpu.linear_model._dp_linear")
+    dpu_io.save(fitted, tmp_path / "before_move.skops")
+    blob = pickle.dumps(fitted)
+    monkeypatch.undo()
+    assert b"_linear_state" not in blob
+    for loaded in (dpu_io.load(tmp_path / "before_move.skops"), pickle.loads(blob)):
+        assert type(loaded.unlearning_state_) is LinearStatisticsState
+        np.testing.assert_array_equal(loaded.coef_, fitted.coef_)
+        loaded.delete_samples([2])
 
 
 def test_logistic_state_of_dict_chunks_is_refused(tmp_path, monkeypatch):

@@ -83,10 +83,15 @@ References
 """
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
+from dp_accounting.dp_event import DpEvent, GaussianDpEvent
+
+from ..privacy.mechanisms import GaussianMechanism
 
 __all__ = [
+    "CorrelatedRerelease",
     "ar1_covariance",
     "correlated_noise",
     "deleted_row_increment_multiplier",
@@ -155,3 +160,45 @@ def deleted_row_increment_multiplier(
     if n_releases_in > 1:
         return rerelease_increment_multiplier(noise_multiplier, rho)
     return noise_multiplier * math.sqrt(1.0 - rho * rho) / rho
+
+
+@dataclass(frozen=True)
+class CorrelatedRerelease:
+    """A re-release of a symmetric Gaussian statistic with noise correlated to the last.
+
+    Draws the next release's noise from the previous one and gives the
+    ``dp_accounting`` events the derivation above charges for it, so the
+    noise and the ledger come from one object.
+
+    Parameters
+    ----------
+    mechanism : GaussianMechanism
+        The mechanism of one release (the fit's): each re-release's noise has
+        its law, ``release_symmetric`` noise of standard deviation ``sigma``.
+    rho : float in (0, 1)
+        Correlation with the previous release's noise.
+    """
+
+    mechanism: GaussianMechanism
+    rho: float
+
+    def noise(self, previous: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """The next release's noise: ``rho * previous + sqrt(1 - rho^2) * fresh``,
+        ``fresh`` a new draw of the mechanism's noise (no data involved)."""
+        fresh = self.mechanism.release_symmetric(np.zeros(previous.shape), rng)
+        return correlated_noise(previous, fresh, self.rho)
+
+    @property
+    def dp_event(self) -> DpEvent:
+        """What one re-release adds for the remaining rows: a Gaussian event whose
+        precision is the increment of :func:`remaining_row_precision`."""
+        multiplier = rerelease_increment_multiplier(self.mechanism.noise_multiplier, self.rho)
+        return GaussianDpEvent(noise_multiplier=float(multiplier))
+
+    def exposure_event(self, n_releases_in: int) -> DpEvent:
+        """The growth of the largest deleted-row exposure when the rows deleted
+        by call ``n_releases_in`` leave (see :func:`deleted_row_increment_multiplier`)."""
+        multiplier = deleted_row_increment_multiplier(
+            self.mechanism.noise_multiplier, n_releases_in, self.rho
+        )
+        return GaussianDpEvent(noise_multiplier=float(multiplier))

@@ -1,37 +1,41 @@
-"""Differentially private least squares with exact deletion."""
+"""Differentially private least squares with exact deletion.
 
-import time
-from functools import lru_cache
+The estimator, its state, and its two solvers as functions of explicit
+values: the solver is chosen once from the release recipe, then
+:func:`_solve_ssp` or :func:`_solve_noisy_gd` runs. What each release is
+(its mechanisms, ledger record and reference) and what a deletion costs are
+in :mod:`sklearn_dpu.linear_model._linear_releases`.
+"""
+
 from numbers import Integral, Real
 
 import numpy as np
-from dp_accounting import dp_event
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._compat import DELTA_CONSTRAINT, HasMethods, Interval, StrOptions, _fit_context
-from ..base import PrivateEstimatorMixin
-from ..privacy.accounting import epsilon_spent
+from ..base import PrivateEstimatorMixin, PublicSizes
 from ..privacy.calibration import gaussian_noise_multiplier
-from ..privacy.ledger import Release
-from ..privacy.mechanisms import GaussianMechanism
+from ..privacy.ledger import ReleasePlan
 from ..privacy.random import release_generator
 from ..privacy.tree_aggregation import TreeAggregator
 from ..unlearning.ids import as_id_list, requested_ids
-from ..unlearning.planner import gdp_epsilon
-from ..unlearning.report import DeletionReport
-from ..unlearning.state import SampleRegistry, VersionedState
-from ._correlated_rerelease import (
-    correlated_noise,
-    deleted_row_increment_multiplier,
-    deleted_row_precision,
-    remaining_row_precision,
-    rerelease_increment_multiplier,
+from ..unlearning.report import DeletionOutcome, DeletionPlan
+from ..unlearning.state import SampleRegistry
+from ._correlated_rerelease import CorrelatedRerelease
+from ._linear_releases import (
+    NoisyGDRecipe,
+    SSPRecipe,
+    correlated_release,
+    deleted_exposure_entries,
+    deletion_outcome,
+    release_recipe,
+    target_interval,
 )
-from ._noisy_gd import gd_noise_multipliers, noisy_projected_gd
+from ._linear_state import LinearStatisticsState
+from ._noisy_gd import noisy_projected_gd
 from ._sufficient_statistics import (
     GRAM_SCALE,
-    contribution_bound,
     encode_with_gram,
     encode_with_gram_dask,
     gram_of_codes,
@@ -41,31 +45,6 @@ from ._sufficient_statistics import (
 
 __all__ = ["DPLinearRegression", "LinearStatisticsState"]
 
-_SSP_REFERENCE = (
-    "Gaussian mechanism on the clipped Gram matrix, Frobenius sensitivity ||u||^2 "
-    "(Balle & Wang 2018, Thm 8; Sheffet 2017; tree aggregation: Chan, Shi & Song 2011)"
-)
-_GD_REFERENCE = (
-    "Ullah 2024 (PhD thesis) Alg. 1 / Thm 8, noise recalibrated by exact Gaussian "
-    "composition (Dong, Roth & Su 2022, Cor. 3.3); errata: gradient (not loss) in "
-    "the update, averaged iterates w_1..w_T, corrected step size"
-)
-_CORRELATED_REFERENCE = (
-    "correlated re-release Z_k = rho Z_(k-1) + sqrt(1 - rho^2) W_k: with the fit and "
-    "earlier re-releases a Gaussian mechanism of precision mu^2 [2 + (k-1)(1-rho)]/(1+rho) "
-    "(sklearn_dpu derivation, see sklearn_dpu.linear_model._correlated_rerelease; Dong, "
-    "Roth & Su 2022, Thm 2.7 and Cor. 3.3); this event is its increment"
-)
-_DELETED_EXPOSURE_REFERENCE = (
-    "correlated re-release: a row in the first j releases only is exposed by all of them "
-    "at precision mu^2 [1 + (j-1)(1-rho)^2]/(1-rho^2) (sklearn_dpu derivation, see "
-    "sklearn_dpu.linear_model._correlated_rerelease; Dong, Roth & Su 2022, Thm 2.7 and "
-    "Cor. 3.3); chunk 0 holds the rows deleted so far, and its events compose to the "
-    "largest such exposure"
-)
-# Ledger chunk of the rows deleted so far (no live row belongs to it): with
-# rerelease_correlation > 0 their exposure exceeds the remaining rows'.
-DELETED_ROWS_CHUNK = 0
 # Parameters a partial_fit stream freezes at its first call.
 _FROZEN = (
     "solver",
@@ -79,96 +58,7 @@ _FROZEN = (
     "coef_bound",
     "rerelease_correlation",
 )
-
-
-def _target_interval(target_bound, fit_intercept: bool) -> tuple[float, float]:
-    """Center and half-range of the public target interval."""
-    if isinstance(target_bound, tuple | list):
-        if len(target_bound) != 2:
-            raise ValueError(f"target_bound must be a number or (low, high), got {target_bound!r}")
-        low, high = (float(v) for v in target_bound)
-        if not (np.isfinite(low) and np.isfinite(high) and low < high):
-            raise ValueError(f"target_bound must satisfy low < high, got {target_bound!r}")
-    else:
-        low, high = -float(target_bound), float(target_bound)
-    if not fit_intercept:
-        # Without an intercept the model cannot absorb a shift of the target.
-        return 0.0, max(abs(low), abs(high))
-    return (low + high) / 2.0, (high - low) / 2.0
-
-
-class LinearStatisticsState(VersionedState):
-    """Everything :class:`DPLinearRegression` needs to delete and to stream.
-
-    Attributes
-    ----------
-    registry : SampleRegistry
-        Ids, arrival chunks and fixed-point codes of the live training rows
-        (``n * (n_features + 1)`` int16 values). These are clipped, normalized
-        training data: a file holding this state is as sensitive as the data.
-    statistics : TreeAggregator or None
-        ``solver='ssp'``: the tree of exact and noised Gram matrices, at most
-        ``floor(log2 t) + 1`` nodes of ``(n_features + 2)^2`` int64 and float64
-        values after ``t`` chunks.
-    exact_gram : ndarray of int64 or None
-        ``solver='noisy_gd'``: the exact Gram matrix ((n_features + 2)^2).
-    frozen_params : dict
-        The parameters of the first fit of the stream.
-    center, half_range : float
-        The public target interval.
-    noise_multiplier : float
-        Noise multiplier of one release.
-    n_chunks : int
-        Chunks received (1 for ``fit``, one more per ``partial_fit``).
-    n_rereleases : int
-        Deletion calls since the fit (each re-released the statistics).
-    release_noise : ndarray or None
-        ``rerelease_correlation > 0``: the noise of the current release
-        (``(n_features + 2)^2`` floats), from which the next re-release's
-        noise is drawn. It is independent of the data but correlated with the
-        noise of earlier releases, which contained rows deleted since; the
-        released model shows the same correlation, so the stored draw reveals
-        nothing of a deleted row beyond the exposure accounted in
-        ``privacy_spent_``. A fresh fit holds its own draw too, so the state
-        keeps the law of a fresh fit.
-    released_count : float or None
-        ``solver='noisy_gd'``: the noised record count of the last release
-        (charged with it), for public cost estimates.
-
-    Notes
-    -----
-    Size: O(n d) for the rows, O(d^2 log t) for the statistics.
-    """
-
-    FORMAT_VERSION = 1
-    # Class defaults: states saved before these attributes existed load with them.
-    n_rereleases = 0
-    release_noise = None
-    released_count = None
-
-    def __init__(
-        self, registry, statistics, exact_gram, frozen_params, center, half_range, noise_multiplier
-    ):
-        self.registry = registry
-        self.statistics = statistics
-        self.exact_gram = exact_gram
-        self.frozen_params = frozen_params
-        self.center = center
-        self.half_range = half_range
-        self.noise_multiplier = noise_multiplier
-        self.n_chunks = 1
-
-    def nbytes(self) -> int:
-        """Bytes held by arrays of the state."""
-        reg = self.registry
-        total = reg.rows.nbytes + reg.ids.nbytes + reg.chunks.nbytes + reg.alive.nbytes
-        if self.statistics is not None:
-            total += sum(n.exact.nbytes + n.noisy.nbytes for n in self.statistics.nodes)
-        if self.exact_gram is not None:
-            total += self.exact_gram.nbytes
-        if self.release_noise is not None:
-            total += self.release_noise.nbytes
-        return total
+_EXACT_REASON = "the sufficient statistics are exact integer sums: subtract, re-noise"
 
 
 class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
@@ -410,46 +300,41 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
                 "rerelease_correlation > 0 needs solver='ssp' (the noisy-GD release is "
                 f"not one Gaussian statistic); got solver={self.solver!r}"
             )
-        center, half_range = _target_interval(self.target_bound, self.fit_intercept)
-        multiplier = self._noise_multiplier()
-        planned = self._fit_release_plan()
-        increment = self._budget_increment(planned, restart=True)
-        self._check_budget(increment, "fit")
+        center, half_range = target_interval(self.target_bound, self.fit_intercept)
+        frozen = {name: getattr(self, name) for name in _FROZEN}
+        recipe = self._recipe(frozen)
 
-        X, y, n_rows = self._validate(X, y, reset=True)
-        registry = SampleRegistry(self.n_features_in_ + 1)
-        ids = registry.check_new_ids(
-            registry.default_ids(n_rows) if sample_id is None else sample_id, n_rows
-        )
-        self._charge_budget(increment, "fit")
+        def validate():
+            X_, y_, n_rows = self._validate(X, y, reset=True)
+            registry = SampleRegistry(self.n_features_in_ + 1)
+            ids = registry.default_ids(n_rows) if sample_id is None else sample_id
+            return X_, y_, registry, registry.check_new_ids(ids, n_rows)
 
-        codes, gram = self._encode(X, y, center, half_range)
-        registry.add(ids, codes, chunk=1)
-        state = LinearStatisticsState(
-            registry=registry,
-            statistics=None,
-            exact_gram=None,
-            frozen_params={name: getattr(self, name) for name in _FROZEN},
-            center=center,
-            half_range=half_range,
-            noise_multiplier=multiplier,
-        )
-        rng = release_generator(self.random_state, 0)
-        if self.solver == "ssp":
-            state.statistics = self._new_tree(multiplier)
-            node = state.statistics.append(gram, rng)
-            if self.rerelease_correlation > 0:
-                # Keep the noise draw itself: the next re-release's noise is
-                # built from it (a fresh fit has its own draw, so the state's
-                # law is unchanged).
-                state.release_noise = state.statistics.draw_noise(gram.shape, rng)
-                state.statistics.set_noise(node, state.release_noise)
-        else:
-            state.exact_gram = gram
-        self.unlearning_state_ = state
-        self._release(state, rng)
-        self._set_ledger([release.to_dict() for release in planned])
-        self.deletion_log_ = []
+        def compute(data):
+            X_, y_, registry, ids = data
+            codes, gram = self._encode(X_, y_, center, half_range)
+            registry.add(ids, codes, chunk=1)
+            state = LinearStatisticsState(
+                registry, None, None, frozen, center, half_range, recipe.noise_multiplier
+            )
+            rng = release_generator(self.random_state, 0)
+            if isinstance(recipe, SSPRecipe):
+                state.statistics = recipe.new_tree()
+                node = state.statistics.append(gram, rng)
+                if self.rerelease_correlation > 0:
+                    # Keep the noise draw itself: the next re-release's noise is
+                    # built from it (a fresh fit has its own draw, so the state's
+                    # law is unchanged).
+                    state.release_noise = state.statistics.draw_noise(gram.shape, rng)
+                    state.statistics.set_noise(node, state.release_noise)
+            else:
+                state.exact_gram = gram
+            self.unlearning_state_ = state
+            self._release(state, recipe, rng)
+            self.deletion_log_ = []
+
+        plan = self._plan_releases(self.get_params(deep=False), PublicSizes())
+        self._run_update("fit", plan, validate, compute)
         return self
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -478,7 +363,7 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
 
     def _partial_fit(self, X, y, sample_id):
         state = self.unlearning_state_
-        changed = [k for k, v in state.frozen_params.items() if not _same(getattr(self, k), v)]
+        changed = self._changed_params(state.frozen_params)
         if changed:
             raise ValueError(
                 f"partial_fit cannot change {', '.join(changed)} within a stream; "
@@ -490,29 +375,31 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
                 "re-release bound covers a single fit; call fit with "
                 "rerelease_correlation=0 to stream"
             )
+        recipe = self._recipe(state.frozen_params, state.noise_multiplier)
         chunk = state.n_chunks + 1
-        first = chunk - (chunk & -chunk) + 1 if self.solver == "ssp" else 1
-        planned = [self._planned_release(state.noise_multiplier, first, chunk)]
-        increment = self._budget_increment(planned, restart=False)
-        self._check_budget(increment, "partial_fit")
-
-        X, y, n_rows = self._validate(X, y, reset=False)
+        # The tree node this chunk completes (a noisy-GD run uses every chunk).
+        first = chunk - (chunk & -chunk) + 1 if isinstance(recipe, SSPRecipe) else 1
         registry = state.registry
-        ids = registry.check_new_ids(
-            registry.default_ids(n_rows) if sample_id is None else sample_id, n_rows
-        )
-        self._charge_budget(increment, "partial_fit")
 
-        codes, gram = self._encode(X, y, state.center, state.half_range)
-        rng = release_generator(self.random_state, len(self.privacy_ledger_))
-        registry.add(ids, codes, chunk=chunk)
-        if self.solver == "ssp":
-            state.statistics.append(gram, rng)
-        else:
-            state.exact_gram = state.exact_gram + gram
-        state.n_chunks = chunk
-        self._release(state, rng)
-        self._set_ledger([*self.privacy_ledger_, *(r.to_dict() for r in planned)])
+        def validate():
+            X_, y_, n_rows = self._validate(X, y, reset=False)
+            ids = registry.default_ids(n_rows) if sample_id is None else sample_id
+            return X_, y_, registry.check_new_ids(ids, n_rows)
+
+        def compute(data):
+            X_, y_, ids = data
+            codes, gram = self._encode(X_, y_, state.center, state.half_range)
+            rng = release_generator(self.random_state, len(self.privacy_ledger_))
+            registry.add(ids, codes, chunk=chunk)
+            if isinstance(recipe, SSPRecipe):
+                state.statistics.append(gram, rng)
+            else:
+                state.exact_gram = state.exact_gram + gram
+            state.n_chunks = chunk
+            self._release(state, recipe, rng)
+
+        plan = ReleasePlan((recipe.release(first, chunk),))
+        self._run_update("partial_fit", plan, validate, compute)
         return self
 
     # ------------------------------------------------------------- deletion
@@ -543,192 +430,55 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
     def _delete_samples(self, sample_ids):
         state = self.unlearning_state_
         registry = state.registry
-        slots = registry.slots_of(sample_ids)
+        slots = registry.slots_of(sample_ids)  # raises on a bad id: nothing changed
         chunks = registry.chunks[slots]
         rho = float(state.frozen_params.get("rerelease_correlation", 0.0))
-        if self.solver == "ssp":
-            nodes = {}
+        fit_intercept = state.frozen_params["fit_intercept"]
+        recipe = self._recipe(state.frozen_params, state.noise_multiplier)
+        # Plan from public quantities: the chunks the ids arrived in, the
+        # number of re-releases so far.
+        nodes = []
+        if isinstance(recipe, SSPRecipe):
             for chunk in np.unique(chunks).tolist():
                 node = state.statistics.node_of(chunk)
-                nodes.setdefault(id(node), node)
-            ranges = [(node.first, node.last) for node in nodes.values()]
+                if all(node is not other for other in nodes):
+                    nodes.append(node)
+            ranges = [(node.first, node.last) for node in nodes]
         else:
             ranges = [(1, state.n_chunks)]
-        exposure_entries = []
-        if rho > 0:
-            planned = [self._planned_correlated_release(state, rho)]
-            exposure_entries = self._planned_deleted_exposure(state, rho)
+        k = state.n_rereleases + 1
+        accounting = ()
+        if rho > 0:  # a single fit: one node
+            rerelease = CorrelatedRerelease(state.statistics.mechanism, rho)
+            releases = (correlated_release(rerelease, k, state.n_chunks),)
+            accounting = deleted_exposure_entries(rerelease, k)
         else:
-            planned = [
-                self._planned_release(state.noise_multiplier, first, last) for first, last in ranges
-            ]
-        increment = self._budget_increment([*planned, *exposure_entries], restart=False)
-        self._charge_budget(increment, "delete_samples", mandatory=True)
+            releases = tuple(recipe.release(first, last) for first, last in ranges)
+        plan = DeletionPlan("exact", releases, _EXACT_REASON, accounting)
 
-        started = time.perf_counter()  # computation, not budget bookkeeping
-        rng = release_generator(self.random_state, len(self.privacy_ledger_))
-        removed = registry.rows[slots]
-        if self.solver == "ssp":
-            for node in nodes.values():
+        def execute() -> DeletionOutcome:
+            rng = release_generator(self.random_state, len(self.privacy_ledger_))
+            removed = registry.rows[slots]
+            for node in nodes:
                 inside = (chunks >= node.first) & (chunks <= node.last)
-                node.exact -= gram_of_codes(removed[inside], self.fit_intercept)
-                if rho > 0:  # a single fit: this is the only node
-                    fresh = state.statistics.draw_noise(node.exact.shape, rng)
-                    state.release_noise = correlated_noise(state.release_noise, fresh, rho)
+                node.exact -= gram_of_codes(removed[inside], fit_intercept)
+                if rho > 0:
+                    state.release_noise = rerelease.noise(state.release_noise, rng)
                     state.statistics.set_noise(node, state.release_noise)
                 else:
                     state.statistics.renoise(node, rng)
-        else:
-            state.exact_gram = state.exact_gram - gram_of_codes(removed, self.fit_intercept)
-        del removed
-        registry.remove(slots)
-        state.n_rereleases += 1
-        self._release(state, rng)
-        self._set_ledger(
-            [*self.privacy_ledger_, *(r.to_dict() for r in [*planned, *exposure_entries])]
-        )
+            if isinstance(recipe, NoisyGDRecipe):
+                state.exact_gram = state.exact_gram - gram_of_codes(removed, fit_intercept)
+            del removed
+            registry.remove(slots)
+            state.n_rereleases += 1
+            self._release(state, recipe, rng)
+            return deletion_outcome(
+                state, recipe, self.n_features_in_, self.delta, len(slots), releases
+            )
 
-        elapsed = time.perf_counter() - started
-        q = self.n_features_in_ + 1 + self.fit_intercept
-        if self.solver == "ssp":
-            cost = {
-                "renoised_sums": len(planned),
-                "flops": (len(slots) + len(planned)) * q * q + q**3,
-            }
-        else:
-            cost = {
-                "gradient_steps": self.max_iter,
-                "flops": len(slots) * q * q + self.max_iter * q * q,
-            }
-        guarantee = (
-            "the model and all stored state have the distribution of a fit "
-            "on the remaining samples; nothing of the deleted rows is kept. "
-            "The re-release is a new release to the remaining samples "
-            "(remaining_epsilon); deleting many ids in one call costs one re-release"
-        )
-        deletion_epsilon = None
-        notes = ()
-        if rho > 0:
-            # The deleted rows were in the fit and the earlier re-releases; the
-            # correlated new release sharpens what those showed of them.
-            exposure = deleted_row_precision(state.n_rereleases, rho)
-            remaining = remaining_row_precision(state.n_rereleases, rho)
-            deletion_epsilon = gdp_epsilon(np.sqrt(exposure) / state.noise_multiplier, self.delta)
-            remaining_eps = gdp_epsilon(np.sqrt(remaining) / state.noise_multiplier, self.delta)
-            guarantee += (
-                f". Correlated re-release (rho={rho:g}): the remaining samples pay "
-                f"less than a fresh release, but everything published (before and "
-                f"after) shows each deleted row at (deletion_epsilon, delta), "
-                f"precision {exposure:.3g} times one release's"
-            )
-            who = (
-                "the samples deleted by this call (the most exposed so far)"
-                if exposure > remaining
-                else "the remaining samples"
-            )
-            notes = (
-                f"remaining_epsilon is privacy_spent_, the largest exposure of any sample "
-                f"ever in the data: here that of {who}. Remaining samples: eps = "
-                f"{remaining_eps:.4g}; samples deleted by this call: eps = "
-                f"{deletion_epsilon:.4g}",
-            )
-        self._log_deletion(
-            DeletionReport(
-                n_deleted=len(slots),
-                method="exact",
-                guarantee=guarantee,
-                cost={"wall_time_s": elapsed, **cost},
-                retrain_cost=self._retrain_cost(state, q),
-                deletion_epsilon=deletion_epsilon,
-                deletion_delta=None if deletion_epsilon is None else self.delta,
-                rerelease_epsilon=epsilon_spent([r.event for r in planned], self.delta),
-                reason="the sufficient statistics are exact integer sums: subtract, re-noise",
-                notes=notes,
-            )
-        )
+        self._run_deletion(len(slots), plan, execute)
         return self
-
-    def _retrain_cost(self, state: LinearStatisticsState, q: int) -> dict:
-        """Retrain estimate from public sizes and a released (charged) record count.
-
-        The exact number of remaining rows is private: the estimate uses the
-        released count (the intercept entry of the released Gram matrix for
-        ``'ssp'``, the noised count of noisy GD). Without an intercept ``'ssp'``
-        releases no count, and only per-row costs are given.
-        """
-        per_row = {
-            "flops_per_row": q * q,
-            "wall_time_s_per_row": _seconds_per_row(self.n_features_in_),
-        }
-        if self.solver == "ssp" and self.fit_intercept:
-            d = self.n_features_in_
-            n_released = float(state.statistics.released_sum()[d, d])
-        elif self.solver == "noisy_gd":
-            n_released = state.released_count
-        else:
-            return per_row
-        n_released = max(0.0, n_released)
-        return {
-            **per_row,
-            "released_count": n_released,
-            "flops": n_released * q * q + q**3,
-            "wall_time_s": per_row["wall_time_s_per_row"] * n_released,
-        }
-
-    def _planned_correlated_release(self, state: LinearStatisticsState, rho: float) -> Release:
-        """Ledger event of one correlated re-release after a single fit.
-
-        Its Gaussian precision is the increment of the joint mechanism (fit and
-        all re-releases), so the ledger composes exactly to it.
-        """
-        multiplier = rerelease_increment_multiplier(state.noise_multiplier, rho)
-        k = state.n_rereleases + 1
-        total = remaining_row_precision(k, rho)
-        return Release(
-            f"correlated re-release {k} of the clipped Gram matrix (rho={rho:g}; with the fit "
-            f"and earlier re-releases: {total:.4g} times one release's GDP precision)",
-            dp_event.GaussianDpEvent(multiplier),
-            (1, state.n_chunks),
-            _CORRELATED_REFERENCE,
-        )
-
-    def _planned_deleted_exposure(self, state: LinearStatisticsState, rho: float) -> list:
-        """Ledger entries raising the deleted rows' group (chunk 0) to the
-        largest deleted-row exposure after this call.
-
-        The rows this call deletes were in the fit and ``n_rereleases`` earlier
-        re-releases; their exposure :func:`deleted_row_precision` is the
-        largest so far. Chunk 0's events compose exactly to it: at the first
-        deletion a copy of the fit's event plus the excess, afterwards the
-        growth per call. Parallel composition then makes ``privacy_spent_``
-        the larger of this group and the remaining rows' (chunk 1).
-        """
-        k = state.n_rereleases + 1
-        total = deleted_row_precision(k, rho)
-        multiplier = deleted_row_increment_multiplier(state.noise_multiplier, k, rho)
-        chunks = (DELETED_ROWS_CHUNK, DELETED_ROWS_CHUNK)
-        entries = []
-        if k == 1:
-            fit_event = self._planned_release(state.noise_multiplier, 1, 1).event
-            entries.append(
-                Release(
-                    "the fit, as it exposes the rows deleted so far",
-                    fit_event,
-                    chunks,
-                    _SSP_REFERENCE,
-                )
-            )
-        entries.append(
-            Release(
-                f"correlated re-release {k}: growth of the largest exposure of a deleted row "
-                f"(rho={rho:g}; rows deleted after {k} release(s): {total:.4g} times one "
-                "release's GDP precision)",
-                dp_event.GaussianDpEvent(multiplier),
-                chunks,
-                _DELETED_EXPOSURE_REFERENCE,
-            )
-        )
-        return entries
 
     # ----------------------------------------------------------- prediction
 
@@ -748,6 +498,24 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         return X @ self.coef_ + self.intercept_
 
     # ------------------------------------------------------------- internals
+
+    def _plan_releases(self, params, sizes: PublicSizes) -> ReleasePlan:
+        """One release of the recipe ``params`` make, on chunk 1 (``sizes`` unused:
+        the release does not depend on the number of features)."""
+        return ReleasePlan((self._recipe(params).release(1, 1),), restart=True)
+
+    def _recipe(self, params, noise_multiplier: float | None = None) -> SSPRecipe | NoisyGDRecipe:
+        """The mechanisms of one release with ``params`` (calibrated from their
+        epsilon and delta unless a stream's ``noise_multiplier`` is given)."""
+        if noise_multiplier is None:
+            noise_multiplier = gaussian_noise_multiplier(params["epsilon"], params["delta"])
+        return release_recipe(
+            params["solver"],
+            noise_multiplier,
+            fit_intercept=params["fit_intercept"],
+            max_iter=params["max_iter"],
+            coef_bound=params["coef_bound"],
+        )
 
     def _validate(self, X, y, reset: bool):
         """Validate training data; Dask arrays are checked block-wise when encoded."""
@@ -773,87 +541,60 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         encode = encode_with_gram_dask if is_dask_collection(X) else encode_with_gram
         return encode(X, y, self.feature_norm, center, half_range, self.fit_intercept)
 
-    def _fit_release_plan(self) -> list[Release]:
-        """The releases one :meth:`fit` makes, from the parameters alone."""
-        return [self._planned_release(self._noise_multiplier(), 1, 1)]
-
-    def _noise_multiplier(self) -> float:
-        return gaussian_noise_multiplier(self.epsilon, self.delta)
-
-    def _new_tree(self, multiplier: float) -> TreeAggregator:
-        mechanism = GaussianMechanism(contribution_bound(self.fit_intercept), multiplier)
-        return TreeAggregator(mechanism, symmetric=True, scale=GRAM_SCALE)
-
-    def _planned_release(self, multiplier: float, first_chunk: int, last_chunk: int) -> Release:
-        if self.solver == "ssp":
-            event = GaussianMechanism(contribution_bound(self.fit_intercept), multiplier).dp_event
-            return Release(
-                f"Gaussian noise on the clipped Gram matrix (chunks {first_chunk}-{last_chunk})",
-                event,
-                (first_chunk, last_chunk),
-                _SSP_REFERENCE,
-            )
-        grad, count = gd_noise_multipliers(multiplier, self.max_iter)
-        event = dp_event.ComposedDpEvent(
-            [
-                dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(grad), self.max_iter),
-                dp_event.GaussianDpEvent(count),
-            ]
-        )
-        return Release(
-            f"projected noisy GD, {self.max_iter} noisy gradient sums and a noisy count",
-            event,
-            (first_chunk, last_chunk),
-            _GD_REFERENCE,
-        )
-
-    def _release(self, state: LinearStatisticsState, rng) -> None:
-        """Compute ``coef_`` and ``intercept_`` from the state (post-processing)."""
-        n_features = self.n_features_in_
-        n_coef = n_features + self.fit_intercept
+    def _release(self, state: LinearStatisticsState, recipe, rng) -> None:
+        """Set ``coef_`` and ``intercept_`` from the state (post-processing of
+        the released statistics, or a noisy-GD run drawing from ``recipe``)."""
+        params = state.frozen_params
+        n_features, feature_norm = self.n_features_in_, params["feature_norm"]
+        n_coef = n_features + params["fit_intercept"]
         # alpha ||coef||^2 in data units is (alpha / feature_norm^2) ||w||^2
         # in normalized units (coef = half_range * w / feature_norm).
         ridge = np.zeros(n_coef)
-        ridge[:n_features] = self.alpha / self.feature_norm**2
-        if self.solver == "ssp":
-            sigma = state.statistics.mechanism.sigma
-            w = solve_noisy_gram(state.statistics.released_sum(), n_coef, ridge, sigma)
-            self.n_iter_ = 1
-        else:
-            grad, count = gd_noise_multipliers(state.noise_multiplier, self.max_iter)
-            w, state.released_count = noisy_projected_gd(
-                state.exact_gram * GRAM_SCALE,
-                state.registry.n_samples,
-                n_coef,
-                row_norm=np.sqrt(1.0 + self.fit_intercept),
-                radius=self.coef_bound,
-                n_steps=self.max_iter,
-                grad_multiplier=grad,
-                count_multiplier=count,
-                ridge=ridge,
-                rng=rng,
+        ridge[:n_features] = params["alpha"] / feature_norm**2
+        if isinstance(recipe, NoisyGDRecipe):
+            n_samples = state.registry.n_samples
+            w, state.released_count = _solve_noisy_gd(
+                state.exact_gram, n_samples, n_coef, ridge, recipe, rng
             )
-            self.n_iter_ = self.max_iter
-        self.coef_ = state.half_range * w[:n_features] / self.feature_norm
+            self.n_iter_ = int(recipe.steps.steps)
+        else:
+            w = _solve_ssp(state.statistics, n_coef, ridge)
+            self.n_iter_ = 1
+        self.coef_ = state.half_range * w[:n_features] / feature_norm
         self.intercept_ = float(
-            state.center + (state.half_range * w[n_features] if self.fit_intercept else 0.0)
+            state.center + (state.half_range * w[n_features] if params["fit_intercept"] else 0.0)
         )
 
 
-@lru_cache(maxsize=64)
-def _seconds_per_row(n_features: int) -> float:
-    """Machine speed of a refit's main pass, timed on public random rows.
+def _solve_ssp(statistics: TreeAggregator, n_coef: int, ridge: np.ndarray) -> np.ndarray:
+    """AdaSSP-style ridge solve of the released Gram matrix (post-processing).
 
-    For the retrain estimate of deletion reports. Timing the fit itself would
-    keep in the state a number that depends on rows later deleted.
+    The ridge lifts the released ``X^T X`` above the noise level
+    ``statistics.mechanism.sigma``, so the solve is stable at any epsilon.
     """
-    rows = np.random.default_rng(0).uniform(-1, 1, size=(1 << 14, n_features))
-    started = time.perf_counter()
-    encode_with_gram(rows, rows[:, 0], 1.0, 0.0, 1.0, True)
-    return (time.perf_counter() - started) / len(rows)
+    return solve_noisy_gram(statistics.released_sum(), n_coef, ridge, statistics.mechanism.sigma)
 
 
-def _same(a, b) -> bool:
-    if isinstance(a, tuple | list) or isinstance(b, tuple | list):
-        return list(np.atleast_1d(a)) == list(np.atleast_1d(b))
-    return a == b
+def _solve_noisy_gd(
+    gram_codes: np.ndarray,
+    n_samples: int,
+    n_coef: int,
+    ridge: np.ndarray,
+    recipe: NoisyGDRecipe,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, float]:
+    """Projected noisy GD on the exact statistics, noise from ``recipe``'s mechanisms.
+
+    Returns the averaged iterate and the released (charged) record count.
+    """
+    return noisy_projected_gd(
+        gram_codes * GRAM_SCALE,
+        n_samples,
+        n_coef,
+        row_norm=recipe.row_norm,
+        radius=recipe.radius,
+        steps=recipe.steps,
+        count=recipe.count,
+        ridge=ridge,
+        rng=rng,
+    )

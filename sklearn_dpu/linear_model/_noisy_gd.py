@@ -30,7 +30,9 @@ References
 
 import numpy as np
 
-__all__ = ["gd_noise_multipliers", "noisy_projected_gd"]
+from ..privacy.mechanisms import GaussianCount, GaussianSteps
+
+__all__ = ["gd_mechanisms", "gd_noise_multipliers", "gradient_bound", "noisy_projected_gd"]
 
 # Share of the privacy budget (in GDP precision) given to the record count.
 _COUNT_SHARE = 0.1
@@ -48,18 +50,36 @@ def gd_noise_multipliers(total_multiplier: float, n_steps: int) -> tuple[float, 
     return grad, count
 
 
+def gradient_bound(row_norm: float, radius: float) -> float:
+    """``G = 2 r (r D + 1)``: bound on one record's squared-loss gradient on ``B(D)``."""
+    return 2.0 * row_norm * (row_norm * radius + 1.0)
+
+
+def gd_mechanisms(
+    total_multiplier: float, n_steps: int, row_norm: float, radius: float
+) -> tuple[GaussianSteps, GaussianCount]:
+    """The mechanisms of one run: ``n_steps`` noisy gradient sums and a noised count.
+
+    Their multipliers split ``total_multiplier`` (:func:`gd_noise_multipliers`),
+    so together they compose exactly to one Gaussian release of it; the
+    gradient sums' contribution bound is :func:`gradient_bound`.
+    """
+    grad, count = gd_noise_multipliers(total_multiplier, n_steps)
+    steps = GaussianSteps(gradient_bound(row_norm, radius), grad, int(n_steps))
+    return steps, GaussianCount(count)
+
+
 def noisy_projected_gd(
     gram: np.ndarray,
     n_samples: int,
     n_coef: int,
     row_norm: float,
     radius: float,
-    n_steps: int,
-    grad_multiplier: float,
-    count_multiplier: float,
+    steps: GaussianSteps,
+    count: GaussianCount,
     ridge: np.ndarray,
     rng: np.random.Generator,
-) -> np.ndarray:
+) -> tuple[np.ndarray, float]:
     """Run projected noisy GD on the squared loss and return the averaged iterate.
 
     Parameters
@@ -73,10 +93,11 @@ def noisy_projected_gd(
         Bound ``r`` on ``||a||`` for a normalized feature row ``a``.
     radius : float
         ``D``, radius of the constraint ball.
-    n_steps : int
-        ``T``.
-    grad_multiplier, count_multiplier : float
-        From :func:`gd_noise_multipliers`.
+    steps : GaussianSteps
+        The ``T`` noisy gradient sums; its contribution bound must be at least
+        :func:`gradient_bound` ``(row_norm, radius)``. From :func:`gd_mechanisms`.
+    count : GaussianCount
+        The noised record count. From :func:`gd_mechanisms`.
     ridge : ndarray of shape (n_coef,)
         Data-independent penalty ``sum_j ridge_j w_j^2``.
     rng : numpy.random.Generator
@@ -87,17 +108,23 @@ def noisy_projected_gd(
     noisy_count : float
         The released (noised, charged) record count the steps were normalized by.
     """
+    if steps.contribution_bound < gradient_bound(row_norm, radius):
+        raise ValueError(
+            f"the gradient noise is calibrated to a contribution bound of "
+            f"{steps.contribution_bound}, below the gradient bound "
+            f"{gradient_bound(row_norm, radius)} of the ball"
+        )
     A, b = gram[:n_coef, :n_coef], gram[:n_coef, n_coef]
-    lipschitz = 2.0 * row_norm * (row_norm * radius + 1.0)
-    grad_sigma = grad_multiplier * lipschitz
-    noisy_count = max(1.0, n_samples + rng.normal(0.0, count_multiplier))
+    n_steps = int(steps.steps)
+    grad_sigma = steps.sigma
+    noisy_count = max(1.0, count.release(n_samples, rng))
     smoothness = 2.0 * row_norm**2  # H~ = H ||a||^2 with H = 2
     avg_sigma = grad_sigma / noisy_count
     step = min(
         radius / (np.sqrt(n_steps) * max(np.sqrt(smoothness), avg_sigma * np.sqrt(n_coef))),
         1.0 / (4.0 * smoothness),
     )
-    noise = rng.normal(0.0, grad_sigma, size=(n_steps, n_coef))
+    noise = steps.noise((n_coef,), rng)
     w = np.zeros(n_coef)
     total = np.zeros(n_coef)
     for t in range(n_steps):

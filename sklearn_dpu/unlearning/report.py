@@ -195,11 +195,11 @@ class DeletionReport:
         prediction from its chunks' released counts.
     retrain_cost : DeletionCost
         The same quantities for a full retrain on the remaining samples
-        (estimated from public sizes, not run). ``DPLinearRegression`` uses the
-        released count (``released_count``: the intercept entry of the
-        released Gram matrix, or noisy GD's noised count) and gives per-row
-        costs alone when no count is released (``solver='ssp'`` without
-        intercept).
+        (estimated from public sizes, not run or timed). ``DPLinearRegression``
+        gives ``flops`` from the released count (``released_count``: the
+        intercept entry of the released Gram matrix, or noisy GD's noised
+        count) and ``flops_per_row`` alone when no count is released
+        (``solver='ssp'`` without intercept).
     reason : str
         Why this method was chosen.
     remaining_epsilon : float or None

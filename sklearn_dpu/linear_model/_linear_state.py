@@ -1,0 +1,86 @@
+"""The state :class:`~sklearn_dpu.linear_model.DPLinearRegression` keeps to
+delete and to stream.
+
+It holds the clipped, fixed-point coded training rows: a file holding it is as
+sensitive as the data. Its qualified name is trusted by :mod:`sklearn_dpu.io`
+(and so is its former one, ``sklearn_dpu.linear_model._dp_linear``, which
+still resolves to it, so files saved before the move load).
+"""
+
+from ..unlearning.state import VersionedState
+
+__all__ = ["LinearStatisticsState"]
+
+
+class LinearStatisticsState(VersionedState):
+    """Everything :class:`~sklearn_dpu.linear_model.DPLinearRegression` needs to delete and stream.
+
+    Attributes
+    ----------
+    registry : SampleRegistry
+        Ids, arrival chunks and fixed-point codes of the live training rows
+        (``n * (n_features + 1)`` int16 values). These are clipped, normalized
+        training data: a file holding this state is as sensitive as the data.
+    statistics : TreeAggregator or None
+        ``solver='ssp'``: the tree of exact and noised Gram matrices, at most
+        ``floor(log2 t) + 1`` nodes of ``(n_features + 2)^2`` int64 and float64
+        values after ``t`` chunks.
+    exact_gram : ndarray of int64 or None
+        ``solver='noisy_gd'``: the exact Gram matrix ((n_features + 2)^2).
+    frozen_params : dict
+        The parameters of the first fit of the stream.
+    center, half_range : float
+        The public target interval.
+    noise_multiplier : float
+        Noise multiplier of one release.
+    n_chunks : int
+        Chunks received (1 for ``fit``, one more per ``partial_fit``).
+    n_rereleases : int
+        Deletion calls since the fit (each re-released the statistics).
+    release_noise : ndarray or None
+        ``rerelease_correlation > 0``: the noise of the current release
+        (``(n_features + 2)^2`` floats), from which the next re-release's
+        noise is drawn. It is independent of the data but correlated with the
+        noise of earlier releases, which contained rows deleted since; the
+        released model shows the same correlation, so the stored draw reveals
+        nothing of a deleted row beyond the exposure accounted in
+        ``privacy_spent_``. A fresh fit holds its own draw too, so the state
+        keeps the law of a fresh fit.
+    released_count : float or None
+        ``solver='noisy_gd'``: the noised record count of the last release
+        (charged with it), for public cost estimates.
+
+    Notes
+    -----
+    Size: O(n d) for the rows, O(d^2 log t) for the statistics.
+    """
+
+    FORMAT_VERSION = 1
+    # Class defaults: states saved before these attributes existed load with them.
+    n_rereleases = 0
+    release_noise = None
+    released_count = None
+
+    def __init__(
+        self, registry, statistics, exact_gram, frozen_params, center, half_range, noise_multiplier
+    ):
+        self.registry = registry
+        self.statistics = statistics
+        self.exact_gram = exact_gram
+        self.frozen_params = frozen_params
+        self.center = center
+        self.half_range = half_range
+        self.noise_multiplier = noise_multiplier
+        self.n_chunks = 1
+
+    def nbytes(self) -> int:
+        """Bytes held by arrays of the state."""
+        reg = self.registry
+        total = reg.rows.nbytes + reg.ids.nbytes + reg.chunks.nbytes + reg.alive.nbytes
+        if self.statistics is not None:
+            total += sum(n.exact.nbytes + n.noisy.nbytes for n in self.statistics.nodes)
+        if self.exact_gram is not None:
+            total += self.exact_gram.nbytes
+        if self.release_noise is not None:
+            total += self.release_noise.nbytes
+        return total
