@@ -29,7 +29,7 @@ TRUSTED_TYPES = (
     "sklearn_dpu.model_selection._private_search.PrivateGridSearch",
     "sklearn_dpu.linear_model._dp_logistic.DPLogisticRegression",
     "sklearn_dpu.linear_model._dp_logistic.LogisticUnlearningState",
-    "sklearn_dpu.linear_model._logistic_releases.ChunkRecord",
+    "sklearn_dpu.linear_model._logistic_releases.ChunkModel",
     "sklearn_dpu.linear_model._logistic_releases.GaussianPart",
     "sklearn_dpu.linear_model._logistic_releases.ReleaseConfig",
     "sklearn_dpu.preprocessing._public_bounds.PublicBoundsScaler",
@@ -38,6 +38,7 @@ TRUSTED_TYPES = (
     "sklearn_dpu.privacy.mechanisms.GaussianMechanism",
     "sklearn_dpu.privacy.tree_aggregation.TreeAggregator",
     "sklearn_dpu.privacy.tree_aggregation.TreeNode",
+    "sklearn_dpu.unlearning.report.DeletionCost",
     "sklearn_dpu.unlearning.report.DeletionReport",
     "sklearn_dpu.unlearning.state.SampleRegistry",
 )

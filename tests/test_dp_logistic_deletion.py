@@ -14,7 +14,7 @@ from sklearn_dpu.exceptions import (
     PrivacyLeakWarning,
     UnlearningError,
 )
-from sklearn_dpu.linear_model import DPLogisticRegression, _logistic_releases
+from sklearn_dpu.linear_model import DPLogisticRegression, _logistic_solvers
 from sklearn_dpu.linear_model._certified_minimize import certified_minimize
 from sklearn_dpu.privacy import PrivacyBudget
 from sklearn_dpu.unlearning.planner import (
@@ -206,7 +206,7 @@ def test_fine_tune_falls_back_to_retraining(monkeypatch):
             raise RuntimeError("could not certify")
         return certified_minimize(*args, **kw)
 
-    monkeypatch.setattr(_logistic_releases, "certified_minimize", refuse_warm_starts)
+    monkeypatch.setattr(_logistic_solvers, "certified_minimize", refuse_warm_starts)
     est.delete_samples([0])
     report = est.deletion_log_[-1]
     assert report.cost["fell_back_to_retrain"] is True

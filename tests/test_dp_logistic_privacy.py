@@ -17,6 +17,7 @@ from scipy.special import expit
 
 from sklearn_dpu.linear_model import DPLogisticRegression, _dp_logistic, _logistic_releases
 from sklearn_dpu.linear_model._certified_minimize import certified_minimize
+from sklearn_dpu.linear_model._logistic_solvers import private_fit, private_sgd_pass
 from sklearn_dpu.linear_model._objective_perturbation import (
     jacobian_epsilon,
     objective_perturbation_mu,
@@ -93,6 +94,7 @@ def test_dp_sgd_clips_per_example_gradients():
     (the sensitivity of a DP-SGD step holds by construction)."""
     from sklearn_dpu.linear_model._losses import LinearModelLoss
     from sklearn_dpu.linear_model._noisy_gd_glm import dp_sgd_pass
+    from sklearn_dpu.privacy.mechanisms import GaussianSteps
 
     loss = LinearModelLoss(2, 3, np.sqrt(2.0))
     A = np.array([[1.0, 0.0, 1.0]])
@@ -103,7 +105,8 @@ def test_dp_sgd_clips_per_example_gradients():
             return 1e6 * super().per_example_grads(theta, A, y)
 
     huge = Huge(2, 3, np.sqrt(2.0))
-    common = dict(n_public=1.0, batch_size=1, Lambda=1e-9, noise_multiplier=0.0, radius=None)
+    steps = GaussianSteps(loss.lipschitz, noise_multiplier=0.0, steps=1)
+    common = dict(n_public=1.0, batch_size=1, Lambda=1e-9, steps=steps, radius=None)
     zero = np.zeros(3)
     for current in (loss, huge):
         theta, _ = dp_sgd_pass(current, A, y, zero, rng=np.random.default_rng(0), **common)
@@ -180,7 +183,7 @@ def _ran_events(est):
     """The per-step events of what ran, rebuilt from the public configuration."""
     config = est.unlearning_state_.chunks[-1].config
     mu = 1 / _logistic_releases.gaussian_noise_multiplier(est.epsilon, est.delta)
-    events = [dp_event.GaussianDpEvent(1 / (math.sqrt(_logistic_releases._COUNT_SHARE) * mu))]
+    events = [dp_event.GaussianDpEvent(1 / (math.sqrt(_logistic_releases.SHARES.count) * mu))]
     loss = est._loss()
     if config.solver == "output":
         sensitivity = (loss.lipschitz + 2 * config.tau) / config.Lambda
@@ -257,12 +260,13 @@ def _audit(make, X, y, Xp, yp, n, partial=False):
         out = []
         for t in range(n):
             rng = np.random.default_rng([offset, t])
+            params, loss = est._params(), est._loss()
             if partial:
-                theta0 = np.zeros(est._loss().n_params)
-                chunk = est._release_stream(A, y_index, theta0, rng)
+                theta0 = np.zeros(loss.n_params)
+                model = private_sgd_pass(params, loss, A, y_index, theta0, rng)[0]
             else:
-                chunk = est._release_batch(A, y_index, rng)[0]
-            out.append(chunk.theta)
+                model = private_fit(params, loss, A, y_index, rng)[0]
+            out.append(model.theta)
         return np.array(out)
 
     a, b = releases(X, y, 1), releases(Xp, yp, 2)
@@ -278,13 +282,13 @@ def test_release_path_is_what_fit_runs():
     for solver in ("output", "objective", "noisy_gd"):
         est = DPLogisticRegression(solver=solver, C=0.05, random_state=7).fit(X, y)
         rng = _dp_logistic.release_generator(7, 0)
-        chunk = est._release_batch(est._normalize(X), y, rng)[0]
-        np.testing.assert_array_equal(chunk.theta, est.unlearning_state_.chunks[0].theta)
+        model = private_fit(est._params(), est._loss(), est._normalize(X), y, rng)[0]
+        np.testing.assert_array_equal(model.theta, est.unlearning_state_.chunks[0].theta)
     est = DPLogisticRegression(C=0.05, random_state=7).partial_fit(X, y, classes=[0, 1])
     theta0 = np.zeros(est._loss().n_params)
     rng = _dp_logistic.release_generator(7, 0)
-    chunk = est._release_stream(est._normalize(X), y, theta0, rng)
-    np.testing.assert_array_equal(chunk.theta, est.unlearning_state_.chunks[0].theta)
+    model = private_sgd_pass(est._params(), est._loss(), est._normalize(X), y, theta0, rng)[0]
+    np.testing.assert_array_equal(model.theta, est.unlearning_state_.chunks[0].theta)
 
 
 SOLVERS = {
