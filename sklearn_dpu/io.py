@@ -28,7 +28,7 @@ TRUSTED_TYPES = (
     "sklearn_dpu.linear_model._sgd_plan.RunPlan",
     "sklearn_dpu.model_selection._private_search.PrivateGridSearch",
     "sklearn_dpu.linear_model._dp_logistic.DPLogisticRegression",
-    "sklearn_dpu.linear_model._dp_logistic.LogisticUnlearningState",
+    "sklearn_dpu.linear_model._logistic_deletion.LogisticUnlearningState",
     "sklearn_dpu.linear_model._logistic_releases.ChunkModel",
     "sklearn_dpu.linear_model._logistic_releases.GaussianPart",
     "sklearn_dpu.linear_model._logistic_releases.ReleaseConfig",

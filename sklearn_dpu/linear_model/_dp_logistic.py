@@ -1,9 +1,13 @@
 """Differentially private logistic regression with certified deletion.
 
-The release recipes (configuration, solvers, planned ledger entries and the
-deletion plan) are module-level functions of explicit values in
-:mod:`sklearn_dpu.linear_model._logistic_releases`; this module holds the
-estimator's public API and its bookkeeping.
+The release recipes are module-level functions of explicit values:
+configuration, mechanisms and ledger records in
+:mod:`sklearn_dpu.linear_model._logistic_releases`, the solvers in
+:mod:`sklearn_dpu.linear_model._logistic_solvers`, the deletion plan, its
+re-releases and the unlearning state in
+:mod:`sklearn_dpu.linear_model._logistic_deletion`. This module holds the
+estimator's public API and the hooks of the release procedure of
+:class:`~sklearn_dpu.base.PrivateEstimatorMixin`.
 """
 
 import math
@@ -22,9 +26,10 @@ from ..privacy.clipping import clip_rows_l2
 from ..privacy.ledger import ReleasePlan
 from ..privacy.random import release_generator
 from ..unlearning.ids import as_id_list, requested_ids
-from ..unlearning.state import SampleRegistry, VersionedState
+from ..unlearning.state import SampleRegistry
 from . import _logistic_deletion as deletion
 from . import _logistic_releases as releases
+from ._logistic_deletion import LogisticUnlearningState
 from ._logistic_solvers import private_fit, private_sgd_pass
 from ._losses import LinearModelLoss
 from ._scores import labels_from_scores
@@ -52,49 +57,6 @@ _FROZEN_PARAMS = (
     "coef_bound",
     "batch_size",
 )
-
-
-class LogisticUnlearningState(VersionedState):
-    """Everything :class:`DPLogisticRegression` needs to delete and to stream.
-
-    Attributes
-    ----------
-    registry : SampleRegistry
-        Ids, arrival chunks and rows of the live training samples: the clipped,
-        normalized features (and the intercept column) followed by the class
-        index, ``n * (n_features + fit_intercept + 1)`` float64 values. These
-        are training data: a file holding this state is as sensitive as the
-        data.
-    frozen_params : dict
-        Parameters of the first call of the stream.
-    chunks : list of ChunkModel
-        One frozen :class:`~sklearn_dpu.linear_model._logistic_releases.ChunkModel`
-        per arrival chunk (``fit`` is chunk 1, each ``partial_fit`` the next):
-        its kind, released record count, samples deleted by noise only since
-        its last release, the public configuration of the release, its
-        Gaussian-DP components and the released model after the chunk.
-
-    Notes
-    -----
-    Size: O(n d) for the rows and O(t K d) for the ``t`` released checkpoints
-    (``K`` classes). Nothing un-noised that depends on the data is kept: no
-    exact minimizer, gradient, Hessian or count; only released values and the
-    live rows.
-    """
-
-    # 2: chunks are dataclasses (version 1 held dicts); 3: renamed ChunkModel.
-    FORMAT_VERSION = 3
-
-    def __init__(self, registry, frozen_params):
-        self.registry = registry
-        self.frozen_params = frozen_params
-        self.chunks = []
-
-    def nbytes(self) -> int:
-        """Bytes held by arrays of the state."""
-        reg = self.registry
-        total = reg.rows.nbytes + reg.ids.nbytes + reg.chunks.nbytes + reg.alive.nbytes
-        return total + sum(chunk.theta.nbytes for chunk in self.chunks)
 
 
 class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator):

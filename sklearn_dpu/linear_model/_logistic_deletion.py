@@ -1,5 +1,6 @@
-"""Deletion in :class:`~sklearn_dpu.linear_model.DPLogisticRegression`: plan,
-re-releases and report, as functions of explicit values.
+"""Deletion in :class:`~sklearn_dpu.linear_model.DPLogisticRegression`: the
+unlearning state, and the plan, re-releases and report, as functions of
+explicit values.
 
 The plan reads public quantities only (parameters, released counts, the
 number of deleted samples per chunk); the re-releases run the recipes of
@@ -33,18 +34,62 @@ from ..unlearning.planner import (
     plan_deletion,
 )
 from ..unlearning.report import DeletionCost, DeletionOutcome, DeletionPlan
-from ..unlearning.state import SampleRegistry
+from ..unlearning.state import SampleRegistry, VersionedState
 from . import _logistic_releases as releases
 from ._logistic_solvers import batch_model, sgd_model
 from ._losses import LinearModelLoss
 
 __all__ = [
     "ChunkDeletionPlan",
+    "LogisticUnlearningState",
     "deletion_outcome",
     "deletion_plan",
     "plan_chunk_deletion",
     "rerelease_chunks",
 ]
+
+
+class LogisticUnlearningState(VersionedState):
+    """Everything :class:`DPLogisticRegression` needs to delete and to stream.
+
+    Attributes
+    ----------
+    registry : SampleRegistry
+        Ids, arrival chunks and rows of the live training samples: the clipped,
+        normalized features (and the intercept column) followed by the class
+        index, ``n * (n_features + fit_intercept + 1)`` float64 values. These
+        are training data: a file holding this state is as sensitive as the
+        data.
+    frozen_params : dict
+        Parameters of the first call of the stream.
+    chunks : list of ChunkModel
+        One frozen :class:`~sklearn_dpu.linear_model._logistic_releases.ChunkModel`
+        per arrival chunk (``fit`` is chunk 1, each ``partial_fit`` the next):
+        its kind, released record count, samples deleted by noise only since
+        its last release, the public configuration of the release, its
+        Gaussian-DP components and the released model after the chunk.
+
+    Notes
+    -----
+    Size: O(n d) for the rows and O(t K d) for the ``t`` released checkpoints
+    (``K`` classes). Nothing un-noised that depends on the data is kept: no
+    exact minimizer, gradient, Hessian or count; only released values and the
+    live rows.
+    """
+
+    # 2: chunks are dataclasses (version 1 held dicts); 3: renamed ChunkModel.
+    FORMAT_VERSION = 3
+
+    def __init__(self, registry, frozen_params):
+        self.registry = registry
+        self.frozen_params = frozen_params
+        self.chunks = []
+
+    def nbytes(self) -> int:
+        """Bytes held by arrays of the state."""
+        reg = self.registry
+        total = reg.rows.nbytes + reg.ids.nbytes + reg.chunks.nbytes + reg.alive.nbytes
+        return total + sum(chunk.theta.nbytes for chunk in self.chunks)
 
 
 @dataclass(frozen=True)
