@@ -318,3 +318,47 @@ def test_statistical_audit_and_negative_control(name, monkeypatch):
     true_mu = _logistic_releases._gdp_mu
     monkeypatch.setattr(_logistic_releases, "_gdp_mu", lambda e, d: 30 * true_mu(e, d))
     assert _audit(make, X, y, Xp, yp, n_trials(ci=300, full=4000), partial) > epsilon
+
+
+@pytest.mark.parametrize("solver", ["output", "objective", "noisy_gd", "sgd"])
+def test_ledger_events_are_read_from_the_mechanisms_that_drew_the_noise(solver):
+    """The fit's ledger entry is the composition of the count's and the model's
+    mechanism objects, and those objects carry the configuration's noise."""
+    from sklearn_dpu.privacy.events import event_to_dict
+
+    X, y, _, _ = _neighbours(0, n=40, d=3, n_classes=3)
+    est = DPLogisticRegression(solver="auto" if solver == "sgd" else solver, random_state=0)
+    if solver == "sgd":
+        est.partial_fit(X, y, classes=np.unique(y))
+    else:
+        est.fit(X, y)
+    params, loss = est._params(), est._loss()
+    config = est.unlearning_state_.chunks[0].config
+    mechanisms = _logistic_releases.model_mechanisms(params, config, loss)
+    count = _logistic_releases.count_mechanism(params)
+    events = [count.dp_event, *(m.dp_event for m in mechanisms)]
+    assert est.privacy_ledger_[0]["event"] == event_to_dict(dp_event.ComposedDpEvent(events))
+    if solver == "output":
+        assert mechanisms[0].sigma == config.sigma
+    elif solver == "objective":
+        assert (mechanisms[0].sigma, mechanisms[1].sigma) == (config.sigma_b, config.sigma_amp)
+    elif solver == "noisy_gd":
+        run = mechanisms[0]
+        assert run.steps.noise_multiplier == config.step_multiplier
+        assert run.gram.noise_multiplier == config.gram_multiplier
+    else:
+        assert mechanisms[0].steps.noise_multiplier == config.batch_multiplier
+
+
+def test_a_run_whose_noise_does_not_match_its_event_is_refused():
+    """Negative control of the check tying a noisy-GD run's event to its noise:
+    a run of 4 steps at multiplier 1 is 2.24-GDP, not 1-GDP."""
+    from sklearn_dpu.linear_model._noisy_gd_glm import DisjointBatchSums, NoisyGDRun
+    from sklearn_dpu.privacy.mechanisms import GaussianMechanism, GaussianSteps
+
+    with pytest.raises(ValueError, match="GDP"):
+        NoisyGDRun(1.0, GaussianMechanism(1.0, 1.0), GaussianSteps(1.0, 1.0, 4))
+    with pytest.raises(ValueError, match="GDP"):
+        DisjointBatchSums(1.0, GaussianSteps(1.0, 0.5, 4))
+    ok = NoisyGDRun(math.sqrt(5.0), GaussianMechanism(1.0, 1.0), GaussianSteps(1.0, 1.0, 4))
+    assert ok.dp_event == dp_event.GaussianDpEvent(1 / math.sqrt(5.0))
