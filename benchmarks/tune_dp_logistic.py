@@ -10,6 +10,7 @@ gap to scikit-learn's non-private LogisticRegression is printed.
 Run: ``PYTHONPATH=. python benchmarks/tune_dp_logistic.py`` (a few minutes).
 """
 
+import dataclasses
 import itertools
 import math
 import os
@@ -49,7 +50,9 @@ def main(solvers=("output", "objective", "noisy_gd")):
         _logistic_releases._JACOBIAN_FRACTION = float(os.environ["JACOBIAN_FRACTION"])
     for solver in solvers:
         for c in GRID:
-            _logistic_releases._RIDGE[solver] = c
+            _logistic_releases._RIDGE = dataclasses.replace(
+                _logistic_releases._RIDGE, **{solver: c}
+            )
             gaps = {}
             for eps in (0.1, 1.0, 10.0):
                 gap = []

@@ -14,7 +14,7 @@ from sklearn_dpu.exceptions import (
     PrivacyLeakWarning,
     UnlearningError,
 )
-from sklearn_dpu.linear_model import DPLogisticRegression, _logistic_releases
+from sklearn_dpu.linear_model import DPLogisticRegression, _logistic_solvers
 from sklearn_dpu.linear_model._certified_minimize import certified_minimize
 from sklearn_dpu.privacy import PrivacyBudget
 from sklearn_dpu.unlearning.planner import (
@@ -196,6 +196,20 @@ def test_noise_only_keeps_the_model_and_accumulates():
     assert est.deletion_log_[-1].cost["action"] == "noise_only"
 
 
+def test_retrain_cost_is_predicted_work_not_time():
+    """A deletion report's retrain estimate is the planner's predicted gradient
+    evaluations (from released counts), never a time: no speed probe."""
+    X, y, _, _ = _pair(4, n=40)
+    est = DPLogisticRegression(solver="output", random_state=0).fit(X, y)
+    est.delete_samples([0, 1, 2])
+    report = est.deletion_log_[-1]
+    assert dict(report.retrain_cost) == {
+        "gradient_evaluations": report.retrain_cost["gradient_evaluations"]
+    }
+    assert report.retrain_cost["gradient_evaluations"] > 0
+    assert "wall_time_s" in report.cost  # the execution alone is timed
+
+
 def test_fine_tune_falls_back_to_retraining(monkeypatch):
     X, y, _, _ = _pair(4, n=40)
     est = DPLogisticRegression(solver="output", deletion_epsilon=0.5, random_state=0)
@@ -206,7 +220,7 @@ def test_fine_tune_falls_back_to_retraining(monkeypatch):
             raise RuntimeError("could not certify")
         return certified_minimize(*args, **kw)
 
-    monkeypatch.setattr(_logistic_releases, "certified_minimize", refuse_warm_starts)
+    monkeypatch.setattr(_logistic_solvers, "certified_minimize", refuse_warm_starts)
     est.delete_samples([0])
     report = est.deletion_log_[-1]
     assert report.cost["fell_back_to_retrain"] is True

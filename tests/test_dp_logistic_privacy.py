@@ -17,6 +17,7 @@ from scipy.special import expit
 
 from sklearn_dpu.linear_model import DPLogisticRegression, _dp_logistic, _logistic_releases
 from sklearn_dpu.linear_model._certified_minimize import certified_minimize
+from sklearn_dpu.linear_model._logistic_solvers import private_fit, private_sgd_pass
 from sklearn_dpu.linear_model._objective_perturbation import (
     jacobian_epsilon,
     objective_perturbation_mu,
@@ -93,6 +94,7 @@ def test_dp_sgd_clips_per_example_gradients():
     (the sensitivity of a DP-SGD step holds by construction)."""
     from sklearn_dpu.linear_model._losses import LinearModelLoss
     from sklearn_dpu.linear_model._noisy_gd_glm import dp_sgd_pass
+    from sklearn_dpu.privacy.mechanisms import GaussianSteps
 
     loss = LinearModelLoss(2, 3, np.sqrt(2.0))
     A = np.array([[1.0, 0.0, 1.0]])
@@ -103,7 +105,8 @@ def test_dp_sgd_clips_per_example_gradients():
             return 1e6 * super().per_example_grads(theta, A, y)
 
     huge = Huge(2, 3, np.sqrt(2.0))
-    common = dict(n_public=1.0, batch_size=1, Lambda=1e-9, noise_multiplier=0.0, radius=None)
+    steps = GaussianSteps(loss.lipschitz, noise_multiplier=0.0, steps=1)
+    common = dict(n_public=1.0, batch_size=1, Lambda=1e-9, steps=steps, radius=None)
     zero = np.zeros(3)
     for current in (loss, huge):
         theta, _ = dp_sgd_pass(current, A, y, zero, rng=np.random.default_rng(0), **common)
@@ -180,7 +183,7 @@ def _ran_events(est):
     """The per-step events of what ran, rebuilt from the public configuration."""
     config = est.unlearning_state_.chunks[-1].config
     mu = 1 / _logistic_releases.gaussian_noise_multiplier(est.epsilon, est.delta)
-    events = [dp_event.GaussianDpEvent(1 / (math.sqrt(_logistic_releases._COUNT_SHARE) * mu))]
+    events = [dp_event.GaussianDpEvent(1 / (math.sqrt(_logistic_releases.SHARES.count) * mu))]
     loss = est._loss()
     if config.solver == "output":
         sensitivity = (loss.lipschitz + 2 * config.tau) / config.Lambda
@@ -257,12 +260,13 @@ def _audit(make, X, y, Xp, yp, n, partial=False):
         out = []
         for t in range(n):
             rng = np.random.default_rng([offset, t])
+            params, loss = est._params(), est._loss()
             if partial:
-                theta0 = np.zeros(est._loss().n_params)
-                chunk = est._release_stream(A, y_index, theta0, rng)
+                theta0 = np.zeros(loss.n_params)
+                model = private_sgd_pass(params, loss, A, y_index, theta0, rng)[0]
             else:
-                chunk = est._release_batch(A, y_index, rng)[0]
-            out.append(chunk.theta)
+                model = private_fit(params, loss, A, y_index, rng)[0]
+            out.append(model.theta)
         return np.array(out)
 
     a, b = releases(X, y, 1), releases(Xp, yp, 2)
@@ -278,13 +282,13 @@ def test_release_path_is_what_fit_runs():
     for solver in ("output", "objective", "noisy_gd"):
         est = DPLogisticRegression(solver=solver, C=0.05, random_state=7).fit(X, y)
         rng = _dp_logistic.release_generator(7, 0)
-        chunk = est._release_batch(est._normalize(X), y, rng)[0]
-        np.testing.assert_array_equal(chunk.theta, est.unlearning_state_.chunks[0].theta)
+        model = private_fit(est._params(), est._loss(), est._normalize(X), y, rng)[0]
+        np.testing.assert_array_equal(model.theta, est.unlearning_state_.chunks[0].theta)
     est = DPLogisticRegression(C=0.05, random_state=7).partial_fit(X, y, classes=[0, 1])
     theta0 = np.zeros(est._loss().n_params)
     rng = _dp_logistic.release_generator(7, 0)
-    chunk = est._release_stream(est._normalize(X), y, theta0, rng)
-    np.testing.assert_array_equal(chunk.theta, est.unlearning_state_.chunks[0].theta)
+    model = private_sgd_pass(est._params(), est._loss(), est._normalize(X), y, theta0, rng)[0]
+    np.testing.assert_array_equal(model.theta, est.unlearning_state_.chunks[0].theta)
 
 
 SOLVERS = {
@@ -314,3 +318,47 @@ def test_statistical_audit_and_negative_control(name, monkeypatch):
     true_mu = _logistic_releases._gdp_mu
     monkeypatch.setattr(_logistic_releases, "_gdp_mu", lambda e, d: 30 * true_mu(e, d))
     assert _audit(make, X, y, Xp, yp, n_trials(ci=300, full=4000), partial) > epsilon
+
+
+@pytest.mark.parametrize("solver", ["output", "objective", "noisy_gd", "sgd"])
+def test_ledger_events_are_read_from_the_mechanisms_that_drew_the_noise(solver):
+    """The fit's ledger entry is the composition of the count's and the model's
+    mechanism objects, and those objects carry the configuration's noise."""
+    from sklearn_dpu.privacy.events import event_to_dict
+
+    X, y, _, _ = _neighbours(0, n=40, d=3, n_classes=3)
+    est = DPLogisticRegression(solver="auto" if solver == "sgd" else solver, random_state=0)
+    if solver == "sgd":
+        est.partial_fit(X, y, classes=np.unique(y))
+    else:
+        est.fit(X, y)
+    params, loss = est._params(), est._loss()
+    config = est.unlearning_state_.chunks[0].config
+    mechanisms = _logistic_releases.model_mechanisms(params, config, loss)
+    count = _logistic_releases.count_mechanism(params)
+    events = [count.dp_event, *(m.dp_event for m in mechanisms)]
+    assert est.privacy_ledger_[0]["event"] == event_to_dict(dp_event.ComposedDpEvent(events))
+    if solver == "output":
+        assert mechanisms[0].sigma == config.sigma
+    elif solver == "objective":
+        assert (mechanisms[0].sigma, mechanisms[1].sigma) == (config.sigma_b, config.sigma_amp)
+    elif solver == "noisy_gd":
+        run = mechanisms[0]
+        assert run.steps.noise_multiplier == config.step_multiplier
+        assert run.gram.noise_multiplier == config.gram_multiplier
+    else:
+        assert mechanisms[0].steps.noise_multiplier == config.batch_multiplier
+
+
+def test_a_run_whose_noise_does_not_match_its_event_is_refused():
+    """Negative control of the check tying a noisy-GD run's event to its noise:
+    a run of 4 steps at multiplier 1 is 2.24-GDP, not 1-GDP."""
+    from sklearn_dpu.linear_model._noisy_gd_glm import DisjointBatchSums, NoisyGDRun
+    from sklearn_dpu.privacy.mechanisms import GaussianMechanism, GaussianSteps
+
+    with pytest.raises(ValueError, match="GDP"):
+        NoisyGDRun(1.0, GaussianMechanism(1.0, 1.0), GaussianSteps(1.0, 1.0, 4))
+    with pytest.raises(ValueError, match="GDP"):
+        DisjointBatchSums(1.0, GaussianSteps(1.0, 0.5, 4))
+    ok = NoisyGDRun(math.sqrt(5.0), GaussianMechanism(1.0, 1.0), GaussianSteps(1.0, 1.0, 4))
+    assert ok.dp_event == dp_event.GaussianDpEvent(1 / math.sqrt(5.0))

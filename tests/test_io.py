@@ -159,6 +159,15 @@ def test_logistic_state_of_dict_chunks_is_refused(tmp_path, monkeypatch):
     _refused_both_ways(fitted, tmp_path, monkeypatch, "format version 1")
 
 
+def test_logistic_state_of_format_2_is_refused(tmp_path, monkeypatch):
+    """Format 2 named the per-chunk model ChunkRecord; format 3 (ChunkModel)
+    refuses such a file with StateVersionError, on skops and on pickle."""
+    fitted = _exercised(DPLogisticRegression(solver="output", C=0.05, random_state=0))
+    assert LogisticUnlearningState.FORMAT_VERSION == 3
+    monkeypatch.setattr(LogisticUnlearningState, "FORMAT_VERSION", 2)
+    _refused_both_ways(fitted, tmp_path, monkeypatch, "format version 2")
+
+
 def _sgd_with_format1_plan(monkeypatch, plan_dict):
     X, y = _data()
     fitted = UnlearnableSGDClassifier(random_state=0, max_iter=5, batch_size=20)

@@ -93,8 +93,8 @@ class _BoundedPlan(DPLogisticRegression):
 
 
 class _Unplanned(DPLogisticRegression):
-    def _fit_release_plan(self):
-        return PrivateEstimatorMixin._fit_release_plan(self)
+    def _plan_releases(self, params, sizes):
+        return PrivateEstimatorMixin._plan_releases(self, params, sizes)
 
 
 def test_approximate_bounds_are_planned_by_basic_composition(budget_path):

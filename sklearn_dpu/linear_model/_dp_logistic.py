@@ -1,14 +1,16 @@
 """Differentially private logistic regression with certified deletion.
 
-The release recipes (configuration, solvers, planned ledger entries and the
-deletion plan) are module-level functions of explicit values in
-:mod:`sklearn_dpu.linear_model._logistic_releases`; this module holds the
-estimator's public API and its bookkeeping.
+The release recipes are module-level functions of explicit values:
+configuration, mechanisms and ledger records in
+:mod:`sklearn_dpu.linear_model._logistic_releases`, the solvers in
+:mod:`sklearn_dpu.linear_model._logistic_solvers`, the deletion plan, its
+re-releases and the unlearning state in
+:mod:`sklearn_dpu.linear_model._logistic_deletion`. This module holds the
+estimator's public API and the hooks of the release procedure of
+:class:`~sklearn_dpu.base.PrivateEstimatorMixin`.
 """
 
-import dataclasses
 import math
-import time
 from collections import Counter
 from numbers import Integral, Real
 
@@ -19,14 +21,16 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._compat import DELTA_CONSTRAINT, HasMethods, Interval, StrOptions, _fit_context
-from ..base import PrivateEstimatorMixin
+from ..base import PrivateEstimatorMixin, PublicSizes
 from ..privacy.clipping import clip_rows_l2
-from ..privacy.ledger import Release
+from ..privacy.ledger import ReleasePlan
 from ..privacy.random import release_generator
 from ..unlearning.ids import as_id_list, requested_ids
-from ..unlearning.state import SampleRegistry, VersionedState
+from ..unlearning.state import SampleRegistry
 from . import _logistic_deletion as deletion
 from . import _logistic_releases as releases
+from ._logistic_deletion import LogisticUnlearningState
+from ._logistic_solvers import private_fit, private_sgd_pass
 from ._losses import LinearModelLoss
 from ._scores import labels_from_scores
 
@@ -41,7 +45,7 @@ _LABEL_SET_NOTE = (
 )
 
 # Parameters a stream freezes at its first call.
-_FROZEN = (
+_FROZEN_PARAMS = (
     "epsilon",
     "delta",
     "feature_norm",
@@ -53,49 +57,6 @@ _FROZEN = (
     "coef_bound",
     "batch_size",
 )
-
-
-class LogisticUnlearningState(VersionedState):
-    """Everything :class:`DPLogisticRegression` needs to delete and to stream.
-
-    Attributes
-    ----------
-    registry : SampleRegistry
-        Ids, arrival chunks and rows of the live training samples: the clipped,
-        normalized features (and the intercept column) followed by the class
-        index, ``n * (n_features + fit_intercept + 1)`` float64 values. These
-        are training data: a file holding this state is as sensitive as the
-        data.
-    frozen_params : dict
-        Parameters of the first call of the stream.
-    chunks : list of ChunkRecord
-        One frozen :class:`~sklearn_dpu.linear_model._logistic_releases.ChunkRecord`
-        per arrival chunk (``fit`` is chunk 1, each ``partial_fit`` the next):
-        its kind, released record count, samples deleted by noise only since
-        its last release, the public configuration of the release, its
-        Gaussian-DP components and the released model after the chunk.
-
-    Notes
-    -----
-    Size: O(n d) for the rows and O(t K d) for the ``t`` released checkpoints
-    (``K`` classes). Nothing un-noised that depends on the data is kept: no
-    exact minimizer, gradient, Hessian or count; only released values and the
-    live rows.
-    """
-
-    # 2: chunks are ChunkRecord dataclasses (version 1 held dicts).
-    FORMAT_VERSION = 2
-
-    def __init__(self, registry, frozen_params):
-        self.registry = registry
-        self.frozen_params = frozen_params
-        self.chunks = []
-
-    def nbytes(self) -> int:
-        """Bytes held by arrays of the state."""
-        reg = self.registry
-        total = reg.rows.nbytes + reg.ids.nbytes + reg.chunks.nbytes + reg.alive.nbytes
-        return total + sum(chunk.theta.nbytes for chunk in self.chunks)
 
 
 class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator):
@@ -390,36 +351,39 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
 
     def _fit(self, X, y, sample_id):
         self._check_public_params()
-        increment = self._increment(self._fit_release_plan(), restart=True)
-        self._check_budget(increment, "fit")
 
-        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32])
-        check_classification_targets(y)
-        classes, y_index = np.unique(y, return_inverse=True)
-        if len(classes) < 2:
-            raise ValueError(
-                "DPLogisticRegression needs samples of at least 2 classes in the data, "
-                f"but the data contains only one class: {classes[0]!r}"
+        def validate():
+            Xv, yv = validate_data(self, X, y, dtype=[np.float64, np.float32])
+            check_classification_targets(yv)
+            classes, y_index = np.unique(yv, return_inverse=True)
+            if len(classes) < 2:
+                raise ValueError(
+                    "DPLogisticRegression needs samples of at least 2 classes in the data, "
+                    f"but the data contains only one class: {classes[0]!r}"
+                )
+            self._check_public_params(len(classes))
+            registry = SampleRegistry(self._n_coef(Xv.shape[1]) + 1, dtype=np.float64)
+            ids = registry.check_new_ids(
+                registry.default_ids(len(Xv)) if sample_id is None else sample_id, len(Xv)
             )
-        self._check_public_params(len(classes))
-        registry = SampleRegistry(self._n_coef(X.shape[1]) + 1, dtype=np.float64)
-        ids = registry.check_new_ids(
-            registry.default_ids(len(X)) if sample_id is None else sample_id, len(X)
-        )
-        self._charge_budget(increment, "fit")
+            return Xv, classes, y_index, registry, ids
 
-        self.classes_ = classes
-        rows = self._rows(X, y_index)
-        A = rows[:, :-1]
-        registry.add(ids, rows, chunk=1)
-        state = LogisticUnlearningState(registry, self._frozen())
-        chunk = self._release_batch(A, y_index, release_generator(self.random_state, 0))[0]
-        state.chunks = [chunk]
-        self.unlearning_state_ = state
-        self._publish()
-        ran = releases.planned_release(self._params(), "fit", 1, True, chunk.config.solver)
-        self._set_ledger([ran.to_dict()])
-        self.deletion_log_ = []
+        def compute(data):
+            Xv, classes, y_index, registry, ids = data
+            self.classes_ = classes
+            rows = self._rows(Xv, y_index)
+            registry.add(ids, rows, chunk=1)
+            state = LogisticUnlearningState(registry, self._frozen_params())
+            params, rng = self._params(), release_generator(self.random_state, 0)
+            model, mechanisms = private_fit(params, self._loss(), rows[:, :-1], y_index, rng)
+            state.chunks = [model]
+            self.unlearning_state_ = state
+            self._publish()
+            self.deletion_log_ = []
+            return [releases.chunk_release(params, "fit", 1, model.config.solver, mechanisms)]
+
+        plan = self._plan_releases(self.get_params(deep=False), PublicSizes())
+        self._run_update("fit", plan, validate, compute)
         return self
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -457,7 +421,7 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
             chunk_no = 1
         else:
             state = self.unlearning_state_
-            changed = [k for k, v in state.frozen_params.items() if getattr(self, k) != v]
+            changed = self._changed_params(state.frozen_params)
             if changed:
                 raise ValueError(
                     f"partial_fit cannot change {', '.join(changed)} within a stream; "
@@ -469,51 +433,53 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
                     f"the stream, classes_={self.classes_.tolist()!r}"
                 )
             chunk_no = len(state.chunks) + 1
-        planned = [releases.planned_release(self._params(), "sgd", chunk_no, with_count=True)]
-        increment = self._increment(planned, restart=first)
-        self._check_budget(increment, "partial_fit")
+        params = self._params()
+        planned = releases.planned_release(params, "sgd", chunk_no)
+        plan = ReleasePlan((planned,), exact=False, restart=first)
 
-        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], reset=first)
-        check_classification_targets(y)
-        if first:
-            labels = np.unique(classes)
-            if len(labels) < 2:
-                raise ValueError("classes must contain at least 2 classes")
-            registry = SampleRegistry(self._n_coef(X.shape[1]) + 1, dtype=np.float64)
-        else:
-            labels = self.classes_
-            registry = state.registry
-        unseen = np.setdiff1d(np.unique(y), labels)
-        if unseen.size:
-            raise ValueError(
-                f"y contains labels {unseen.tolist()!r} that are not in classes_ "
-                f"{labels.tolist()!r}: the label set is fixed at the first call; pass "
-                "every label of the stream in `classes`"
+        def validate():
+            Xv, yv = validate_data(self, X, y, dtype=[np.float64, np.float32], reset=first)
+            check_classification_targets(yv)
+            if first:
+                labels = np.unique(classes)
+                if len(labels) < 2:
+                    raise ValueError("classes must contain at least 2 classes")
+                registry = SampleRegistry(self._n_coef(Xv.shape[1]) + 1, dtype=np.float64)
+            else:
+                labels, registry = self.classes_, state.registry
+            unseen = np.setdiff1d(np.unique(yv), labels)
+            if unseen.size:
+                raise ValueError(
+                    f"y contains labels {unseen.tolist()!r} that are not in classes_ "
+                    f"{labels.tolist()!r}: the label set is fixed at the first call; pass "
+                    "every label of the stream in `classes`"
+                )
+            ids = registry.check_new_ids(
+                registry.default_ids(len(Xv)) if sample_id is None else sample_id, len(Xv)
             )
-        ids = registry.check_new_ids(
-            registry.default_ids(len(X)) if sample_id is None else sample_id, len(X)
-        )
-        self._charge_budget(increment, "partial_fit")
+            return Xv, yv, labels, registry, ids
 
-        if first:
-            self.classes_ = labels
-            state = LogisticUnlearningState(registry, self._frozen())
-            self.unlearning_state_ = state
-            self.deletion_log_ = []
-            ledger = []
-            theta0 = np.zeros(self._loss().n_params)
-        else:
-            ledger = list(self.privacy_ledger_)
-            theta0 = state.chunks[-1].theta
-        y_index = np.searchsorted(labels, y)
-        rows = self._rows(X, y_index)
-        A = rows[:, :-1]
-        rng = release_generator(self.random_state, len(ledger))
-        chunk = self._release_stream(A, y_index, theta0, rng)
-        registry.add(ids, rows, chunk=chunk_no)
-        state.chunks = [*state.chunks, chunk]
-        self._publish()
-        self._set_ledger([*ledger, *(r.to_dict() for r in planned)])
+        def compute(data):
+            Xv, yv, labels, registry, ids = data
+            if first:
+                self.classes_ = labels
+                self.unlearning_state_ = LogisticUnlearningState(registry, self._frozen_params())
+                self.deletion_log_ = []
+                n_ledger, theta0 = 0, np.zeros(self._loss().n_params)
+            else:
+                n_ledger, theta0 = len(self.privacy_ledger_), state.chunks[-1].theta
+            y_index = np.searchsorted(labels, yv)
+            rows = self._rows(Xv, y_index)
+            rng = release_generator(self.random_state, n_ledger)
+            model, mechanisms = private_sgd_pass(
+                params, self._loss(), rows[:, :-1], y_index, theta0, rng
+            )
+            registry.add(ids, rows, chunk=chunk_no)
+            self.unlearning_state_.chunks = [*self.unlearning_state_.chunks, model]
+            self._publish()
+            return [releases.chunk_release(params, "sgd", chunk_no, "sgd", mechanisms)]
+
+        self._run_update("partial_fit", plan, validate, compute)
         return self
 
     # ------------------------------------------------------------- deletion
@@ -548,61 +514,44 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
             return self._delete_samples(as_id_list(sample_ids))
 
     def _delete_samples(self, sample_ids):
-        started = time.perf_counter()
         state = self.unlearning_state_
         registry = state.registry
         slots = registry.slots_of(sample_ids)
-        deleted_per_chunk = Counter(registry.chunks[slots].tolist())
         params, loss, target = self._params(), self._loss(), self._deletion_target()
-        decision = deletion.plan_chunk_deletion(
+        deleted_per_chunk = Counter(registry.chunks[slots].tolist())
+        chunk_plan = deletion.plan_chunk_deletion(
             params, loss, state.chunks, deleted_per_chunk, target
         )
-        redone = decision.redone(len(state.chunks))
-        planned = [self._rerelease(state.chunks[c - 1], c) for c in redone]
-        increment = self._increment(planned, restart=False)
-        self._charge_budget(increment, "delete_samples", mandatory=True)
+        plan = deletion.deletion_plan(params, loss, state.chunks, chunk_plan, target)
 
-        # Re-releases read the remaining rows; the registry changes only after.
-        n_ledger = len(self.privacy_ledger_)
-        chunks, fell_back = deletion.rerelease_chunks(
-            params, loss, state.chunks, registry, slots, decision, self.random_state, n_ledger
-        )
-        registry.remove(slots)
-        state.chunks = chunks
-        self._publish()
-        ran = [self._rerelease(chunks[c - 1], c) for c in redone]
-        self._set_ledger([*self.privacy_ledger_, *(r.to_dict() for r in ran)])
-        elapsed = time.perf_counter() - started
-        report = deletion.deletion_report(
-            decision.plan,
-            fell_back,
-            len(slots),
-            elapsed,
-            planned,
-            self.delta,
-            target,
-            loss,
-            (_LABEL_SET_NOTE,),
-        )
-        self._log_deletion(report)
+        def execute():
+            # Re-releases read the remaining rows; the registry changes only after.
+            chunks, fell_back = deletion.rerelease_chunks(
+                params,
+                loss,
+                state.chunks,
+                registry,
+                slots,
+                chunk_plan,
+                self.random_state,
+                len(self.privacy_ledger_),
+            )
+            registry.remove(slots)
+            state.chunks = chunks
+            self._publish()
+            return deletion.deletion_outcome(
+                chunk_plan.decision, fell_back, self.delta, target, (_LABEL_SET_NOTE,)
+            )
+
+        self._run_deletion(len(slots), plan, execute)
         return self
 
-    def _increment(self, planned: list, restart: bool) -> list:
-        """Budget increment of ``planned``; nothing to compute without a budget
-        (the ledger's own accounting is done once, by ``_set_ledger``)."""
-        if self.budget is None:
-            return []
-        return self._budget_increment(planned, restart=restart)
-
-    def _fit_release_plan(self) -> list[Release]:
-        """The releases one :meth:`fit` makes, from the parameters alone."""
-        return [releases.planned_release(self._params(), "fit", 1, with_count=True)]
-
-    def _rerelease(self, chunk: releases.ChunkRecord, number: int) -> Release:
-        """A chunk's model released again (its count is reused, not re-released)."""
-        return releases.planned_release(
-            self._params(), chunk.kind, number, with_count=False, solver=chunk.config.solver
-        )
+    def _plan_releases(self, params, sizes: PublicSizes) -> ReleasePlan:
+        """One :meth:`fit`: the noised count and the model, from the parameters
+        alone. Not exact: the ledger names the solver ``'auto'`` chose and
+        reads the events from the mechanisms that ran (the same events)."""
+        planned = releases.planned_release(releases.ReleaseParams.of(params), "fit", 1)
+        return ReleasePlan((planned,), exact=False, restart=True)
 
     def _deletion_target(self) -> float:
         return self.epsilon if self.deletion_epsilon is None else self.deletion_epsilon
@@ -682,8 +631,9 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
     def _row_norm(self) -> float:
         return math.sqrt(1.0 + bool(self.fit_intercept))
 
-    def _frozen(self) -> dict:
-        return {name: getattr(self, name) for name in _FROZEN}
+    def _frozen_params(self) -> dict:
+        """Values of the parameters a stream freezes (compared with get_params)."""
+        return {name: getattr(self, name) for name in _FROZEN_PARAMS}
 
     def _one_vs_rest(self) -> bool:
         chunks = self.unlearning_state_.chunks
@@ -716,8 +666,7 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
 
     def _params(self) -> releases.ReleaseParams:
         """The public parameters a release reads."""
-        names = [field.name for field in dataclasses.fields(releases.ReleaseParams)]
-        return releases.ReleaseParams(**{name: getattr(self, name) for name in names})
+        return releases.ReleaseParams.of(self.get_params(deep=False))
 
     def _check_public_params(self, n_classes: int = 2) -> None:
         """Checks that need only the parameters and the label set.
@@ -727,21 +676,6 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
         objective perturbation splits mu over the classes.
         """
         releases.check_public_params(self._params(), self._row_norm(), n_classes)
-
-    def _release_batch(self, A, y_index, rng):
-        """Everything :meth:`fit` releases from normalized rows: count, then model.
-
-        Returns the chunk record and the realized gradient count.
-        """
-        params, loss = self._params(), self._loss()
-        n_noisy = releases.noisy_count(params, len(A), rng)
-        return releases.fit_chunk(params, loss, A, y_index, n_noisy, rng)
-
-    def _release_stream(self, A, y_index, theta0, rng):
-        """Everything a :meth:`partial_fit` chunk releases: count, then DP-SGD."""
-        params, loss = self._params(), self._loss()
-        n_noisy = releases.noisy_count(params, len(A), rng)
-        return releases.sgd_chunk(params, loss, A, y_index, n_noisy, theta0, rng)[0]
 
     def _publish(self) -> None:
         """Set ``coef_``, ``intercept_`` and friends from the released model."""

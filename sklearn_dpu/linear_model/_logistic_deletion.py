@@ -1,5 +1,6 @@
-"""Deletion in :class:`~sklearn_dpu.linear_model.DPLogisticRegression`: plan,
-re-releases and report, as functions of explicit values.
+"""Deletion in :class:`~sklearn_dpu.linear_model.DPLogisticRegression`: the
+unlearning state, and the plan, re-releases and report, as functions of
+explicit values.
 
 The plan reads public quantities only (parameters, released counts, the
 number of deleted samples per chunk); the re-releases run the recipes of
@@ -17,30 +18,78 @@ References
 
 import dataclasses
 import math
-import time
 from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..privacy.accounting import epsilon_spent
-from ..privacy.ledger import Release
 from ..privacy.random import release_generator
 from ..unlearning.planner import (
     NOISE_FINETUNE,
     NOISE_ONLY,
     RETRAIN,
+    DeletionDecision,
     DeletionOption,
-    DeletionPlan,
     linear_rate_iterations,
     plan_deletion,
 )
-from ..unlearning.report import DeletionReport
-from ..unlearning.state import SampleRegistry
+from ..unlearning.report import DeletionCost, DeletionOutcome, DeletionPlan
+from ..unlearning.state import SampleRegistry, VersionedState
 from . import _logistic_releases as releases
+from ._logistic_solvers import batch_model, sgd_model
 from ._losses import LinearModelLoss
 
-__all__ = ["ChunkDeletionPlan", "deletion_report", "plan_chunk_deletion", "rerelease_chunks"]
+__all__ = [
+    "ChunkDeletionPlan",
+    "LogisticUnlearningState",
+    "deletion_outcome",
+    "deletion_plan",
+    "plan_chunk_deletion",
+    "rerelease_chunks",
+]
+
+
+class LogisticUnlearningState(VersionedState):
+    """Everything :class:`DPLogisticRegression` needs to delete and to stream.
+
+    Attributes
+    ----------
+    registry : SampleRegistry
+        Ids, arrival chunks and rows of the live training samples: the clipped,
+        normalized features (and the intercept column) followed by the class
+        index, ``n * (n_features + fit_intercept + 1)`` float64 values. These
+        are training data: a file holding this state is as sensitive as the
+        data.
+    frozen_params : dict
+        Parameters of the first call of the stream.
+    chunks : list of ChunkModel
+        One frozen :class:`~sklearn_dpu.linear_model._logistic_releases.ChunkModel`
+        per arrival chunk (``fit`` is chunk 1, each ``partial_fit`` the next):
+        its kind, released record count, samples deleted by noise only since
+        its last release, the public configuration of the release, its
+        Gaussian-DP components and the released model after the chunk.
+
+    Notes
+    -----
+    Size: O(n d) for the rows and O(t K d) for the ``t`` released checkpoints
+    (``K`` classes). Nothing un-noised that depends on the data is kept: no
+    exact minimizer, gradient, Hessian or count; only released values and the
+    live rows.
+    """
+
+    # 2: chunks are dataclasses (version 1 held dicts); 3: renamed ChunkModel.
+    FORMAT_VERSION = 3
+
+    def __init__(self, registry, frozen_params):
+        self.registry = registry
+        self.frozen_params = frozen_params
+        self.chunks = []
+
+    def nbytes(self) -> int:
+        """Bytes held by arrays of the state."""
+        reg = self.registry
+        total = reg.rows.nbytes + reg.ids.nbytes + reg.chunks.nbytes + reg.alive.nbytes
+        return total + sum(chunk.theta.nbytes for chunk in self.chunks)
 
 
 @dataclass(frozen=True)
@@ -49,7 +98,7 @@ class ChunkDeletionPlan:
 
     Attributes
     ----------
-    plan : DeletionPlan
+    decision : DeletionDecision
         The planner's choice among noise only, noise + fine-tune and retrain,
         with its certified Gaussian-DP mu and epsilon.
     first_affected : int
@@ -58,19 +107,19 @@ class ChunkDeletionPlan:
     retrain_iterations : int
         Predicted iterations of the last batch release of a retrain; the cap
         of a fine-tune before it falls back to retraining.
+    redone : tuple of int
+        The chunks (1-based) released again: none, chunk 1, or a replay.
+    configs : tuple of ReleaseConfig
+        The public configuration of each redone chunk's new release (from its
+        released count less its deleted samples), so the re-releases can be
+        charged before they run.
     """
 
-    plan: DeletionPlan
+    decision: DeletionDecision
     first_affected: int
     retrain_iterations: int
-
-    def redone(self, n_chunks: int) -> list[int]:
-        """The chunks (1-based) released again: none, chunk 1, or a replay."""
-        if self.plan.action == NOISE_ONLY:
-            return []
-        if self.plan.action == NOISE_FINETUNE:
-            return [1]
-        return list(range(self.first_affected, n_chunks + 1))
+    redone: tuple = ()
+    configs: tuple = ()
 
 
 def _retrain_iterations(config: releases.ReleaseConfig, loss, n_pub: float) -> int:
@@ -82,7 +131,7 @@ def _retrain_iterations(config: releases.ReleaseConfig, loss, n_pub: float) -> i
     return linear_rate_iterations(start, config.tau / config.Lambda, kappa)
 
 
-def _fine_tune_option(params, loss, chunk: releases.ChunkRecord, pending: int) -> DeletionOption:
+def _fine_tune_option(params, loss, chunk: releases.ChunkModel, pending: int) -> DeletionOption:
     """Noise + fine-tune of a single batch fit from its published model."""
     note = ""
     if chunk.config.solver == "noisy_gd":
@@ -119,7 +168,7 @@ def _fine_tune_option(params, loss, chunk: releases.ChunkRecord, pending: int) -
 def plan_chunk_deletion(
     params: releases.ReleaseParams,
     loss: LinearModelLoss,
-    chunks: list[releases.ChunkRecord],
+    chunks: list[releases.ChunkModel],
     deleted_per_chunk: Counter,
     target: float,
 ) -> ChunkDeletionPlan:
@@ -157,20 +206,59 @@ def plan_chunk_deletion(
         options.append(DeletionOption(NOISE_FINETUNE, False, math.inf, math.inf, note))
     else:
         options.append(_fine_tune_option(params, loss, chunks[0], pending[0]))
-    plan = plan_deletion(options, target, params.delta)
-    return ChunkDeletionPlan(plan, first_affected, retrain_iterations)
+    decision = plan_deletion(options, target, params.delta)
+    if decision.action == NOISE_ONLY:
+        redone = ()
+    elif decision.action == NOISE_FINETUNE:
+        redone = (1,)
+    else:
+        redone = tuple(range(first_affected, len(chunks) + 1))
+    configs = tuple(_rerelease_config(params, loss, chunks[c - 1], pending[c - 1]) for c in redone)
+    return ChunkDeletionPlan(decision, first_affected, retrain_iterations, redone, configs)
+
+
+def _rerelease_config(params, loss, chunk: releases.ChunkModel, pending: int):
+    """The configuration of a chunk's release from its count less ``pending``."""
+    if chunk.kind == "fit":
+        return releases.configure(params, loss, chunk.n_noisy - pending)
+    return releases.configure_sgd(params, loss, chunk.n_noisy - pending)
+
+
+def deletion_plan(
+    params: releases.ReleaseParams,
+    loss: LinearModelLoss,
+    chunks: list[releases.ChunkModel],
+    plan: ChunkDeletionPlan,
+    target: float,
+) -> DeletionPlan:
+    """The deletion's plan for the base class: method, the re-releases (read
+    from the mechanisms the redone chunks will run, charged before they run)
+    and why."""
+    rereleases = tuple(
+        releases.chunk_release(
+            params,
+            chunks[c - 1].kind,
+            c,
+            config.solver,
+            releases.model_mechanisms(params, config, loss),
+        )
+        for c, config in zip(plan.redone, plan.configs, strict=True)
+    )
+    method = "retrain" if plan.decision.action == RETRAIN else "certified"
+    reason = f"{plan.decision.reason}; target deletion epsilon {target:.4g}"
+    return DeletionPlan(method, rereleases, reason)
 
 
 def rerelease_chunks(
     params: releases.ReleaseParams,
     loss: LinearModelLoss,
-    chunks: list[releases.ChunkRecord],
+    chunks: list[releases.ChunkModel],
     registry: SampleRegistry,
     slots: np.ndarray,
-    decision: ChunkDeletionPlan,
+    plan: ChunkDeletionPlan,
     random_state,
     n_ledger: int,
-) -> tuple[list[releases.ChunkRecord], bool]:
+) -> tuple[list[releases.ChunkModel], bool]:
     """The chunk records after deleting the registry's ``slots``, and whether
     the fine-tune fell back to retraining.
 
@@ -178,11 +266,11 @@ def rerelease_chunks(
     restarts the single batch fit from its published model (Descent-to-Delete,
     Neel et al. 2021), capped at the retrain prediction, and retrains when it
     does not certify within it; retrain replays every chunk from
-    ``first_affected`` on the remaining rows. The registry is only read.
-    Release ``i`` of this call draws from generator ``n_ledger + i`` of
-    ``random_state``.
+    ``first_affected`` on the remaining rows, each with the configuration
+    the plan charged. The registry is only read. Release ``i`` of this call
+    draws from generator ``n_ledger + i`` of ``random_state``.
     """
-    action = decision.plan.action
+    action = plan.decision.action
     if action != NOISE_ONLY:
         keep = registry.alive[: registry.size].copy()
         keep[slots] = False
@@ -197,65 +285,44 @@ def rerelease_chunks(
         A, y_index = live_rows[:, :-1], live_rows[:, -1].astype(np.intp)
         rng = release_generator(random_state, n_ledger)
         n_noisy = chunks[0].n_noisy - chunks[0].pending
-        cap = max(1, int(decision.retrain_iterations))
+        cap = max(1, int(plan.retrain_iterations))
         try:
-            chunk, _ = releases.fit_chunk(
-                params, loss, A, y_index, n_noisy, rng, chunks[0].theta, cap
-            )
+            model, _ = batch_model(params, loss, A, y_index, n_noisy, rng, chunks[0].theta, cap)
         except RuntimeError:
             # The certified path ran past the retrain prediction: retrain.
             fell_back = True
-            chunk, _ = releases.fit_chunk(params, loss, A, y_index, n_noisy, rng)
-        chunks[0] = chunk
+            model, _ = batch_model(params, loss, A, y_index, n_noisy, rng)
+        chunks[0] = model
     elif action == RETRAIN:
-        for offset, c in enumerate(range(decision.first_affected, len(chunks) + 1)):
+        for offset, c in enumerate(plan.redone):
             rows = live_rows[live_chunks == c]
             A, y_index = rows[:, :-1], rows[:, -1].astype(np.intp)
             rng = release_generator(random_state, n_ledger + offset)
             n_noisy = chunks[c - 1].n_noisy - chunks[c - 1].pending
             if chunks[c - 1].kind == "fit":
-                chunk, _ = releases.fit_chunk(params, loss, A, y_index, n_noisy, rng)
+                model, _ = batch_model(params, loss, A, y_index, n_noisy, rng)
             else:
                 theta0 = chunks[c - 2].theta if c > 1 else np.zeros(loss.n_params)
-                chunk, _ = releases.sgd_chunk(params, loss, A, y_index, n_noisy, theta0, rng)
-            chunks[c - 1] = chunk
+                model, _ = sgd_model(params, loss, A, y_index, n_noisy, theta0, rng)
+            chunks[c - 1] = model
+    for c, config in zip(plan.redone, plan.configs, strict=True):
+        if chunks[c - 1].config != config:  # the release that ran is the one charged
+            raise RuntimeError(f"chunk {c} was released with another configuration than planned")
     return chunks, fell_back
 
 
-def seconds_per_row_gradient(loss: LinearModelLoss) -> float:
-    """Machine speed for the retrain estimate, timed on public random rows.
-
-    Timing the fit itself would keep, in the state, a number that depends
-    on the deleted rows (their count); this depends on nothing private.
-    """
-    rows = np.random.default_rng(0).normal(size=(500, loss.n_coef))
-    labels = loss.encode_labels(np.arange(500) % loss.n_classes)
-    theta = np.zeros(loss.n_params)
-    started = time.perf_counter()
-    loss.value_and_grad(theta, rows, labels)
-    return (time.perf_counter() - started) / 500
-
-
-def deletion_report(
-    plan: DeletionPlan,
-    fell_back: bool,
-    n_deleted: int,
-    elapsed: float,
-    planned: list[Release],
-    delta: float,
-    target: float,
-    loss: LinearModelLoss,
-    notes: tuple,
-) -> DeletionReport:
-    """The report of one deletion: method, guarantee, public predicted costs.
+def deletion_outcome(
+    decision: DeletionDecision, fell_back: bool, delta: float, target: float, notes: tuple
+) -> DeletionOutcome:
+    """What a deletion did, for the report: guarantee and public predicted costs.
 
     Every number comes from parameters, the request size and released counts
-    (``gradient_evaluations`` is the planner's prediction), except the wall
-    time ``elapsed``.
+    (``gradient_evaluations`` is the planner's prediction; a retrain's cost is
+    its predicted gradient evaluations, never a time).
     """
-    option = plan.option(RETRAIN if fell_back else plan.action)
-    if plan.action == RETRAIN or fell_back:
-        method, eps_del = "retrain", None
+    option = decision.option(RETRAIN if fell_back else decision.action)
+    if decision.action == RETRAIN or fell_back:
+        eps_del = None
         guarantee = (
             "exact: the model, the counts and the stored rows have the "
             "distribution of a fit on the remaining samples (streams: "
@@ -264,45 +331,39 @@ def deletion_report(
             "deleted rows is kept"
         )
     else:
-        method, eps_del = "certified", plan.epsilon
+        eps_del = decision.epsilon
         guarantee = (
-            f"the whole state is ({plan.epsilon:.4g}, {delta:g})-"
+            f"the whole state is ({decision.epsilon:.4g}, {delta:g})-"
             "indistinguishable from a fit on the remaining samples "
-            f"(non-adaptive requests; Gaussian DP, mu={plan.mu:.4g}); no "
+            f"(non-adaptive requests; Gaussian DP, mu={decision.mu:.4g}); no "
             "un-noised value depending on the deleted rows is kept"
         )
-    retrain_option = plan.option(RETRAIN)
-    return DeletionReport(
-        n_deleted=n_deleted,
-        method=method,
+    retrain = decision.option(RETRAIN)
+    reason = None
+    if fell_back:
+        reason = (
+            f"{decision.reason}; the fine-tune did not certify within its budget and "
+            f"fell back to retraining; target deletion epsilon {target:.4g}"
+        )
+    return DeletionOutcome(
         guarantee=guarantee,
-        cost={
-            "action": RETRAIN if fell_back else plan.action,
-            "wall_time_s": elapsed,
-            # Public: iterations predicted from released counts, times
-            # those counts. The realized count (iterations x exact rows)
-            # is a function of the private data and is not published.
-            "gradient_evaluations": float(option.predicted_gradient_evaluations),
-            "predicted_gradient_evaluations": float(
-                plan.option(plan.action).predicted_gradient_evaluations
+        # Public: iterations predicted from released counts, times those
+        # counts. The realized count (iterations x exact rows) is a function
+        # of the private data and is not published.
+        cost=DeletionCost(
+            action=RETRAIN if fell_back else decision.action,
+            gradient_evaluations=float(option.predicted_gradient_evaluations),
+            predicted_gradient_evaluations=float(
+                decision.option(decision.action).predicted_gradient_evaluations
             ),
-            "fell_back_to_retrain": fell_back,
-        },
-        retrain_cost={
-            "gradient_evaluations": float(retrain_option.predicted_gradient_evaluations),
-            "wall_time_s": float(
-                retrain_option.predicted_gradient_evaluations * seconds_per_row_gradient(loss)
-            ),
-        },
+            fell_back_to_retrain=fell_back,
+        ),
+        retrain_cost=DeletionCost(
+            gradient_evaluations=float(retrain.predicted_gradient_evaluations)
+        ),
+        method="retrain" if fell_back else None,
+        reason=reason,
         deletion_epsilon=eps_del,
         deletion_delta=delta if eps_del is not None else None,
-        rerelease_epsilon=(epsilon_spent([r.event for r in planned], delta) if planned else None),
-        reason=plan.reason
-        + (
-            "; the fine-tune did not certify within its budget and fell back to retraining"
-            if fell_back
-            else ""
-        )
-        + f"; target deletion epsilon {target:.4g}",
         notes=notes,
     )

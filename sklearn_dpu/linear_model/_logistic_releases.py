@@ -8,13 +8,15 @@ docstrings state what every field means:
 
 * :func:`configure` / :func:`configure_sgd` turn public quantities into the
   noise levels, ridge and projection radius of one release
-  (:class:`ReleaseConfig`);
-* :func:`fit_chunk` (output perturbation, objective perturbation, noisy GD)
-  and :func:`sgd_chunk` (one DP-SGD pass) run a release and return the
-  :class:`ChunkRecord` the unlearning state keeps, with its Gaussian-DP
-  components (:class:`GaussianPart`) for group privacy;
-* :func:`planned_release` is the ledger's :class:`~sklearn_dpu.privacy.ledger.Release`
-  of a chunk, computable from the parameters alone.
+  (:class:`ReleaseConfig`), with the budget split by :data:`SHARES`;
+* :func:`model_mechanisms` builds, from a configuration, the mechanism
+  objects that draw the release's noise and give its ledger events;
+* the solvers of :mod:`sklearn_dpu.linear_model._logistic_solvers` compute,
+  with those mechanisms, the :class:`ChunkModel` the unlearning state keeps,
+  with its Gaussian-DP components (:class:`GaussianPart`) for group privacy;
+* :func:`chunk_release` is the ledger's :class:`~sklearn_dpu.privacy.ledger.Release`
+  read from those mechanism objects; :func:`planned_release` the one a fit
+  or a stream chunk will add, from the parameters alone.
 
 The deletion plan and re-releases are in
 :mod:`sklearn_dpu.linear_model._logistic_deletion`.
@@ -41,80 +43,132 @@ References
 
 import functools
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 
 import numpy as np
-from dp_accounting import dp_event
 
 from ..privacy.calibration import gaussian_noise_multiplier
 from ..privacy.ledger import Release
-from ._certified_minimize import certified_minimize
+from ..privacy.mechanisms import GaussianCount, GaussianDP, GaussianMechanism, GaussianSteps
 from ._losses import LinearModelLoss
-from ._noisy_gd_glm import dp_sgd_pass, noisy_projected_gd_glm, released_preconditioner
+from ._noisy_gd_glm import DisjointBatchSums, NoisyGDRun, n_batches
 from ._objective_perturbation import (
+    ApproximateMinimaNoise,
+    ObjectivePerturbation,
     jacobian_epsilon,
-    objective_perturbation_mu,
     objective_perturbation_noise_mu,
 )
 
 __all__ = [
-    "ChunkRecord",
+    "SHARES",
+    "BudgetShares",
+    "ChunkModel",
     "GaussianPart",
+    "OutputPerturbation",
     "ReleaseConfig",
     "ReleaseParams",
     "check_public_params",
+    "chunk_release",
     "configure",
     "configure_sgd",
-    "fit_chunk",
-    "noisy_count",
+    "count_mechanism",
+    "model_mechanisms",
     "planned_release",
-    "sgd_chunk",
+    "release_parts",
 ]
 
-# Shares of the GDP precision mu^2 of one release. The count fixes public
-# sizes (ridge, solver, step sizes, batches); the AMP share covers the
-# solver's tolerance in objective perturbation.
-_COUNT_SHARE = 0.05
-_AMP_SHARE = 0.01
-# Noisy GD: share of the released Gram matrix behind its preconditioner.
-_GRAM_SHARE = 0.10
+
+@dataclass(frozen=True)
+class BudgetShares:
+    """Shares of the Gaussian-DP precision ``mu^2`` of one release.
+
+    The record count fixes the public sizes (ridge, solver, step sizes,
+    batches) and takes ``count``; the model takes the rest. Within the model,
+    objective perturbation gives ``amp`` to the output noise that covers the
+    solver's tolerance (approximate minima perturbation) and noisy GD gives
+    ``gram`` to the released Gram matrix behind its preconditioner. Shares
+    of ``mu^2`` add up because Gaussian-DP releases compose exactly
+    (Dong, Roth & Su 2022, Cor. 3.3).
+    """
+
+    count: float = 0.05
+    amp: float = 0.01
+    gram: float = 0.10
+
+    def count_mu(self, mu: float) -> float:
+        return math.sqrt(self.count) * mu
+
+    def model_mu(self, mu: float) -> float:
+        return math.sqrt(1.0 - self.count) * mu
+
+    def objective_mu(self, mu: float) -> float:
+        """Objective perturbation's share (the model's without the AMP noise)."""
+        return math.sqrt(1.0 - self.count - self.amp) * mu
+
+    def amp_mu(self, mu: float) -> float:
+        return math.sqrt(self.amp) * mu
+
+    def gram_mu(self, mu: float) -> float:
+        return math.sqrt(self.gram) * mu
+
+    def steps_mu(self, mu: float) -> float:
+        """Noisy GD's gradient sums (the model's without the Gram matrix)."""
+        return math.sqrt(1.0 - self.count - self.gram) * mu
+
+
+#: The one split of every release's budget.
+SHARES = BudgetShares()
+
+
+@dataclass(frozen=True)
+class RidgeConstants:
+    """``C='auto'``: ``Lambda = constant * (n G^2 r^2 / mu^2) ** (1/3)`` per solver.
+
+    The balance of ridge bias ``(Lambda / 2n) D^2`` against the noise's
+    second-order loss ``(beta / 2) sigma^2 r^2`` with ``sigma = G / (Lambda
+    mu)`` (Ullah 2024, Ch. 2, the regularization that balances bias and
+    noise), the unknown ``||w*||^(2/3)`` folded into the constant. Chosen on
+    synthetic data (benchmarks/tune_dp_logistic.py), never on the evaluation
+    sets.
+    """
+
+    output: float = 1.0
+    objective: float = 0.1
+    noisy_gd: float = 0.03
+    sgd: float = 0.03
+
+
+_RIDGE = RidgeConstants()
 # Objective perturbation: the ridge is raised until the Jacobian term
 # log(1 + beta/Lambda) is at most this fraction of the per-class mu.
 _JACOBIAN_FRACTION = 0.05
-# C='auto': Lambda = _RIDGE[solver] * (n * G^2 * r^2 / mu^2) ** (1/3), the
-# balance of ridge bias (Lambda/2n) D^2 against the noise's second-order loss
-# (beta/2) sigma^2 r^2 with sigma = G / (Lambda mu) (Ullah 2024, Ch. 2, the
-# regularization that balances bias and noise), the unknown ||w*||^(2/3)
-# folded into the constant.
-# Constants chosen on synthetic data (benchmarks/tune_dp_logistic.py), never on
-# the evaluation sets.
-_RIDGE = {"output": 1.0, "objective": 0.1, "noisy_gd": 0.03, "sgd": 0.03}
 
-_REFERENCES = {
-    "count": ("Gaussian mechanism on the record count, sensitivity 1 (Balle & Wang 2018, Thm 8)"),
-    "output": (
-        "output perturbation of the regularized ERM (Ullah 2024, PhD thesis, Alg. 3 / "
-        "Thm 12) with its noise corrected (erratum: the printed sigma is too small "
-        "for its own sensitivity) and add/remove sensitivity "
-        "(G + 2 tol) / Lambda"
-    ),
-    "objective": (
-        "objective perturbation (Chaudhuri, Monteleoni & Sarwate 2011, Thm 9; Kifer, "
-        "Smith & Thakurta 2012, Thm 2) accounted as mu'-GDP, see "
-        "sklearn_dpu.linear_model._objective_perturbation; approximate minima "
-        "perturbation (Iyengar et al. 2019, Alg. 1) for the solver tolerance"
-    ),
-    "noisy_gd": (
-        "projected noisy GD (Ullah 2024, PhD thesis, Alg. 1 / Thm 8; errata: gradient "
-        "in the update, loop from w_0 = 0), T Gaussian gradient sums composed exactly "
-        "(Dong, Roth & Su 2022, "
-        "Cor. 3.3)"
-    ),
-    "sgd": (
-        "one-pass DP-SGD with per-example clipping (Abadi et al. 2016, Alg. 1), "
-        "one noisy batch sum per record"
-    ),
-}
+_COUNT_REFERENCE = (
+    "Gaussian mechanism on the record count, sensitivity 1 (Balle & Wang 2018, Thm 8)"
+)
+_OUTPUT_REFERENCE = (
+    "output perturbation of the regularized ERM (Ullah 2024, PhD thesis, Alg. 3 / "
+    "Thm 12) with its noise corrected (erratum: the printed sigma is too small "
+    "for its own sensitivity) and add/remove sensitivity "
+    "(G + 2 tol) / Lambda"
+)
+_OBJECTIVE_REFERENCE = (
+    "objective perturbation (Chaudhuri, Monteleoni & Sarwate 2011, Thm 9; Kifer, "
+    "Smith & Thakurta 2012, Thm 2) accounted as mu'-GDP, see "
+    "sklearn_dpu.linear_model._objective_perturbation; approximate minima "
+    "perturbation (Iyengar et al. 2019, Alg. 1) for the solver tolerance"
+)
+_NOISY_GD_REFERENCE = (
+    "projected noisy GD (Ullah 2024, PhD thesis, Alg. 1 / Thm 8; errata: gradient "
+    "in the update, loop from w_0 = 0), T Gaussian gradient sums composed exactly "
+    "(Dong, Roth & Su 2022, "
+    "Cor. 3.3)"
+)
+_SGD_REFERENCE = (
+    "one-pass DP-SGD with per-example clipping (Abadi et al. 2016, Alg. 1), "
+    "one noisy batch sum per record"
+)
 
 
 @functools.lru_cache(maxsize=64)
@@ -154,6 +208,11 @@ class ReleaseParams:
     tol: float
     coef_bound: float | None
     batch_size: int
+
+    @classmethod
+    def of(cls, params: Mapping) -> "ReleaseParams":
+        """The fields read from an estimator's parameter values."""
+        return cls(**{field.name: params[field.name] for field in fields(cls)})
 
     @property
     def mu(self) -> float:
@@ -266,10 +325,11 @@ class GaussianPart:
 
 
 @dataclass(frozen=True, eq=False)
-class ChunkRecord:
-    """One arrival chunk of the unlearning state and its latest release.
+class ChunkModel:
+    """The model released for one arrival chunk, and what deletion needs of it.
 
-    ``fit`` is chunk 1, each ``partial_fit`` the next.
+    ``fit`` is chunk 1, each ``partial_fit`` the next. A re-release after a
+    deletion replaces the chunk's model.
 
     Attributes
     ----------
@@ -304,6 +364,49 @@ class ChunkRecord:
         return math.sqrt(sum(part.group_mu(k) ** 2 for part in self.parts))
 
 
+# ------------------------------------------------------------ mechanisms
+
+
+@dataclass(frozen=True)
+class OutputPerturbation(GaussianDP):
+    """Gaussian noise on a certified regularized minimizer, ``mu``-GDP.
+
+    Ullah 2024, Alg. 3 / Thm 12, with the noise corrected (erratum: the
+    printed sigma is too small for its own sensitivity). Removing a record
+    moves the minimizer by at most ``G / Lambda`` and the solver is certified
+    within ``tau / Lambda`` of it, so the released solution has add/remove
+    sensitivity ``(G + 2 tau) / Lambda`` and ``sigma`` is that over ``mu``
+    (Balle & Wang 2018, Thm 8, as Gaussian DP).
+
+    Parameters
+    ----------
+    mu : float
+    gradient_bound : float
+        ``G``, the bound on a record's gradient.
+    tolerance : float
+        ``tau``, the certified gradient norm of the solver.
+    ridge : float
+        ``Lambda``, the ridge of the summed objective.
+    """
+
+    gradient_bound: float
+    tolerance: float
+    ridge: float
+
+    @property
+    def sigma(self) -> float:
+        """Standard deviation of each coordinate of the noise."""
+        return (self.gradient_bound + 2.0 * self.tolerance) / (self.ridge * self.mu)
+
+    def release(self, theta: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        return theta + rng.normal(0.0, self.sigma, size=theta.shape)
+
+
+def count_mechanism(params: ReleaseParams) -> GaussianCount:
+    """The released record count: Gaussian, sensitivity 1 (Balle & Wang 2018, Thm 8)."""
+    return GaussianCount(1.0 / SHARES.count_mu(params.mu))
+
+
 # ------------------------------------------------------------- configure
 
 
@@ -317,11 +420,10 @@ def check_public_params(params: ReleaseParams, row_norm: float, n_classes: int =
     if params.solver == "objective" and params.coef_bound is not None:
         raise ValueError("solver='objective' does not support coef_bound")
     if params.solver == "objective" and params.C != "auto":
-        mu = params.mu
         per_class = n_classes if n_classes > 2 else 1
         Lambda = 1.0 / (params.C * params.feature_norm**2)
         beta = row_norm**2 / 4.0
-        mu_op = math.sqrt(1.0 - _COUNT_SHARE - _AMP_SHARE) * mu
+        mu_op = SHARES.objective_mu(params.mu)
         objective_perturbation_noise_mu(
             mu_op / math.sqrt(per_class), jacobian_epsilon(beta, Lambda)
         )
@@ -335,7 +437,8 @@ def _binary(loss: LinearModelLoss) -> LinearModelLoss:
 def _ridge(params: ReleaseParams, solver: str, n_public: float, loss, mu_model: float) -> float:
     if params.C == "auto":
         G, r = loss.lipschitz, loss.row_norm
-        return _RIDGE[solver] * (n_public * G**2 * r**2 / mu_model**2) ** (1.0 / 3.0)
+        constant = getattr(_RIDGE, solver)
+        return constant * (n_public * G**2 * r**2 / mu_model**2) ** (1.0 / 3.0)
     return 1.0 / (params.C * params.feature_norm**2)
 
 
@@ -351,11 +454,11 @@ def configure(params: ReleaseParams, loss: LinearModelLoss, n_public: float) -> 
 
     ``solver='auto'`` follows Ullah 2024, Table 2-I (section 2.4): noisy GD
     when the number of parameters is at most ``n epsilon``, else output
-    perturbation.
+    perturbation. The noise levels are those of :func:`model_mechanisms`.
     """
     n_public = max(1.0, float(n_public))
     mu = params.mu
-    mu_model = math.sqrt(1.0 - _COUNT_SHARE) * mu
+    mu_model = SHARES.model_mu(mu)
     if params.solver == "auto":
         solver = "noisy_gd" if loss.n_params <= n_public * params.epsilon else "output"
     else:
@@ -368,15 +471,16 @@ def configure(params: ReleaseParams, loss: LinearModelLoss, n_public: float) -> 
         one_vs_rest = loss.n_classes > 2
         per_class = loss.n_classes if one_vs_rest else 1
         binary = _binary(loss)
-        mu_op = math.sqrt(1.0 - _COUNT_SHARE - _AMP_SHARE) * mu
-        mu_amp = math.sqrt(_AMP_SHARE) * mu
+        mu_op = SHARES.objective_mu(mu)
+        mu_amp = SHARES.amp_mu(mu)
         mu_class = mu_op / math.sqrt(per_class)
         if params.C == "auto":
             floor = binary.smoothness / math.expm1(_JACOBIAN_FRACTION * mu_class)
             Lambda = max(Lambda, floor)
         eps_j = jacobian_epsilon(binary.smoothness, Lambda)
-        noise_mu = objective_perturbation_noise_mu(mu_class, eps_j)
         tau = params.tol * binary.lipschitz
+        linear = ObjectivePerturbation(mu_op, binary.lipschitz, eps_j, per_class)
+        amp = ApproximateMinimaNoise(mu_amp, tau, Lambda, per_class)
         return ReleaseConfig(
             **common,
             Lambda=Lambda,
@@ -387,32 +491,30 @@ def configure(params: ReleaseParams, loss: LinearModelLoss, n_public: float) -> 
             mu_op=mu_op,
             mu_amp=mu_amp,
             eps_jacobian=eps_j,
-            certified_mu_class=objective_perturbation_mu(noise_mu, eps_j),
-            sigma_b=binary.lipschitz / noise_mu,
-            sigma_amp=(2.0 * tau / Lambda) / (mu_amp / math.sqrt(per_class)),
+            certified_mu_class=linear.certified_mu_class,
+            sigma_b=linear.sigma,
+            sigma_amp=amp.sigma,
         )
     radius = _radius(params, n_public, Lambda, loss)
     if solver == "output":
-        sigma = (G + 2.0 * tau) / (Lambda * mu_model)
+        sigma = OutputPerturbation(mu_model, G, tau, Lambda).sigma
         return ReleaseConfig(**common, Lambda=Lambda, radius=radius, tau=tau, sigma=sigma)
     # noisy_gd: Gram (preconditioner) and T gradient sums share mu_model
-    mu_gram = math.sqrt(_GRAM_SHARE) * mu
-    mu_steps = math.sqrt(1.0 - _COUNT_SHARE - _GRAM_SHARE) * mu
     return ReleaseConfig(
         **common,
         Lambda=Lambda,
         radius=radius,
         tau=tau,
         n_steps=int(params.max_iter),
-        gram_multiplier=1.0 / mu_gram,
-        step_multiplier=math.sqrt(params.max_iter) / mu_steps,
+        gram_multiplier=1.0 / SHARES.gram_mu(mu),
+        step_multiplier=math.sqrt(params.max_iter) / SHARES.steps_mu(mu),
     )
 
 
 def configure_sgd(params: ReleaseParams, loss: LinearModelLoss, n_public: float) -> ReleaseConfig:
     """Public configuration of one DP-SGD pass from the chunk's released count."""
     n_public = max(1.0, float(n_public))
-    mu_model = math.sqrt(1.0 - _COUNT_SHARE) * params.mu
+    mu_model = SHARES.model_mu(params.mu)
     Lambda = _ridge(params, "sgd", n_public, loss, mu_model)
     return ReleaseConfig(
         solver="sgd",
@@ -424,9 +526,38 @@ def configure_sgd(params: ReleaseParams, loss: LinearModelLoss, n_public: float)
     )
 
 
+def model_mechanisms(params: ReleaseParams, config: ReleaseConfig, loss) -> tuple:
+    """The mechanism objects of a model release: they draw its noise and give
+    its ledger events.
+
+    Output perturbation: one :class:`OutputPerturbation`. Objective
+    perturbation: the linear terms then the AMP noise. Noisy GD: a
+    :class:`~sklearn_dpu.linear_model._noisy_gd_glm.NoisyGDRun`. DP-SGD: a
+    :class:`~sklearn_dpu.linear_model._noisy_gd_glm.DisjointBatchSums`.
+    """
+    G = loss.lipschitz
+    if config.solver == "output":
+        return (OutputPerturbation(config.mu_model, G, config.tau, config.Lambda),)
+    if config.solver == "objective":
+        binary = _binary(loss)
+        return (
+            ObjectivePerturbation(
+                config.mu_op, binary.lipschitz, config.eps_jacobian, config.per_class
+            ),
+            ApproximateMinimaNoise(config.mu_amp, config.tau, config.Lambda, config.per_class),
+        )
+    if config.solver == "noisy_gd":
+        gram = GaussianMechanism(loss.row_norm**2, config.gram_multiplier)
+        steps = GaussianSteps(G, config.step_multiplier, config.n_steps)
+        return (NoisyGDRun(config.mu_model, gram, steps),)
+    batches = n_batches(config.n_public, params.batch_size)
+    steps = GaussianSteps(G, config.batch_multiplier, batches)
+    return (DisjointBatchSums(config.mu_model, steps),)
+
+
 def release_parts(params: ReleaseParams, config: ReleaseConfig, loss) -> tuple:
     """The Gaussian-DP components of a release (count first), for group privacy."""
-    count = GaussianPart("count", math.sqrt(_COUNT_SHARE) * params.mu)
+    count = GaussianPart("count", SHARES.count_mu(params.mu))
     if config.solver == "output":
         return (count, GaussianPart("output", config.mu_model, loss.lipschitz, config.tau))
     if config.solver == "objective":
@@ -434,187 +565,66 @@ def release_parts(params: ReleaseParams, config: ReleaseConfig, loss) -> tuple:
     return (count, GaussianPart("gdp", config.mu_model))
 
 
-def noisy_count(params: ReleaseParams, n: int, rng) -> float:
-    """The released record count: Gaussian, sensitivity 1 (Balle & Wang 2018, Thm 8)."""
-    return n + rng.normal(0.0, 1.0 / (math.sqrt(_COUNT_SHARE) * params.mu))
+# ----------------------------------------------------------------- ledger
 
 
-# --------------------------------------------------------------- releases
-
-
-def _solve_output(config, loss, A, y_index, rng, coef_bound, theta0, max_iter):
-    """Output perturbation of the certified regularized ERM (Ullah 2024, Alg. 3 /
-    Thm 12, noise corrected)."""
-    solution = certified_minimize(
-        loss,
-        A,
-        loss.encode_labels(y_index),
-        config.Lambda,
-        config.tau,
-        radius=coef_bound,
-        theta0=theta0,
-        max_iter=max_iter,
-    )
-    theta = solution.theta + rng.normal(0.0, config.sigma, size=loss.n_params)
-    return theta, solution.n_grad
-
-
-def _solve_objective(config, loss, A, y_index, rng, theta0, max_iter):
-    """Objective perturbation (Chaudhuri et al. 2011, Thm 9; Kifer et al. 2012,
-    Thm 2) with AMP output noise (Iyengar et al. 2019, Alg. 1), one-vs-rest
-    for more than two classes."""
-    binary = _binary(loss)
-    K, p = loss.n_classes, binary.n_params
-    classes = range(K) if config.one_vs_rest else [1]
-    thetas, n_grad = [], 0
-    for j, k in enumerate(classes):
-        b = rng.normal(0.0, config.sigma_b, size=p)
-        start = None
-        if theta0 is not None:
-            start = theta0.reshape(-1, p)[j] if config.one_vs_rest else theta0
-        solution = certified_minimize(
-            binary,
-            A,
-            np.where(y_index == k, 1.0, -1.0),
-            config.Lambda,
-            config.tau,
-            linear=b,
-            theta0=start,
-            max_iter=max_iter,
-        )
-        thetas.append(solution.theta + rng.normal(0.0, config.sigma_amp, size=p))
-        n_grad += solution.n_grad
-    return np.concatenate(thetas), n_grad
-
-
-def _solve_noisy_gd(config, loss, A, y_index, rng):
-    """Preconditioned projected noisy GD (Ullah 2024, Alg. 1 / Thm 8)."""
-    preconditioner = released_preconditioner(loss, A, config.Lambda, config.gram_multiplier, rng)
-    theta = noisy_projected_gd_glm(
-        loss,
-        A,
-        loss.encode_labels(y_index),
-        Lambda=config.Lambda,
-        n_steps=config.n_steps,
-        noise_multiplier=config.step_multiplier,
-        preconditioner=preconditioner,
-        radius=config.radius,
-        rng=rng,
-    )
-    # The Gram matrix costs about p row-gradients per row.
-    return theta, config.n_steps + loss.n_coef
-
-
-def fit_chunk(
-    params: ReleaseParams,
-    loss: LinearModelLoss,
-    A: np.ndarray,
-    y_index: np.ndarray,
-    n_noisy: float,
-    rng,
-    theta0: np.ndarray | None = None,
-    max_iter: int | None = None,
-) -> tuple[ChunkRecord, int]:
-    """Batch release of chunk 1 on normalized rows ``A`` given its released count.
-
-    The solver is chosen once, by :func:`configure`. Returns the chunk record
-    and the realized number of row-gradient evaluations (data-dependent: not
-    kept, not published).
-    """
-    config = configure(params, loss, n_noisy)
-    cap = params.max_iter if max_iter is None else max_iter
-    if config.solver == "output":
-        theta, n_grad = _solve_output(config, loss, A, y_index, rng, params.coef_bound, theta0, cap)
-    elif config.solver == "objective":
-        theta, n_grad = _solve_objective(config, loss, A, y_index, rng, theta0, cap)
-    else:
-        theta, n_grad = _solve_noisy_gd(config, loss, A, y_index, rng)
-    # Only public iteration counts are kept: a certified solve's count depends
-    # on the data (Chourasia & Shah: no un-noised data-dependent value in the
-    # state), so it is reported as one release.
-    n_iter = int(config.n_steps) if config.solver == "noisy_gd" else 1
-    parts = release_parts(params, config, loss)
-    return ChunkRecord("fit", float(n_noisy), 0, config, parts, theta, n_iter), n_grad
-
-
-def sgd_chunk(
-    params: ReleaseParams,
-    loss: LinearModelLoss,
-    A: np.ndarray,
-    y_index: np.ndarray,
-    n_noisy: float,
-    theta0: np.ndarray,
-    rng,
-) -> tuple[ChunkRecord, int]:
-    """One DP-SGD pass with per-example clipping (Abadi et al. 2016, Alg. 1) on
-    a streamed chunk, from ``theta0``."""
-    config = configure_sgd(params, loss, n_noisy)
-    theta, n_batches = dp_sgd_pass(
-        loss,
-        A,
-        loss.encode_labels(y_index),
-        theta0,
-        n_public=config.n_public,
-        batch_size=params.batch_size,
-        Lambda=config.Lambda,
-        noise_multiplier=config.batch_multiplier,
-        radius=config.radius,
-        rng=rng,
-    )
-    parts = release_parts(params, config, loss)
-    return ChunkRecord("sgd", float(n_noisy), 0, config, parts, theta, int(n_batches)), 1
-
-
-def planned_release(
-    params: ReleaseParams, kind: str, chunk: int, with_count: bool, solver: str | None = None
-) -> Release:
-    """The release of a chunk, computable from parameters only.
-
-    Before any data is read ``solver`` is the parameter (``'auto'`` may
-    become output perturbation or noisy GD, which are both
-    ``mu_model``-GDP, so the events are known); afterwards the record names
-    what ran. Events are exact Gaussian-DP equivalents (Dong, Roth & Su 2022,
-    Cor. 3.3): a run of ``T`` steps with multiplier ``m`` each is one Gaussian
-    with ``m / sqrt(T)``; the description gives the per-step noise.
-    """
-    solver = params.solver if solver is None else solver
-    mu = params.mu
-    mu_model = math.sqrt(1.0 - _COUNT_SHARE) * mu
-    events, words, references = [], [], []
-    if with_count:
-        events.append(dp_event.GaussianDpEvent(1.0 / (math.sqrt(_COUNT_SHARE) * mu)))
-        words.append("Gaussian noisy record count")
-        references.append(_REFERENCES["count"])
+def _description(params: ReleaseParams, kind: str, solver: str) -> tuple[str, list[str]]:
+    """Words and references of a model release (``solver`` may be ``'auto'``
+    in a plan)."""
     if kind == "fit" and solver == "objective":
-        mu_op = math.sqrt(1.0 - _COUNT_SHARE - _AMP_SHARE) * mu
-        events.append(dp_event.GaussianDpEvent(1.0 / mu_op))
-        events.append(dp_event.GaussianDpEvent(1.0 / (math.sqrt(_AMP_SHARE) * mu)))
-        words.append("objective perturbation (Gaussian-DP certified) + AMP output noise")
-        references.append(_REFERENCES["objective"])
-    else:
-        events.append(dp_event.GaussianDpEvent(1.0 / mu_model))
-        if kind == "sgd":
-            words.append(f"one-pass DP-SGD (batch {params.batch_size}, clipped)")
-            references.append(_REFERENCES["sgd"])
-        elif solver == "auto":
-            words.append("output perturbation or noisy GD (solver='auto', same GDP)")
-            references += [_REFERENCES["output"], _REFERENCES["noisy_gd"]]
-        elif solver == "output":
-            words.append("output perturbation of the certified regularized ERM")
-            references.append(_REFERENCES["output"])
-        else:
-            mu_steps = math.sqrt(1.0 - _COUNT_SHARE - _GRAM_SHARE) * mu
-            m_step = math.sqrt(params.max_iter) / mu_steps
-            m_gram = 1.0 / (math.sqrt(_GRAM_SHARE) * mu)
-            words.append(
-                f"Gaussian Gram matrix (multiplier {m_gram:.4g}) + preconditioned "
-                f"projected noisy GD, {params.max_iter} Gaussian gradient sums with "
-                f"multiplier {m_step:.4g} each"
-            )
-            references.append(_REFERENCES["noisy_gd"])
-    return Release(
-        " + ".join(words) + f" (chunk {chunk})",
-        dp_event.ComposedDpEvent(events) if len(events) > 1 else events[0],
+        words = "objective perturbation (Gaussian-DP certified) + AMP output noise"
+        return words, [_OBJECTIVE_REFERENCE]
+    if kind == "sgd":
+        return f"one-pass DP-SGD (batch {params.batch_size}, clipped)", [_SGD_REFERENCE]
+    if solver == "auto":
+        words = "output perturbation or noisy GD (solver='auto', same GDP)"
+        return words, [_OUTPUT_REFERENCE, _NOISY_GD_REFERENCE]
+    if solver == "output":
+        return "output perturbation of the certified regularized ERM", [_OUTPUT_REFERENCE]
+    m_step = math.sqrt(params.max_iter) / SHARES.steps_mu(params.mu)
+    m_gram = 1.0 / SHARES.gram_mu(params.mu)
+    words = (
+        f"Gaussian Gram matrix (multiplier {m_gram:.4g}) + preconditioned "
+        f"projected noisy GD, {params.max_iter} Gaussian gradient sums with "
+        f"multiplier {m_step:.4g} each"
+    )
+    return words, [_NOISY_GD_REFERENCE]
+
+
+def chunk_release(
+    params: ReleaseParams, kind: str, chunk: int, solver: str, mechanisms: tuple
+) -> Release:
+    """The ledger record of a chunk's release, its event read from ``mechanisms``
+    (with the count's mechanism first when the count was released too).
+
+    Events are exact Gaussian-DP equivalents (Dong, Roth & Su 2022, Cor. 3.3):
+    a run of ``T`` steps with multiplier ``m`` each is one Gaussian with
+    ``m / sqrt(T)``; the description gives the per-step noise.
+    """
+    words, references = _description(params, kind, solver)
+    if isinstance(mechanisms[0], GaussianCount):
+        words = f"Gaussian noisy record count + {words}"
+        references = [_COUNT_REFERENCE, *references]
+    return Release.of(
+        mechanisms[0] if len(mechanisms) == 1 else mechanisms,
+        f"{words} (chunk {chunk})",
         (chunk, chunk),
         "; ".join(references),
     )
+
+
+def planned_release(params: ReleaseParams, kind: str, chunk: int) -> Release:
+    """What a fit (``kind='fit'``) or a stream chunk (``'sgd'``) will add to the
+    ledger, from the parameters alone: the noised count and the model, each
+    known by its share of the budget (:data:`SHARES`).
+
+    ``solver='auto'`` may become output perturbation or noisy GD, which are
+    both ``mu_model``-GDP, so the events are known before the data are read;
+    the ledger then names what ran (:func:`chunk_release`).
+    """
+    mu = params.mu
+    if kind == "fit" and params.solver == "objective":
+        model = (GaussianDP(SHARES.objective_mu(mu)), GaussianDP(SHARES.amp_mu(mu)))
+    else:
+        model = (GaussianDP(SHARES.model_mu(mu)),)
+    return chunk_release(params, kind, chunk, params.solver, (count_mechanism(params), *model))

@@ -39,13 +39,85 @@ one noisy sum, so, conditionally on the batch assignment, the pass is a
 Gaussian mechanism of sensitivity ``G``; mixing over the data-independent
 assignment preserves the bound (hockey-stick divergences are jointly convex).
 No amplification by sampling is claimed.
+
+Each run's noise is drawn by mechanism objects that also give its ledger
+event: :class:`NoisyGDRun` (the Gram release and the ``T`` gradient sums) and
+:class:`DisjointBatchSums` (one DP-SGD pass).
 """
+
+import math
+from dataclasses import dataclass
 
 import numpy as np
 
-from ..privacy.mechanisms import GaussianMechanism
+from ..privacy.mechanisms import GaussianDP, GaussianMechanism, GaussianSteps
 
-__all__ = ["dp_sgd_pass", "noisy_projected_gd_glm", "released_preconditioner"]
+__all__ = [
+    "DisjointBatchSums",
+    "NoisyGDRun",
+    "dp_sgd_pass",
+    "n_batches",
+    "noisy_projected_gd_glm",
+    "released_preconditioner",
+]
+
+
+@dataclass(frozen=True)
+class NoisyGDRun(GaussianDP):
+    """The releases of one preconditioned noisy GD run, together ``mu``-GDP.
+
+    The Gram matrix (``gram``, ``mu_gram = 1 / gram.noise_multiplier``) and
+    ``T`` gradient sums (``steps``, each ``1 / steps.noise_multiplier``) are
+    Gaussian mechanisms, so the run is exactly
+    ``sqrt(mu_gram^2 + T / m^2)``-GDP (Dong, Roth & Su 2022, Cor. 3.3); the
+    calibration makes that ``mu``, which is checked.
+
+    Parameters
+    ----------
+    mu : float
+    gram : GaussianMechanism
+        Release of ``A^T A`` (contribution bound ``row_norm^2``).
+    steps : GaussianSteps
+        The ``T`` gradient sums (contribution bound ``G``).
+    """
+
+    gram: GaussianMechanism
+    steps: GaussianSteps
+
+    def __post_init__(self):
+        composed = 1.0 / self.gram.noise_multiplier**2 + self.steps.steps / (
+            self.steps.noise_multiplier**2
+        )
+        if not math.isclose(composed, self.mu**2, rel_tol=1e-9):
+            raise ValueError(f"the run is {math.sqrt(composed):.6g}-GDP, not {self.mu:.6g}-GDP")
+
+
+@dataclass(frozen=True)
+class DisjointBatchSums(GaussianDP):
+    """One DP-SGD pass: each record in exactly one noisy batch sum, ``mu``-GDP.
+
+    Conditionally on the data-independent batch assignment a record enters
+    one Gaussian sum of multiplier ``steps.noise_multiplier`` (parallel
+    composition over the batches), so the pass is ``1 / multiplier``-GDP; the
+    calibration makes that ``mu``, which is checked.
+
+    Parameters
+    ----------
+    mu : float
+    steps : GaussianSteps
+        The batch sums (contribution bound ``G``, one step per batch).
+    """
+
+    steps: GaussianSteps
+
+    def __post_init__(self):
+        if not math.isclose(self.mu * self.steps.noise_multiplier, 1.0, rel_tol=1e-9):
+            raise ValueError(f"a batch sum is not {self.mu:.6g}-GDP")
+
+
+def n_batches(n_public: float, batch_size: int) -> int:
+    """Batches of a DP-SGD pass over a chunk of released count ``n_public``."""
+    return max(1, int(round(n_public / batch_size)))
 
 
 def _project(theta, radius):
@@ -59,7 +131,7 @@ def released_preconditioner(
     loss,
     A: np.ndarray,
     Lambda: float,
-    noise_multiplier: float,
+    mechanism: GaussianMechanism,
     rng: np.random.Generator,
 ) -> np.ndarray:
     """Release the Gram matrix; return the preconditioner ``(beta_1 Gram + Lambda)^-1``.
@@ -71,15 +143,14 @@ def released_preconditioner(
         Normalized rows, norm at most ``loss.row_norm``.
     Lambda : float
         Public ridge.
-    noise_multiplier : float
-        Multiplier of the Gram release (contribution bound ``row_norm^2``).
+    mechanism : GaussianMechanism
+        The Gram release (contribution bound ``row_norm^2``).
     rng : numpy.random.Generator
 
     Returns
     -------
     ndarray of shape (p, p)
     """
-    mechanism = GaussianMechanism(loss.row_norm**2, noise_multiplier)
     gram = mechanism.release_symmetric(A.T @ A, rng)
     p = gram.shape[0]
     eigenvalues, vectors = np.linalg.eigh(gram)
@@ -95,8 +166,7 @@ def noisy_projected_gd_glm(
     y: np.ndarray,
     *,
     Lambda: float,
-    n_steps: int,
-    noise_multiplier: float,
+    steps: GaussianSteps,
     preconditioner: np.ndarray,
     radius: float | None,
     rng: np.random.Generator,
@@ -110,10 +180,9 @@ def noisy_projected_gd_glm(
         Normalized rows and encoded labels.
     Lambda : float
         Public ridge of the summed objective.
-    n_steps : int
-        ``T``: each step is one Gaussian release of the gradient sum.
-    noise_multiplier : float
-        Per-step multiplier ``m``: noise ``N(0, (m G)^2 I)`` on the gradient sum.
+    steps : GaussianSteps
+        ``T`` Gaussian releases of the gradient sum, noise ``N(0, (m G)^2 I)``
+        each (contribution bound ``G``).
     preconditioner : ndarray of shape (p, p)
         Public (released) ``P``; the step is ``-P g`` for each class block.
     radius : float or None
@@ -124,14 +193,17 @@ def noisy_projected_gd_glm(
     -------
     ndarray of shape (loss.n_params,)
     """
-    sigma = noise_multiplier * loss.lipschitz
+    n_steps = int(steps.steps)
     n_blocks = 1 if loss.binary else loss.n_classes
     theta = np.zeros(loss.n_params)
     total = np.zeros(loss.n_params)
+    # Every step's noise at once: the same draws, in the same order, as one
+    # draw per step (nothing else reads the generator during the run).
+    noise = steps.noise(theta.shape, rng)
     start = n_steps // 2
     for t in range(n_steps):
         grad = loss.gradient(theta, A, y)
-        grad += rng.normal(0.0, sigma, size=grad.shape)
+        grad += noise[t]
         grad += Lambda * theta
         step = (grad.reshape(n_blocks, -1) @ preconditioner).ravel()
         theta = _project(theta - step, radius)
@@ -149,7 +221,7 @@ def dp_sgd_pass(
     n_public: float,
     batch_size: int,
     Lambda: float,
-    noise_multiplier: float,
+    steps: GaussianSteps,
     radius: float | None,
     rng: np.random.Generator,
 ) -> tuple[np.ndarray, int]:
@@ -163,34 +235,36 @@ def dp_sgd_pass(
     theta0 : ndarray
         Start (the previously released model).
     n_public : float
-        Released count of the chunk; fixes the number of batches
-        ``max(1, round(n_public / batch_size))``.
+        Released count of the chunk.
     batch_size : int
         Public normalizer of a batch sum.
     Lambda : float
         Public ridge of the chunk's summed objective.
-    noise_multiplier : float
-        Noise ``N(0, (m G)^2 I)`` on each batch sum.
+    steps : GaussianSteps
+        One step per batch (:func:`n_batches` of them): noise
+        ``N(0, (m G)^2 I)`` on each batch sum, whose per-example gradients are
+        clipped to the contribution bound ``G``.
     radius : float or None
     rng : numpy.random.Generator
     """
-    n_batches = max(1, int(round(n_public / batch_size)))
+    n_batches = int(steps.steps)
     lam = Lambda / n_public
     step = 1.0 / (loss.smoothness + lam)
-    clip = loss.lipschitz
-    sigma = noise_multiplier * clip
+    clip = steps.contribution_bound
     assignment = rng.integers(n_batches, size=len(A))
     order = np.argsort(assignment, kind="stable")
     bounds = np.searchsorted(assignment[order], np.arange(n_batches + 1))
     theta = np.array(theta0, dtype=float)
     total = np.zeros_like(theta)
+    # Drawn after the assignment, all at once: the same stream as one draw per batch.
+    noise = steps.noise(theta.shape, rng)
     start = n_batches // 2
     for j in range(n_batches):
         rows = order[bounds[j] : bounds[j + 1]]
         grads = loss.per_example_grads(theta, A[rows], y[rows])
         norms = np.linalg.norm(grads, axis=1)
         grads *= np.minimum(1.0, clip / np.maximum(norms, np.finfo(float).tiny))[:, None]
-        noisy = grads.sum(axis=0) + rng.normal(0.0, sigma, size=theta.shape)
+        noisy = grads.sum(axis=0) + noise[j]
         theta = _project(theta - step * (noisy / batch_size + lam * theta), radius)
         if j >= start:
             total += theta

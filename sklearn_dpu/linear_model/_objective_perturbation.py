@@ -70,10 +70,17 @@ References
    JRSS-B 2022, Corollary 2.13 (GDP as a family of (eps, delta)).
 """
 
+import math
+from dataclasses import dataclass
+
 import numpy as np
 from scipy.special import ndtr, ndtri
 
+from ..privacy.mechanisms import GaussianDP
+
 __all__ = [
+    "ApproximateMinimaNoise",
+    "ObjectivePerturbation",
     "jacobian_epsilon",
     "objective_perturbation_mu",
     "objective_perturbation_noise_mu",
@@ -123,3 +130,82 @@ def objective_perturbation_noise_mu(target_mu: float, eps_jacobian: float) -> fl
             "use a smaller C (stronger regularization) or another solver"
         )
     return float(-2.0 * ndtri(level))
+
+
+@dataclass(frozen=True)
+class ObjectivePerturbation(GaussianDP):
+    """The linear terms ``b ~ N(0, sigma^2 I)`` of ``classes`` one-vs-rest
+    problems, together ``mu``-GDP ([CMS11]_, [KST12]_; accounting above).
+
+    Each class is ``mu / sqrt(classes)``-GDP (exact composition [DRS22]_):
+    its noise ``sigma = gradient_bound / noise_mu`` is the largest whose
+    certificate (:func:`objective_perturbation_mu`) meets that with the
+    Jacobian term ``eps_jacobian``.
+
+    Parameters
+    ----------
+    mu : float
+        Gaussian-DP parameter of all the classes together.
+    gradient_bound : float
+        ``G``, the bound on a record's gradient of the binary loss.
+    eps_jacobian : float
+        From :func:`jacobian_epsilon`.
+    classes : int, default=1
+        Problems solved (1 for a binary problem).
+    """
+
+    gradient_bound: float
+    eps_jacobian: float
+    classes: int = 1
+
+    @property
+    def noise_mu(self) -> float:
+        """``G / sigma`` of each class."""
+        return objective_perturbation_noise_mu(self.mu / math.sqrt(self.classes), self.eps_jacobian)
+
+    @property
+    def certified_mu_class(self) -> float:
+        """The Gaussian-DP parameter certified for each class."""
+        return objective_perturbation_mu(self.noise_mu, self.eps_jacobian)
+
+    @property
+    def sigma(self) -> float:
+        """Standard deviation of each coordinate of ``b``."""
+        return self.gradient_bound / self.noise_mu
+
+    def linear_term(self, size: int, rng: np.random.Generator) -> np.ndarray:
+        """One class's ``b``."""
+        return rng.normal(0.0, self.sigma, size=size)
+
+
+@dataclass(frozen=True)
+class ApproximateMinimaNoise(GaussianDP):
+    """The output noise of approximate minima perturbation [INS19]_ for
+    ``classes`` problems, together ``mu``-GDP.
+
+    A solution certified within ``tolerance / ridge`` of the perturbed
+    minimizer is a function of the data of sensitivity ``2 tolerance /
+    ridge``; each class adds Gaussian noise for ``mu / sqrt(classes)``-GDP.
+
+    Parameters
+    ----------
+    mu : float
+    tolerance : float
+        Certified gradient norm ``tau`` of the solver.
+    ridge : float
+        ``Lambda``, the ridge of the summed objective.
+    classes : int, default=1
+    """
+
+    tolerance: float
+    ridge: float
+    classes: int = 1
+
+    @property
+    def sigma(self) -> float:
+        """Standard deviation of each coordinate of the noise."""
+        return (2.0 * self.tolerance / self.ridge) / (self.mu / math.sqrt(self.classes))
+
+    def release(self, theta: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """One class's solution plus its noise."""
+        return theta + rng.normal(0.0, self.sigma, size=theta.shape)

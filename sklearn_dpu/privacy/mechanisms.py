@@ -14,6 +14,8 @@ References
 .. [BW18] B. Balle and Y.-X. Wang, "Improving the Gaussian mechanism for
    differential privacy: analytical calibration and optimal denoising",
    ICML 2018, Theorem 8.
+.. [DRS22] J. Dong, A. Roth and W. J. Su, "Gaussian differential privacy",
+   JRSS B 2022, Definition 2.6 (mu-GDP), Corollary 3.3 (composition).
 .. [DR14] C. Dwork and A. Roth, "The algorithmic foundations of differential
    privacy", 2014, Theorem 3.6 (Laplace), Theorem 3.10 (exponential mechanism),
    Claim 3.9 (report noisy max).
@@ -39,6 +41,7 @@ from numpy.typing import ArrayLike
 __all__ = [
     "ExponentialMechanism",
     "GaussianCount",
+    "GaussianDP",
     "GaussianMechanism",
     "GaussianSteps",
     "GeneralizedExponentialMechanism",
@@ -113,6 +116,39 @@ class GaussianMechanism:
         noise = upper + upper.T
         noise[np.diag_indices(q)] = rng.normal(0.0, self.sigma, size=q)
         return M + noise
+
+
+@dataclass(frozen=True)
+class GaussianDP:
+    """A release known by its Gaussian-DP parameter ``mu`` [DRS22]_.
+
+    A ``mu``-GDP release (Def. 2.6) tells neighbours apart no better than
+    ``N(0, 1)`` from ``N(mu, 1)``: its ``dp_accounting`` event is exactly the
+    Gaussian mechanism with noise multiplier ``1 / mu``, and ``mu``-GDP
+    releases compose to ``sqrt(sum mu_i^2)``-GDP (Cor. 3.3).
+
+    Used as is for a release planned before the data are read (its noise is
+    calibrated later, from a released count), and as the base of mechanisms
+    whose privacy analysis ends in a ``mu`` (objective perturbation, a run of
+    several Gaussian releases): those subclasses hold their calibration and
+    draw their noise, and the event stays the one of ``mu``.
+
+    Parameters
+    ----------
+    mu : float
+        Gaussian-DP parameter of the whole release, positive.
+
+    Examples
+    --------
+    >>> GaussianDP(0.5).dp_event
+    GaussianDpEvent(noise_multiplier=2.0)
+    """
+
+    mu: float
+
+    @property
+    def dp_event(self) -> dp_event.DpEvent:
+        return dp_event.GaussianDpEvent(noise_multiplier=1.0 / self.mu)
 
 
 @dataclass(frozen=True)

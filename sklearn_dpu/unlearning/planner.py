@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from dp_accounting.gaussian_mechanism import get_epsilon_gaussian
 
 __all__ = [
+    "DeletionDecision",
     "DeletionOption",
-    "DeletionPlan",
     "gdp_epsilon",
     "linear_rate_iterations",
     "plan_deletion",
@@ -102,8 +102,11 @@ class DeletionOption:
 
 
 @dataclass(frozen=True)
-class DeletionPlan:
+class DeletionDecision:
     """The decision and the options it was chosen from.
+
+    Made before any row changes; a deletion's
+    :class:`~sklearn_dpu.unlearning.report.DeletionPlan` states it.
 
     Attributes
     ----------
@@ -132,7 +135,7 @@ class DeletionPlan:
 
 def plan_deletion(
     options: Sequence[DeletionOption], target_epsilon: float, delta: float
-) -> DeletionPlan:
+) -> DeletionDecision:
     """Pick the cheapest option whose certified epsilon meets ``target_epsilon``.
 
     Parameters
@@ -145,7 +148,7 @@ def plan_deletion(
 
     Returns
     -------
-    DeletionPlan
+    DeletionDecision
     """
     by_action = {o.action: o for o in options}
     retrain = by_action[RETRAIN]
@@ -153,7 +156,7 @@ def plan_deletion(
 
     noise = by_action.get(NOISE_ONLY)
     if noise is not None and noise.available and eps[NOISE_ONLY] <= target_epsilon:
-        return DeletionPlan(
+        return DeletionDecision(
             NOISE_ONLY,
             eps[NOISE_ONLY],
             delta,
@@ -176,7 +179,7 @@ def plan_deletion(
             retrain.predicted_gradient_evaluations,
         )
         if predicted < full:
-            return DeletionPlan(
+            return DeletionDecision(
                 NOISE_FINETUNE,
                 eps[NOISE_FINETUNE],
                 delta,
@@ -199,7 +202,7 @@ def plan_deletion(
         )
     else:
         why_not_tune = tune.note if tune is not None else "no fine-tune path"
-    return DeletionPlan(
+    return DeletionDecision(
         RETRAIN,
         0.0,
         delta,
