@@ -25,6 +25,10 @@ TRUSTED_TYPES = (
     "sklearn_dpu.linear_model._unlearnable_sgd.UnlearnableSGDClassifier",
     "sklearn_dpu.linear_model._coupled_sgd.CoupledSGDState",
     "sklearn_dpu.linear_model._coupled_sgd.InsertionRecord",
+    "sklearn_dpu.linear_model._sgd_edits.SGDEditLedger",
+    "sklearn_dpu.linear_model._sgd_plan.SGDParams",
+    "sklearn_dpu.linear_model._sgd_plan.SGDSchedule",
+    # The name of SGDSchedule in files of state format 2 (converted on load).
     "sklearn_dpu.linear_model._sgd_plan.RunPlan",
     "sklearn_dpu.model_selection._private_search.PrivateGridSearch",
     "sklearn_dpu.linear_model._dp_logistic.DPLogisticRegression",
@@ -38,6 +42,7 @@ TRUSTED_TYPES = (
     "sklearn_dpu.privacy.mechanisms.GaussianMechanism",
     "sklearn_dpu.privacy.tree_aggregation.TreeAggregator",
     "sklearn_dpu.privacy.tree_aggregation.TreeNode",
+    "sklearn_dpu.unlearning.report.DeletionCost",
     "sklearn_dpu.unlearning.report.DeletionReport",
     "sklearn_dpu.unlearning.state.SampleRegistry",
 )
