@@ -4,23 +4,19 @@ and deletions by coupling (dissertation Ch. 4 and App. C)."""
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._compat import DELTA_CONSTRAINT, HasMethods, Interval, StrOptions, _fit_context, _num_samples
-from ..base import PrivateEstimatorMixin, PublicSizes
+from ..base import PublicSizes
 from ..exceptions import UnlearningError
-from ..privacy.clipping import clip_rows_l2
-from ..privacy.ledger import ReleasePlan, privacy_spent
+from ..privacy.ledger import ReleasePlan
 from ..privacy.random import release_generator
 from ..unlearning.ids import as_id_list, requested_ids
 from ..unlearning.report import DeletionPlan
 from ..unlearning.state import SampleRegistry
 from ._coupled_sgd import InsertionRecord
-from ._losses import get_loss
-from ._scores import labels_from_scores
+from ._sgd_base import BaseUnlearnableSGD
 from ._sgd_edits import (
     SGDEditLedger,
     delete_from_run,
@@ -30,18 +26,9 @@ from ._sgd_edits import (
     worst_insertion,
 )
 from ._sgd_plan import SGDParams, check_sampling, schedule_run, size_bucket
-from ._sgd_releases import (
-    count_mechanism,
-    deletion_outcome,
-    fit_ledger,
-    fit_release_plan,
-)
+from ._sgd_releases import count_mechanism, deletion_outcome, fit_ledger, fit_release_plan
 
 __all__ = ["UnlearnableSGDClassifier", "schedule_run", "size_bucket"]
-
-# Rows are clipped a little inside feature_norm so that storing them in
-# float32 (relative rounding <= 2**-24 per entry) cannot push a norm above it.
-_STORAGE_MARGIN = 1.0 - 1e-6
 
 
 def _num_features(X) -> int | None:
@@ -52,11 +39,7 @@ def _num_features(X) -> int | None:
     return None
 
 
-def _has_proba(estimator) -> bool:
-    return get_loss(estimator.loss).has_proba
-
-
-class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator):
+class UnlearnableSGDClassifier(BaseUnlearnableSGD):
     """Linear classifier by noisy mini-batch SGD, with exact deletion and insertion.
 
     Training is noisy mini-batch SGD (dissertation [1]_ Alg. 21; with
@@ -260,6 +243,10 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
     unlearning_state_ : CoupledSGDState
         The stored run and the data it needs (size ``O(T (m + K p))``
         numbers plus ``n (d + 1)`` float32; ``unlearning_state_.nbytes()``).
+    edit_ledger_ : SGDEditLedger
+        The bookkeeping of the edits: parameters of the fit, the noised
+        count as shifted by edits, streams and chunks used, steps whose
+        reserve is charged, edit counters.
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Defined only when ``X`` has string feature names.
@@ -319,9 +306,10 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
     the edit's ledger entry already shows, and functions of the sampling
     randomness, the request and the coupling decisions that entry charges.
     A retrain's cost is estimated from published quantities only
-    (``n_iter_ * batch_size_``). No wall time and no count of gradient
-    evaluations (a sum of batch sizes, which grows with the exact number of
-    rows) is published or stored.
+    (``n_iter_ * batch_size_``). No count of gradient evaluations (a sum of
+    batch sizes, which grows with the exact number of rows) is published or
+    stored; the only timing is the deletion report's ``cost.wall_time_s``,
+    the measured time of that call's execution, as for every estimator.
 
     **Known exceptions.** With ``batch_sampling="fixed"`` (not private:
     ``epsilon=np.inf``), a fit whose batch is not smaller than the training
@@ -426,26 +414,6 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
         self.random_state = random_state
         self.budget = budget
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        # At the default recompute_rate on scikit-learn's 300-row check data,
-        # the noise a 5% recompute rate needs (it grows like T / (n rho))
-        # swamps the gradient, so accuracy stays below the check's 0.83. Utility
-        # at realistic n is tested in tests/test_unlearnable_sgd.py.
-        tags.classifier_tags.poor_score = True
-        return tags
-
-    def __setstate__(self, state):
-        # Files of state format 2 written before ``schedule_size`` existed
-        # were fitted without it; their run held the edit bookkeeping, which
-        # moves to ``edit_ledger_`` (see CoupledSGDState.__setstate__).
-        state.setdefault("schedule_size", None)
-        run = state.get("unlearning_state_")
-        legacy = vars(run).pop("_legacy_bookkeeping", None) if run is not None else None
-        super().__setstate__(state)
-        if legacy is not None:
-            self.edit_ledger_ = SGDEditLedger.from_legacy(legacy)
-
     # ----------------------------------------------------------- planning
 
     def _params(self) -> SGDParams:
@@ -496,7 +464,7 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
         # Only a budget reads the plan: without one, skip planning the run
         # (a PLD computation with an explicit noise_multiplier).
         if self.budget is not None:
-            plan = self._plan_releases(vars(params), PublicSizes(_num_features(X)))
+            plan = self._plan_releases(params.as_dict(), PublicSizes(_num_features(X)))
         else:
             plan = ReleasePlan((), exact=False, restart=True)
 
@@ -559,37 +527,6 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
         self.learning_rate_ = state.learning_rate
         return fit_ledger(params, schedule)
 
-    # Size-dependent fitted values live in the state (an edit may refit).
-    @property
-    def noise_multiplier_(self) -> float:
-        """Noise of a step, in units of ``G / batch_size_``."""
-        return self.unlearning_state_.schedule.noise
-
-    @property
-    def recompute_bound_(self) -> float:
-        """Proven bound on the probability that one edit recomputes."""
-        return self.unlearning_state_.schedule.bound
-
-    @property
-    def n_iter_(self) -> int:
-        """Number of SGD steps of the stored run (``max_iter`` or its recipe)."""
-        return self.unlearning_state_.n_steps
-
-    @property
-    def batch_size_(self) -> float:
-        """Normalizer of the batch gradient (the expected batch size, about)."""
-        return self.unlearning_state_.schedule.batch_size
-
-    def _encode(self, X, y, classes_) -> np.ndarray:
-        """Clipped float32 rows with the label code appended."""
-        codes = np.searchsorted(classes_, y)
-        rows = np.empty((len(X), X.shape[1] + 1), dtype=np.float32)
-        rows[:, :-1] = clip_rows_l2(
-            np.asarray(X, dtype=np.float64), self.feature_norm * _STORAGE_MARGIN
-        )
-        rows[:, -1] = codes
-        return rows
-
     # ---------------------------------------------------------- insertion
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -629,7 +566,7 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
 
     def _insert(self, X, y, classes, sample_id):
         state, ledger = self.unlearning_state_, self.edit_ledger_
-        changed = self._changed_params(vars(ledger.params))
+        changed = self._changed_params(ledger.params.as_dict())
         if changed:
             raise ValueError(
                 f"partial_fit cannot change {', '.join(changed)} of a fitted "
@@ -756,111 +693,3 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
 
         self._run_deletion(n_deleted, plan, execute)
         return self
-
-    # --------------------------------------------------------- accounting
-
-    def _ledger_delta(self) -> float:
-        """The delta of the fit (``partial_fit`` refuses to change it)."""
-        return self.edit_ledger_.params.delta
-
-    def _cached_privacy(self, name, compute, depends_on_ledger=True):
-        ledger = self.privacy_ledger_
-        delta = self.edit_ledger_.params.delta
-        # A string key: the cache is persisted, and skops stores dicts as JSON.
-        key = f"{name}|{len(ledger) if depends_on_ledger else '-'}|{delta!r}"
-        cache = self.__dict__.setdefault("_privacy_cache", {})
-        if key not in cache:
-            cache[key] = compute(ledger, delta)
-        return cache[key]
-
-    @property
-    def privacy_spent_(self):
-        """(epsilon, delta) of everything published (composed over the ledger)."""
-        return self._cached_privacy("spent", privacy_spent)
-
-    @property
-    def privacy_per_model_(self):
-        """(epsilon, delta) of the published model on its own: it has the law of
-        a fit on the current data, so this is a fit's releases (count and run)."""
-        schedule = self.unlearning_state_.schedule
-        releases = fit_ledger(self.edit_ledger_.params, schedule)
-        return self._cached_privacy(
-            f"model{schedule.bucket}",
-            lambda ledger, delta: privacy_spent(releases, delta),
-            depends_on_ledger=False,
-        )
-
-    # ------------------------------------------------------------ output
-
-    def _publish(self) -> None:
-        state = self.unlearning_state_
-        W = state.model()
-        d = state.n_features
-        self.coef_ = W[:, :d].copy()
-        if self.fit_intercept:
-            self.intercept_ = W[:, d] * state.feature_norm
-        else:
-            self.intercept_ = np.zeros(state.n_outputs)
-
-    def decision_function(self, X):
-        """Scores of the (clipped) rows.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-
-        Returns
-        -------
-        ndarray of shape (n_samples,) for two classes, else (n_samples, n_classes)
-        """
-        check_is_fitted(self)
-        X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
-        X = clip_rows_l2(np.asarray(X, dtype=np.float64), self.unlearning_state_.feature_norm)
-        scores = X @ self.coef_.T + self.intercept_
-        return scores[:, 0] if scores.shape[1] == 1 else scores
-
-    def predict(self, X):
-        """Predicted class labels.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-
-        Returns
-        -------
-        ndarray of shape (n_samples,)
-        """
-        scores = self.decision_function(X)  # checks fitted before classes_ is read
-        return labels_from_scores(self.classes_, scores)
-
-    @available_if(_has_proba)
-    def predict_proba(self, X):
-        """Class probabilities (log loss: logistic / softmax; modified Huber:
-        as :class:`~sklearn.linear_model.SGDClassifier`).
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-
-        Returns
-        -------
-        ndarray of shape (n_samples, n_classes)
-        """
-        scores = self.decision_function(X)
-        Z = scores[:, None] if scores.ndim == 1 else scores
-        return get_loss(self.unlearning_state_.loss_name).proba(Z)
-
-    @available_if(_has_proba)
-    def predict_log_proba(self, X):
-        """Logarithm of :meth:`predict_proba`.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-
-        Returns
-        -------
-        ndarray of shape (n_samples, n_classes)
-        """
-        with np.errstate(divide="ignore"):
-            return np.log(self.predict_proba(X))
