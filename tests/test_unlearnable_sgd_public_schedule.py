@@ -7,12 +7,14 @@ import pickle
 
 import numpy as np
 import pytest
+from dp_accounting import dp_event
 
 from sklearn_dpu import BudgetExceededError, PrivacyBudget, UnlearnableSGDClassifier
 from sklearn_dpu.model_selection import PrivateGridSearch
 from sklearn_dpu.model_selection._private_search import _TRAIN
 from sklearn_dpu.privacy.accounting import epsilon_spent
 from sklearn_dpu.privacy.ledger import ApproximateDPBound, Release, privacy_spent, worst_case_events
+from sklearn_dpu.privacy.mechanisms import GaussianSteps
 
 from ._doubles import Unreadable
 from ._sgd_coupling_controls import as_format_2
@@ -179,3 +181,20 @@ def test_fixed_batches_are_never_accounted_even_with_a_public_schedule():
     with pytest.raises(BudgetExceededError):
         UnlearnableSGDClassifier(**params, budget=budget).fit(X, y)
     assert budget.spent().epsilon == 0.0
+
+
+def test_a_run_at_rate_one_keeps_its_poisson_subsampled_event():
+    """A public schedule whose batch reaches the whole schedule_size (rate 1)
+    records each step as a Poisson-subsampled Gaussian at rate 1, as every
+    other rate is: the ledger keeps one form of event whatever the rate
+    (GaussianSteps' default would record a bare Gaussian at rate 1)."""
+    est = UnlearnableSGDClassifier(
+        random_state=0, schedule_size=400, max_iter=3, batch_size=400
+    ).fit(X, Y)
+    assert est.unlearning_state_.schedule.inclusion == 1.0
+    step = est.privacy_ledger_[-1]["event"]["event"]
+    assert step["class_name"] == "PoissonSampledDpEvent"
+    assert step["sampling_probability"] == 1.0
+    assert GaussianSteps(1.0, 2.0, 3).step_event == dp_event.GaussianDpEvent(2.0)
+    sampled = GaussianSteps(1.0, 2.0, 3, sampling_rate=1.0, poisson_sampled=True)
+    assert sampled.step_event == dp_event.PoissonSampledDpEvent(1.0, dp_event.GaussianDpEvent(2.0))
