@@ -99,7 +99,7 @@ def deletions(X, y, X_test, y_test, feature_norm, n_deletions, n_fresh):
         start = time.perf_counter()
         est.delete_samples([sample_id])
         times[k] = time.perf_counter() - start
-    counters = est.unlearning_state_.counters
+    counters = est.edit_ledger_.counters
     recomputed = np.array([r.cost["recomputed_steps"] > 0 for r in est.deletion_log_])
     refits = sum("refit" in r.reason for r in est.deletion_log_)
     print(

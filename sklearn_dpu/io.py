@@ -29,6 +29,10 @@ TRUSTED_TYPES = (
     "sklearn_dpu.linear_model._unlearnable_sgd.UnlearnableSGDClassifier",
     "sklearn_dpu.linear_model._coupled_sgd.CoupledSGDState",
     "sklearn_dpu.linear_model._coupled_sgd.InsertionRecord",
+    "sklearn_dpu.linear_model._sgd_edits.SGDEditLedger",
+    "sklearn_dpu.linear_model._sgd_plan.SGDParams",
+    "sklearn_dpu.linear_model._sgd_plan.SGDSchedule",
+    # The name of SGDSchedule in files of state format 2 (converted on load).
     "sklearn_dpu.linear_model._sgd_plan.RunPlan",
     "sklearn_dpu.model_selection._private_search.PrivateGridSearch",
     "sklearn_dpu.linear_model._dp_logistic.DPLogisticRegression",

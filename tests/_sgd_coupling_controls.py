@@ -5,8 +5,9 @@
   compare it with the measured rate).
 * Deliberately broken couplings, the negative controls of the exactness and
   recompute-rate tests: :func:`use_variant` switches a fitted estimator's
-  stored run to one of them. The package itself has no switch to break its
-  coupling; each subclass below overrides one step of it.
+  stored run (or, for ``"stale_count"``, its edit ledger) to one of them. The
+  package itself has no switch to break its coupling; each subclass below
+  overrides one step of it.
 
   - ``"inverted_ratio"``: the old-over-new acceptance ratio printed in M. E.
     Ullah, "Statistical learning via stochastic optimization under data
@@ -17,14 +18,19 @@
     the stored noisy gradient.
   - ``"stale_count"``: the noised count of the fit is not shifted by edits,
     so the size class no longer tracks the data.
+
+* :func:`as_format_2`: make a fitted estimator save as state format 2 did
+  (the schedule in ``plan``, the edit bookkeeping in the stored run), to test
+  that such files still load.
 """
 
 import numpy as np
 
 from sklearn_dpu.linear_model._coupled_sgd import CoupledSGDState
+from sklearn_dpu.linear_model._sgd_edits import SGDEditLedger
 from sklearn_dpu.unlearning.coupling import gaussian_log_ratio, gaussian_tv
 
-__all__ = ["VARIANTS", "recompute_probability", "use_variant"]
+__all__ = ["VARIANTS", "as_format_2", "recompute_probability", "use_variant"]
 
 
 def recompute_probability(state: CoupledSGDState, delete=None, insert=None) -> float:
@@ -124,7 +130,7 @@ class RawNoiseState(CoupledSGDState):
         return first
 
 
-class StaleCountState(CoupledSGDState):
+class StaleCountLedger(SGDEditLedger):
     """Keeps the fit's noised count through edits."""
 
     def shifted_count(self, k):
@@ -132,13 +138,38 @@ class StaleCountState(CoupledSGDState):
 
 
 VARIANTS = {
-    "exact": CoupledSGDState,
-    "inverted_ratio": InvertedRatioState,
-    "raw_noise": RawNoiseState,
-    "stale_count": StaleCountState,
+    "exact": (CoupledSGDState, SGDEditLedger),
+    "inverted_ratio": (InvertedRatioState, SGDEditLedger),
+    "raw_noise": (RawNoiseState, SGDEditLedger),
+    "stale_count": (CoupledSGDState, StaleCountLedger),
 }
 
 
-def use_variant(state: CoupledSGDState, variant: str) -> None:
-    """Make the stored run ``state`` of a fitted estimator edit as ``variant``."""
-    state.__class__ = VARIANTS[variant]
+def use_variant(estimator, variant: str) -> None:
+    """Make a fitted estimator's stored run and edit ledger edit as ``variant``."""
+    run, ledger = VARIANTS[variant]
+    estimator.unlearning_state_.__class__ = run
+    estimator.edit_ledger_.__class__ = ledger
+
+
+def as_format_2(estimator, monkeypatch, plan=None) -> None:
+    """Make ``estimator`` pickle and save as state format 2 did: its run holds
+    the schedule in ``plan`` (``plan``, if given, instead) and the edit
+    bookkeeping, with ``frozen_params`` a dict. Undo with ``monkeypatch.undo()``
+    before loading."""
+    state, ledger = estimator.unlearning_state_, estimator.__dict__.pop("edit_ledger_")
+    monkeypatch.setattr(CoupledSGDState, "FORMAT_VERSION", 2)
+    old = {
+        "plan": state.__dict__.pop("schedule") if plan is None else plan,
+        "frozen_params": ledger.params.as_dict(),
+        "n_noisy": ledger.n_noisy,
+        "classes_given": ledger.classes_given,
+        "n_streams": ledger.n_streams,
+        "n_chunks": ledger.n_chunks,
+        "nonprivate_recorded": ledger.nonprivate_recorded,
+        "counters": ledger.counters,
+        "reserve_charged": ledger.reserve_charged,
+    }
+    if plan is not None:
+        del state.__dict__["schedule"]
+    vars(state).update(old)

@@ -22,6 +22,7 @@ from sklearn_dpu.linear_model._linear_state import LinearStatisticsState
 from sklearn_dpu.preprocessing import PublicBoundsScaler
 from sklearn_dpu.unlearning.state import SampleRegistry
 
+from ._sgd_coupling_controls import as_format_2
 from .test_estimator_checks import ESTIMATORS
 
 
@@ -168,36 +169,48 @@ def test_logistic_state_of_format_2_is_refused(tmp_path, monkeypatch):
     _refused_both_ways(fitted, tmp_path, monkeypatch, "format version 2")
 
 
-def _sgd_with_format1_plan(monkeypatch, plan_dict):
+def _sgd_with_old_format(monkeypatch, version, plan=None):
+    """A fitted SGD that saves as state format ``version`` (1: the schedule
+    stored as ``plan``, a dict; 2: as a RunPlan), with the edit bookkeeping
+    in its stored run."""
     X, y = _data()
     fitted = UnlearnableSGDClassifier(random_state=0, max_iter=5, batch_size=20)
     fitted.fit(X, y > 0)
-    monkeypatch.setattr(CoupledSGDState, "FORMAT_VERSION", 1)
-    monkeypatch.setattr(fitted.unlearning_state_, "plan", plan_dict)
+    as_format_2(fitted, monkeypatch, plan)
+    monkeypatch.setattr(CoupledSGDState, "FORMAT_VERSION", version)
     return fitted
 
 
-def test_sgd_state_of_format_1_converts_its_dict_plan(tmp_path, monkeypatch):
-    """A CoupledSGDState of format 1 stored its plan as a dict with RunPlan's
-    keys: skops and pickle load it as a RunPlan, and the loaded model edits
-    exactly as the current format does."""
+@pytest.mark.parametrize("version", [1, 2])
+def test_sgd_state_of_an_old_format_converts_its_plan_and_bookkeeping(
+    tmp_path, monkeypatch, version
+):
+    """A CoupledSGDState of format 1 stored its schedule as a dict with
+    RunPlan's keys, format 2 as a RunPlan, both with the estimator's edit
+    bookkeeping: skops and pickle load it as an SGDSchedule and an
+    edit_ledger_, and the loaded model edits exactly as the current format
+    does."""
     X, y = _data()
     current = UnlearnableSGDClassifier(random_state=0, max_iter=5, batch_size=20).fit(X, y > 0)
-    plan = current.unlearning_state_.plan
-    old = _sgd_with_format1_plan(monkeypatch, dict(vars(plan)))
-    dpu_io.save(old, tmp_path / "v1.skops")
+    schedule = current.unlearning_state_.schedule
+    old = _sgd_with_old_format(monkeypatch, version, dict(vars(schedule)) if version == 1 else None)
+    dpu_io.save(old, tmp_path / "old.skops")
     blob = pickle.dumps(old)
     monkeypatch.undo()
-    for loaded in (dpu_io.load(tmp_path / "v1.skops"), pickle.loads(blob)):
-        assert loaded.unlearning_state_.plan == plan
+    for loaded in (dpu_io.load(tmp_path / "old.skops"), pickle.loads(blob)):
+        assert loaded.unlearning_state_.schedule == schedule
+        assert not hasattr(loaded.unlearning_state_, "plan")
+        assert not hasattr(loaded.unlearning_state_, "_legacy_bookkeeping")
+        assert loaded.edit_ledger_.params == current.edit_ledger_.params
         loaded.delete_samples([0, 1, 2])
         again = pickle.loads(pickle.dumps(current)).delete_samples([0, 1, 2])
         np.testing.assert_array_equal(loaded.coef_, again.coef_)
         assert loaded.privacy_ledger_ == again.privacy_ledger_
+        assert loaded.edit_ledger_.counters == again.edit_ledger_.counters
 
 
 def test_sgd_state_of_format_1_with_an_unknown_plan_is_refused(tmp_path, monkeypatch):
-    old = _sgd_with_format1_plan(monkeypatch, {"bucket": 40, "noise": 1.0})
+    old = _sgd_with_old_format(monkeypatch, 1, {"bucket": 40, "noise": 1.0})
     _refused_both_ways(old, tmp_path, monkeypatch, "CoupledSGDState state has format version 1")
 
 

@@ -158,7 +158,7 @@ def test_partial_fit_inserts_rows():
 @pytest.mark.parametrize("epsilon", [np.inf, 1.0])
 def test_leaving_the_size_class_refits(epsilon):
     est = UnlearnableSGDClassifier(epsilon=epsilon, random_state=0).fit(X, Y)
-    n_noisy = est.unlearning_state_.n_noisy
+    n_noisy = est.edit_ledger_.n_noisy
     if np.isinf(epsilon):
         assert n_noisy == len(X)  # asked for: the exact count, and it says so
     n_left = 2 ** (size_bucket(n_noisy) / 8.0)
@@ -167,8 +167,8 @@ def test_leaving_the_size_class_refits(epsilon):
     report = est.deletion_log_[-1]
     assert "refit" in report.reason
     assert report.cost["recomputed_steps"] == est.n_iter_
-    assert est.unlearning_state_.n_noisy == pytest.approx(n_noisy - k)
-    assert est.unlearning_state_.plan.bucket == size_bucket(n_noisy - k)
+    assert est.edit_ledger_.n_noisy == pytest.approx(n_noisy - k)
+    assert est.unlearning_state_.schedule.bucket == size_bucket(n_noisy - k)
     assert len(est.privacy_ledger_) == 3  # count, run, re-released run
 
 
@@ -271,10 +271,10 @@ def test_edits_charge_reserve_and_fresh_steps():
         size = len(est.privacy_ledger_)
         est.delete_samples([i])
         grew.append(len(est.privacy_ledger_) > size)
-    state = est.unlearning_state_
-    assert state.counters["tested_steps"] > 0
+    edits = est.edit_ledger_
+    assert edits.counters["tested_steps"] > 0
     # Every tested step's reserve is charged once.
-    assert state.reserve_charged.sum() > 0
+    assert edits.reserve_charged.sum() > 0
     assert est.privacy_spent_.epsilon > first
     assert est.privacy_per_model_.epsilon == pytest.approx(first)
     # A report has a cost exactly when its call added to the ledger.
@@ -302,7 +302,7 @@ def test_unaccountable_edits_are_reported_as_non_private(params):
         assert run["class_name"] == "SelfComposedDpEvent"  # the run itself is accounted
     for i in range(10):
         est.delete_samples([i])
-    assert est.unlearning_state_.counters["tested_steps"] > 0
+    assert est.edit_ledger_.counters["tested_steps"] > 0
     assert est.privacy_spent_.epsilon == np.inf
     assert any(r.rerelease_epsilon == np.inf for r in est.deletion_log_)
 

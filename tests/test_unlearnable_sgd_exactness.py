@@ -62,7 +62,7 @@ def _state_features(est, ids):
         for i in members[st.batch_ptr[t] : st.batch_ptr[t + 1]].tolist():
             ind[t, col[i]] = 1.0
     cont = np.concatenate(
-        [st.model().ravel(), st.noisy.ravel(), np.diff(st.batch_ptr), [st.n_noisy]]
+        [st.model().ravel(), st.noisy.ravel(), np.diff(st.batch_ptr), [est.edit_ledger_.n_noisy]]
     )
     return cont, ind.ravel()
 
@@ -97,7 +97,7 @@ def _edited(edit, final_rows, params, trials, variant):
 
 def _fit(est, rows, variant):
     est.fit(X_ALL[rows], Y_ALL[rows], sample_id=IDS[rows])
-    use_variant(est.unlearning_state_, variant)
+    use_variant(est, variant)
 
 
 ROWS = np.arange(N)  # ids 0..47; id 48 is the row to insert

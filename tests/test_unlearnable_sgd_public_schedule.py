@@ -7,14 +7,17 @@ import pickle
 
 import numpy as np
 import pytest
+from dp_accounting import dp_event
 
 from sklearn_dpu import BudgetExceededError, PrivacyBudget, UnlearnableSGDClassifier
 from sklearn_dpu.model_selection import PrivateGridSearch
 from sklearn_dpu.model_selection._private_search import _TRAIN
 from sklearn_dpu.privacy.accounting import epsilon_spent
 from sklearn_dpu.privacy.ledger import ApproximateDPBound, Release, privacy_spent, worst_case_events
+from sklearn_dpu.privacy.mechanisms import GaussianSteps
 
 from ._doubles import Unreadable
+from ._sgd_coupling_controls import as_format_2
 
 _rng = np.random.default_rng(5)
 X = _rng.normal(size=(1200, 4)) / 2.0
@@ -52,10 +55,10 @@ def test_schedule_size_makes_the_fit_an_exact_plan_and_edits_keep_the_schedule()
     assert est.privacy_spent_.epsilon <= 1.0
     state = est.unlearning_state_
     assert state.inclusion_prob == pytest.approx(100 / 1000)  # m / schedule_size
-    schedule = (est.n_iter_, est.batch_size_, est.noise_multiplier_, state.plan.bucket)
+    schedule = (est.n_iter_, est.batch_size_, est.noise_multiplier_, state.schedule.bucket)
     est.delete_samples(range(300))  # would leave the size class of a noised count
     est.partial_fit(X[:5], Y[:5], sample_id=["a", "b", "c", "d", "e"])
-    assert (est.n_iter_, est.batch_size_, est.noise_multiplier_, state.plan.bucket) == schedule
+    assert (est.n_iter_, est.batch_size_, est.noise_multiplier_, state.schedule.bucket) == schedule
     assert not any(r.reason.endswith("full refit") for r in est.deletion_log_)
     assert not any(r.refit for r in est.insertion_log_)
 
@@ -139,11 +142,15 @@ def test_a_deletion_that_tests_the_reserve_reports_its_cost(budget_path):
     assert "re-release cost" in report.summary() and "reserve" in report.reason
 
 
-def test_a_model_saved_before_schedule_size_existed_loads_and_edits():
+def test_a_model_saved_before_schedule_size_existed_loads_and_edits(monkeypatch):
     est = UnlearnableSGDClassifier(random_state=0, max_iter=5, batch_size=100).fit(X, Y)
+    as_format_2(est, monkeypatch)
     del est.__dict__["schedule_size"]  # as pickled by the previous release
     del est.unlearning_state_.frozen_params["schedule_size"]
-    loaded = pickle.loads(pickle.dumps(est))
+    blob = pickle.dumps(est)
+    monkeypatch.undo()
+    loaded = pickle.loads(blob)
+    assert loaded.edit_ledger_.params.schedule_size is None
     assert loaded.get_params()["schedule_size"] is None
     loaded.delete_samples([1, 2])
     loaded.partial_fit(X[:1], Y[:1], sample_id=["new"])
@@ -174,3 +181,20 @@ def test_fixed_batches_are_never_accounted_even_with_a_public_schedule():
     with pytest.raises(BudgetExceededError):
         UnlearnableSGDClassifier(**params, budget=budget).fit(X, y)
     assert budget.spent().epsilon == 0.0
+
+
+def test_a_run_at_rate_one_keeps_its_poisson_subsampled_event():
+    """A public schedule whose batch reaches the whole schedule_size (rate 1)
+    records each step as a Poisson-subsampled Gaussian at rate 1, as every
+    other rate is: the ledger keeps one form of event whatever the rate
+    (GaussianSteps' default would record a bare Gaussian at rate 1)."""
+    est = UnlearnableSGDClassifier(
+        random_state=0, schedule_size=400, max_iter=3, batch_size=400
+    ).fit(X, Y)
+    assert est.unlearning_state_.schedule.inclusion == 1.0
+    step = est.privacy_ledger_[-1]["event"]["event"]
+    assert step["class_name"] == "PoissonSampledDpEvent"
+    assert step["sampling_probability"] == 1.0
+    assert GaussianSteps(1.0, 2.0, 3).step_event == dp_event.GaussianDpEvent(2.0)
+    sampled = GaussianSteps(1.0, 2.0, 3, sampling_rate=1.0, poisson_sampled=True)
+    assert sampled.step_event == dp_event.PoissonSampledDpEvent(1.0, dp_event.GaussianDpEvent(2.0))

@@ -39,7 +39,7 @@ def _deletion_stream(params, n_fits, per_fit, variant="exact", predict=True):
     predicted, observed = [], []
     for seed in range(n_fits):
         est = UnlearnableSGDClassifier(random_state=seed, **EXACT, **params).fit(X[:N], Y[:N])
-        use_variant(est.unlearning_state_, variant)
+        use_variant(est, variant)
         order = np.random.default_rng(seed).permutation(N)[:per_fit]
         for sample_id in order.tolist():
             state = est.unlearning_state_

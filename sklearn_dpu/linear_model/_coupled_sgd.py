@@ -58,6 +58,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from ..privacy.mechanisms import GaussianSteps
 from ..unlearning.coupling import (
     poisson_subsample,
     reflect,
@@ -67,7 +68,7 @@ from ..unlearning.coupling import (
 )
 from ..unlearning.state import VersionedState
 from ._losses import get_loss
-from ._sgd_plan import RunPlan
+from ._sgd_plan import SGDSchedule
 
 __all__ = ["CoupledSGDState", "EditOutcome", "InsertionRecord"]
 
@@ -132,22 +133,10 @@ class CoupledSGDState(VersionedState):
         ``xi_t = nu_t + theta_r``, the noisy gradient of the update.
     path : ndarray of float64, shape (T + 1, K, p)
         Iterates ``w_0 = 0, w_1, ..., w_T`` (0-based).
-    n_streams : int
-        Random streams used so far (fit and edits); the next edit uses
-        stream ``n_streams``. No generator state is stored.
-    frozen_params : dict
-        The estimator's parameters at fit.
-    plan : RunPlan or None
+    schedule : SGDSchedule or None
         The schedule (steps, batch size, sampling rate, noise multipliers)
-        derived from them and the noised or public size; None until
-        :meth:`configure`.
-    n_chunks : int
-        1 for fit, one more per insertion call.
-    reserve_charged : ndarray of bool, shape (T,)
-        Steps whose reserve noise the ledger has charged (tested since they
-        were computed).
-    counters : dict
-        Edits, recomputes, recomputed and tested steps so far.
+        derived from the parameters and the noised or public size; None
+        until :meth:`configure`.
     frozen hyper-parameters
         ``loss_name, n_outputs, n_features, feature_norm, fit_intercept,
         n_steps, batch_size, sampling, inclusion_prob, sigma_coupled,
@@ -159,12 +148,17 @@ class CoupledSGDState(VersionedState):
     the data. After an edit, nothing computed from a deleted row is left in
     the state except through values whose law, after the edit, is that of a
     fresh run on the remaining rows (the stored noisy gradients): that is what
-    exactness means.
+    exactness means. The estimator's bookkeeping of the edits (streams used,
+    noised count, steps whose reserve is charged, counters) is not part of
+    the run: see :class:`~sklearn_dpu.linear_model._sgd_edits.SGDEditLedger`.
     """
 
-    #: 2: ``plan`` is a :class:`~sklearn_dpu.linear_model._sgd_plan.RunPlan`
-    #: (format 1 stored a dict with the same keys; it is converted on load).
-    FORMAT_VERSION = 2
+    #: 3: the run only, its schedule an
+    #: :class:`~sklearn_dpu.linear_model._sgd_plan.SGDSchedule` in ``schedule``;
+    #: the edit bookkeeping moved to the estimator's ``edit_ledger_``. Formats
+    #: 1 (plan as a dict) and 2 (``RunPlan`` in ``plan``, bookkeeping here) are
+    #: converted on load (see :meth:`__setstate__`).
+    FORMAT_VERSION = 3
 
     def __init__(
         self,
@@ -198,52 +192,28 @@ class CoupledSGDState(VersionedState):
         self.sigma_coupled = 0.0
         self.sigma_reserve = 0.0
         self._allocate(self.n_steps)
-        self.n_streams = 0
-        # Bookkeeping of the estimator (public sizes and counts only).
-        self.frozen_params: dict = {}
-        self.plan: RunPlan | None = None
-        self.n_chunks = 1
-        # The released noised count n + Z, shifted by every edit (k rows
-        # deleted: -k; inserted: +k), and whether classes were given.
-        self.n_noisy = 0.0
-        self.classes_given = False
-        self.nonprivate_recorded = False
-        self.counters = {
-            "edits": 0,
-            "recomputes": 0,
-            "recomputed_steps": 0,
-            "tested_steps": 0,
-        }
+        self.schedule: SGDSchedule | None = None
 
-    def configure(self, plan: RunPlan) -> None:
-        """Set the batch size, sampling rate and noise of ``plan``.
+    def configure(self, schedule: SGDSchedule) -> None:
+        """Set the batch size, sampling rate and noise of ``schedule``.
 
-        ``plan`` gives the noise in units of ``G / m``, with ``G`` the loss's
+        ``schedule`` gives the noise in units of ``G / m``, with ``G`` the loss's
         Lipschitz constant on augmented rows of norm at most
         :meth:`row_bound`; this converts it to gradient units.
         """
-        self.plan = plan
-        if plan.n_steps != self.n_steps:
-            self._allocate(int(plan.n_steps))
-        self.batch_size = float(plan.batch_size)
-        self.inclusion_prob = float(plan.inclusion)
+        self.schedule = schedule
+        if schedule.n_steps != self.n_steps:
+            self._allocate(int(schedule.n_steps))
+        self.batch_size = float(schedule.batch_size)
+        self.inclusion_prob = float(schedule.inclusion)
         unit = self.loss.z_lipschitz(self.n_outputs) * self.row_bound() / self.batch_size
-        self.sigma_coupled = float(plan.coupled) * unit
-        self.sigma_reserve = float(plan.reserve) * unit
+        self.sigma_coupled = float(schedule.coupled) * unit
+        self.sigma_reserve = float(schedule.reserve) * unit
 
     def refit(self, rng: np.random.Generator) -> EditOutcome:
         """Run everything afresh on the live samples (after :meth:`configure`)."""
         evaluations = self.train(0, rng)
-        self.reserve_charged[:] = False
         return EditOutcome(np.zeros(0, dtype=np.int64), None, self.n_steps, evaluations, refit=True)
-
-    def shifted_count(self, k: int) -> float:
-        """The noised count after an edit of ``k`` rows (``k < 0``: deletions).
-
-        ``n + Z`` becomes ``(n + k) + Z``: the count a fresh fit on the edited
-        data would draw with the same ``Z``, so the size class tracks the data.
-        """
-        return self.n_noisy + k
 
     def _allocate(self, n_steps: int) -> None:
         """Empty run arrays for ``n_steps`` steps (a refit may change T)."""
@@ -255,7 +225,6 @@ class CoupledSGDState(VersionedState):
         self.coupled = np.zeros(shape)
         self.noisy = np.zeros(shape)
         self.path = np.zeros((n_steps + 1, self.n_outputs, self.n_coef))
-        self.reserve_charged = np.zeros(n_steps, dtype=bool)
 
     # ---------------------------------------------------------------- basics
 
@@ -307,6 +276,23 @@ class CoupledSGDState(VersionedState):
     def row_bound(self) -> float:
         """Public bound on the norm of an augmented row."""
         return self.feature_norm * np.sqrt(1.0 + self.fit_intercept)
+
+    def steps_mechanism(self, steps: int) -> GaussianSteps:
+        """The mechanism of ``steps`` steps of this run (noise in gradient units).
+
+        Its standard normal draws, one pair per coordinate and step, are split
+        into the coupled part (scaled by ``sigma_coupled``) and the reserve
+        (``sigma_reserve``); their sum has the schedule's multiplier.
+        """
+        schedule = self.schedule
+        unit = self.loss.z_lipschitz(self.n_outputs) * self.row_bound() / self.batch_size
+        return GaussianSteps(
+            unit,
+            schedule.noise,
+            int(steps),
+            sampling_rate=schedule.inclusion,
+            poisson_sampled=self.sampling == "poisson",
+        )
 
     def _penalty_mask(self) -> np.ndarray:
         mask = np.ones(self.n_coef)
@@ -373,7 +359,9 @@ class CoupledSGDState(VersionedState):
         counts, fresh = self._draw_batches(T - start, rng)
         self.batch_slots = np.concatenate([self.batch_slots[: self.batch_ptr[start]], fresh])
         self.batch_ptr[start + 1 :] = self.batch_ptr[start] + np.cumsum(counts)
-        noise = rng.standard_normal((T - start, 2, self.n_outputs, self.n_coef))
+        noise = self.steps_mechanism(T - start).standard_noise(
+            (2, self.n_outputs, self.n_coef), rng
+        )
         noise[:, 0] *= self.sigma_coupled
         noise[:, 1] *= self.sigma_reserve
         loss, m, ptr = self.loss, self.batch_size, self.batch_ptr
@@ -567,14 +555,35 @@ class CoupledSGDState(VersionedState):
         return state
 
     def __setstate__(self, state):
-        # Format 1 (before RunPlan) stored the plan as a dict with the same
-        # keys: convert it, so older files keep loading. Anything else is
-        # refused by VersionedState (StateVersionError).
+        # Format 1 stored the schedule as a dict with the same keys, format 2
+        # as a RunPlan, both under "plan", with the estimator's edit
+        # bookkeeping: convert them, so older files keep loading (the
+        # estimator moves the bookkeeping to its edit ledger). Anything else
+        # is refused by VersionedState (StateVersionError).
+        version = state.get("_format_version")
         plan = state.get("plan")
-        if (
-            state.get("_format_version") == 1
-            and isinstance(plan, dict)
-            and set(plan) == {f.name for f in fields(RunPlan)}
-        ):
-            state = {**state, "plan": RunPlan(**state["plan"]), "_format_version": 2}
+        names = {f.name for f in fields(SGDSchedule)}
+        if version == 1 and isinstance(plan, dict) and set(plan) == names:
+            state = {**state, "plan": SGDSchedule(**plan), "_format_version": 2}
+            version = 2
+        if version == 2 and isinstance(state.get("plan"), SGDSchedule):
+            state = dict(state)
+            state["schedule"] = state.pop("plan")
+            state["_legacy_bookkeeping"] = {
+                name: state.pop(name) for name in _LEGACY_BOOKKEEPING if name in state
+            }
+            state["_format_version"] = self.FORMAT_VERSION
         super().__setstate__(state)
+
+
+#: What a format-2 state held for the estimator (now in its edit ledger).
+_LEGACY_BOOKKEEPING = (
+    "n_streams",
+    "frozen_params",
+    "n_chunks",
+    "n_noisy",
+    "classes_given",
+    "nonprivate_recorded",
+    "counters",
+    "reserve_charged",
+)

@@ -36,25 +36,29 @@ References
 """
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from functools import lru_cache
+from typing import Any
 
-from dp_accounting import dp_event
 from dp_accounting.pld import PLDAccountant
 
 from ..privacy.accounting import NEIGHBORING_RELATION, epsilon_spent
 from ..privacy.calibration import gaussian_noise_multiplier
+from ..privacy.mechanisms import GaussianSteps
 from ..unlearning.coupling import noise_for_recompute_rate, recompute_probability_bound
 
 __all__ = [
     "COUNT_DELTA_SHARE",
     "COUNT_EPSILON_SHARE",
     "MIN_NOISY_COUNT",
-    "RunPlan",
+    "SGDParams",
+    "SGDSchedule",
     "calibrate_run",
+    "check_sampling",
     "count_multiplier",
-    "plan_run",
     "run_target",
+    "schedule_run",
     "schedule_target",
     "size_bucket",
 ]
@@ -73,10 +77,51 @@ _CHECK_GRID = 1e-3
 
 
 @dataclass(frozen=True)
-class RunPlan:
+class SGDParams:
+    """The hyper-parameters a stored run depends on (``partial_fit`` refuses
+    to change them), read once from the estimator's parameters.
+
+    Attributes
+    ----------
+    loss, epsilon, recompute_rate, noise_multiplier, coupling_share, max_iter,
+    batch_size, learning_rate, alpha, fit_intercept, feature_norm, solver,
+    batch_sampling, delta, schedule_size
+        As the parameters of
+        :class:`~sklearn_dpu.linear_model.UnlearnableSGDClassifier`.
+    """
+
+    loss: str
+    epsilon: float
+    recompute_rate: float
+    noise_multiplier: float | None
+    coupling_share: float
+    max_iter: Any
+    batch_size: Any
+    learning_rate: Any
+    alpha: float
+    fit_intercept: bool
+    feature_norm: float
+    solver: str
+    batch_sampling: str
+    delta: float
+    schedule_size: int | None = None
+
+    @classmethod
+    def of(cls, params: Mapping[str, Any]) -> "SGDParams":
+        """The frozen fields of a ``get_params()`` mapping (others are ignored;
+        a missing ``schedule_size`` is None, as before it existed)."""
+        return cls(**{f.name: params[f.name] for f in fields(cls) if f.name in params})
+
+    def as_dict(self) -> dict:
+        """Name to value, for :meth:`PrivateEstimatorMixin._changed_params`."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True)
+class SGDSchedule:
     """The schedule of one run of noisy mini-batch SGD, from public quantities.
 
-    Returned by :func:`plan_run` and stored by the estimator's state; a
+    Returned by :func:`schedule_run` and stored by the estimator's state; a
     function of the parameters, the number of features and a noised (or
     public) size only. Noise is in units of ``G / m`` (one record's largest
     contribution to a step's gradient).
@@ -120,6 +165,23 @@ class RunPlan:
     bound: float
 
 
+#: The name of :class:`SGDSchedule` in files of state format 2 (loaded and converted).
+RunPlan = SGDSchedule
+
+
+def check_sampling(params: SGDParams) -> None:
+    """Fixed batches only without a privacy target (checked before any data are read)."""
+    if params.batch_sampling == "fixed" and not math.isinf(params.epsilon):
+        raise ValueError(
+            "batch_sampling='fixed' is only offered without a privacy target "
+            f"(epsilon=np.inf), got epsilon={params.epsilon!r}: uniform batches "
+            "of m rows are drawn from the n real rows, so their sampling rate m/n "
+            "depends on the exact, private n, which no public or noised size can "
+            "bound; and its edits are not accounted. Use batch_sampling='poisson' "
+            "for a private fit."
+        )
+
+
 def size_bucket(n: float) -> int:
     """The size class ``floor(8 log2 n)`` of a (noised) count, clamped to
     :data:`MIN_NOISY_COUNT`.
@@ -145,25 +207,26 @@ def run_target(epsilon: float, delta: float) -> tuple[float, float]:
     return (1.0 - COUNT_EPSILON_SHARE) * epsilon, (1.0 - COUNT_DELTA_SHARE) * delta
 
 
-def schedule_target(params: dict) -> tuple[float, float]:
+def schedule_target(params: SGDParams) -> tuple[float, float]:
     """The (epsilon, delta) the run is calibrated to: the whole target with a
     public ``schedule_size`` (no count is released), else :func:`run_target`."""
-    if params.get("schedule_size") is not None:
-        return float(params["epsilon"]), float(params["delta"])
-    return run_target(params["epsilon"], params["delta"])
+    if params.schedule_size is not None:
+        return float(params.epsilon), float(params.delta)
+    return run_target(params.epsilon, params.delta)
 
 
-def _run_event(steps: int, rate: float, multiplier: float) -> dp_event.DpEvent:
-    return dp_event.SelfComposedDpEvent(
-        dp_event.PoissonSampledDpEvent(rate, dp_event.GaussianDpEvent(multiplier)), steps
-    )
+def run_steps(steps: int, rate: float, multiplier: float) -> GaussianSteps:
+    """The mechanism of ``steps`` Poisson-subsampled Gaussian steps at ``rate``
+    (noise in units of one record's largest contribution), recorded as
+    Poisson-subsampled even at rate 1."""
+    return GaussianSteps(1.0, multiplier, int(steps), sampling_rate=rate, poisson_sampled=True)
 
 
 def _coarse_epsilon(
     steps: int, rate: float, multiplier: float, delta: float, grid: float = _SEARCH_GRID
 ) -> float:
     accountant = PLDAccountant(NEIGHBORING_RELATION, value_discretization_interval=grid)
-    return accountant.compose(_run_event(steps, rate, multiplier)).get_epsilon(delta)
+    return accountant.compose(run_steps(steps, rate, multiplier).dp_event).get_epsilon(delta)
 
 
 @lru_cache(maxsize=512)
@@ -193,12 +256,12 @@ def calibrate_run(steps: int, rate: float, epsilon: float, delta: float) -> floa
     return high
 
 
-def plan_run(params: dict, n_noisy: float, n_features: int | None) -> RunPlan:
+def schedule_run(params: SGDParams, n_noisy: float, n_features: int | None) -> SGDSchedule:
     """Steps, batch, sampling rate and noise of a run, from public quantities.
 
     ``n_noisy`` is the released noised count (or, with ``epsilon=inf``, the
     exact one); only its size class is used. With a public
-    ``params["schedule_size"]`` that number itself is the reference size
+    ``params.schedule_size`` that number itself is the reference size
     (``n_noisy`` is ignored) and the run gets the whole privacy target.
     ``n_features`` is only read by ``max_iter="auto"`` (None is allowed
     otherwise). ``"auto"`` steps and batch size
@@ -211,29 +274,29 @@ def plan_run(params: dict, n_noisy: float, n_features: int | None) -> RunPlan:
     unit for Poisson batches (a row comes or goes) and 2 for fixed ones (a
     row is replaced).
     """
-    share = params["coupling_share"]
-    schedule = params.get("schedule_size")
+    share = params.coupling_share
+    schedule = params.schedule_size
     if schedule is not None:
         bucket, n_ref = size_bucket(schedule), float(schedule)
     else:
         bucket = size_bucket(n_noisy)
         n_ref = 2.0 ** (bucket / 8.0)
-    accelerated = params["solver"] == "nesterov"
-    if params["max_iter"] == "auto":
+    accelerated = params.solver == "nesterov"
+    if params.max_iter == "auto":
         if n_features is None:
             raise ValueError("max_iter='auto' needs the number of features")
         scale = max(
             1.0,
-            params["recompute_rate"] * n_ref / math.sqrt(n_features + params["fit_intercept"]),
+            params.recompute_rate * n_ref / math.sqrt(n_features + params.fit_intercept),
         )
         T = int(math.ceil(scale ** (0.4 if accelerated else 2.0 / 3.0)))
     else:
-        T = int(params["max_iter"])
-    if params["batch_size"] == "auto":
+        T = int(params.max_iter)
+    if params.batch_size == "auto":
         requested = float(T**3 if accelerated else T)
     else:
-        requested = float(params["batch_size"])
-    if params["batch_sampling"] == "poisson":
+        requested = float(params.batch_size)
+    if params.batch_sampling == "poisson":
         m = min(requested, n_ref)
         inclusion, shift, accounted = m / n_ref, 1.0, 1.0
     else:
@@ -241,19 +304,19 @@ def plan_run(params: dict, n_noisy: float, n_features: int | None) -> RunPlan:
         # above the true size rarely asks for more rows than there are.
         m = float(
             max(1, min(int(requested), int(n_ref // 2)))
-            if params["batch_size"] == "auto"
+            if params.batch_size == "auto"
             else requested
         )
         # Each fixed-batch step is dominated by a Poisson-subsampled Gaussian
         # at rate m / n_ref with half the multiplier (replace-one shift 2).
         inclusion, shift, accounted = min(1.0, m / n_ref), 2.0, 0.5
-    epsilon = params["epsilon"]
-    if params["noise_multiplier"] is not None:
-        total = float(params["noise_multiplier"])
+    epsilon = params.epsilon
+    if params.noise_multiplier is not None:
+        total = float(params.noise_multiplier)
         for_epsilon = None
     else:
         for_recompute = noise_for_recompute_rate(
-            params["recompute_rate"], T, inclusion, shift
+            params.recompute_rate, T, inclusion, shift
         ) / math.sqrt(share)
         for_epsilon = 0.0
         if not math.isinf(epsilon):
@@ -261,7 +324,7 @@ def plan_run(params: dict, n_noisy: float, n_features: int | None) -> RunPlan:
             for_epsilon = calibrate_run(T, float(inclusion), eps_run, delta_run) / accounted
         total = max(for_recompute, for_epsilon)
     coupled = total * math.sqrt(share)
-    return RunPlan(
+    return SGDSchedule(
         bucket=bucket,
         n_steps=T,
         batch_size=m,
@@ -274,25 +337,25 @@ def plan_run(params: dict, n_noisy: float, n_features: int | None) -> RunPlan:
     )
 
 
-def worst_case_run_epsilon(params: dict, delta: float) -> float:
+def worst_case_run_epsilon(params: SGDParams, delta: float) -> float:
     """Epsilon at ``delta`` that bounds a run with an explicit ``noise_multiplier``
     over every noised count: ``T = max_iter`` and the largest sampling rate
     (at the public floor of the size class). ``inf`` when ``max_iter="auto"``
     (``T`` grows with the count) or without noise."""
-    total = float(params["noise_multiplier"])
-    if params["max_iter"] == "auto" or total <= 0 or params["batch_sampling"] == "fixed":
+    total = float(params.noise_multiplier)
+    if params.max_iter == "auto" or total <= 0 or params.batch_sampling == "fixed":
         return math.inf  # fixed batches: the rate m / n depends on the exact n
-    T = int(params["max_iter"])
-    accelerated = params["solver"] == "nesterov"
+    T = int(params.max_iter)
+    accelerated = params.solver == "nesterov"
     requested = (
         float(T**3 if accelerated else T)
-        if params["batch_size"] == "auto"
-        else float(params["batch_size"])
+        if params.batch_size == "auto"
+        else float(params.batch_size)
     )
-    schedule = params.get("schedule_size")
+    schedule = params.schedule_size
     n_floor = (
         float(schedule) if schedule is not None else 2.0 ** (size_bucket(MIN_NOISY_COUNT) / 8.0)
     )
     rate = min(1.0, requested / n_floor)
-    multiplier = total if params["batch_sampling"] == "poisson" else total / 2.0
-    return epsilon_spent([_run_event(T, rate, multiplier)], delta)
+    multiplier = total if params.batch_sampling == "poisson" else total / 2.0
+    return epsilon_spent([run_steps(T, rate, multiplier).dp_event], delta)

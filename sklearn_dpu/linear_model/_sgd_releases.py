@@ -1,16 +1,19 @@
 """Ledger releases and deletion reports of the unlearnable SGD classifier.
 
 Every function here is a function of public quantities only: the frozen
-parameters, a :class:`~sklearn_dpu.linear_model._sgd_plan.RunPlan` and
-counts of steps. They build
+parameters (:class:`~sklearn_dpu.linear_model._sgd_plan.SGDParams`), a
+:class:`~sklearn_dpu.linear_model._sgd_plan.SGDSchedule` and counts of steps.
+Every event is read from the mechanism object that draws the noise
+(:class:`~sklearn_dpu.privacy.mechanisms.GaussianCount`,
+:class:`~sklearn_dpu.privacy.mechanisms.GaussianSteps`). They build
 
 * :func:`count_release`: the noised record count of a fit;
 * :func:`run_release`: a complete run (a fit, or a refit during an edit);
 * :func:`fit_ledger`: the ledger entries of a fit (count, unless the schedule
   is public, and run);
 * :func:`edit_release`: a coupled edit that tested or recomputed steps;
-* :func:`deletion_report`: the :class:`~sklearn_dpu.unlearning.report.DeletionReport`
-  of a ``delete_samples`` call.
+* :func:`deletion_outcome`: what a ``delete_samples`` call did, for its
+  :class:`~sklearn_dpu.unlearning.report.DeletionReport`.
 
 References
 ----------
@@ -27,18 +30,31 @@ References
 
 from dp_accounting import dp_event
 
-from ..privacy.ledger import Release
-from ..unlearning.report import DeletionReport
+from ..privacy.ledger import ApproximateDPBound, Release, ReleasePlan
+from ..privacy.mechanisms import GaussianCount, GaussianSteps
+from ..unlearning.report import DeletionCost, DeletionOutcome
 from ._dp_logistic import _LABEL_SET_NOTE
-from ._sgd_plan import COUNT_DELTA_SHARE, COUNT_EPSILON_SHARE, RunPlan, count_multiplier
+from ._sgd_plan import (
+    COUNT_DELTA_SHARE,
+    COUNT_EPSILON_SHARE,
+    SGDParams,
+    SGDSchedule,
+    check_sampling,
+    count_multiplier,
+    run_steps,
+    schedule_run,
+    schedule_target,
+    worst_case_run_epsilon,
+)
 
 __all__ = [
+    "count_mechanism",
     "count_release",
-    "deletion_report",
+    "deletion_outcome",
     "edit_release",
     "fit_ledger",
+    "fit_release_plan",
     "run_release",
-    "step_event",
 ]
 
 THESIS = (
@@ -67,39 +83,39 @@ REFERENCE_EDIT = (
 )
 
 
-def step_event(rate: float, multiplier: float) -> dp_event.DpEvent:
-    """One step: a Poisson-subsampled Gaussian at ``rate`` (no noise: not private)."""
-    if multiplier <= 0:
-        return dp_event.NonPrivateDpEvent()
-    return dp_event.PoissonSampledDpEvent(rate, dp_event.GaussianDpEvent(float(multiplier)))
+def count_mechanism(params: SGDParams) -> GaussianCount:
+    """The noised record count of a fit ([BW18]_); exact when epsilon is inf."""
+    return GaussianCount(count_multiplier(params.epsilon, params.delta))
 
 
-def _repeat(event: dp_event.DpEvent, count: int) -> list:
-    if count <= 0:
+def _steps_events(mechanism: GaussianSteps) -> list:
+    """The events of ``mechanism.steps`` steps: none, one step's, or their
+    self-composition (the form the ledger has always recorded)."""
+    if mechanism.steps <= 0:
         return []
-    return [event if count == 1 else dp_event.SelfComposedDpEvent(event, int(count))]
+    return [mechanism.step_event if mechanism.steps == 1 else mechanism.dp_event]
 
 
-def run_release(params: dict, plan: RunPlan, chunks: tuple, what: str) -> Release:
+def run_release(params: SGDParams, plan: SGDSchedule, chunks: tuple, what: str) -> Release:
     """The release of a complete run (``what``: fit, or a refit during an edit).
 
     Poisson batches: ``T`` self-composed Poisson-subsampled Gaussian steps
     ([U24]_ Alg. 21/22). Fixed batches: not accounted, since their inclusion
     rate ``m / n`` depends on the exact (private) ``n`` ([BBG18]_).
     """
-    T, solver = plan.n_steps, params["solver"]
-    schedule = params.get("schedule_size")
+    T, solver = plan.n_steps, params.solver
+    schedule = params.schedule_size
     source = (
         "the noised count"
         if schedule is None
         else f"the public schedule_size={int(schedule)} (no count is released)"
     )
-    if params["batch_sampling"] == "poisson":
-        return Release(
+    if params.batch_sampling == "poisson":
+        return Release.of(
+            run_steps(T, plan.inclusion, plan.noise),
             f"{what}: noisy mini-batch SGD ({solver}), {T} steps, each a Poisson-"
             f"subsampled Gaussian (rate {plan.inclusion:.4g}, multiplier "
             f"{plan.noise:.4g}); the schedule comes from {source}",
-            dp_event.SelfComposedDpEvent(step_event(plan.inclusion, plan.noise), T),
             chunks,
             REFERENCE_RUN,
         )
@@ -116,34 +132,59 @@ def run_release(params: dict, plan: RunPlan, chunks: tuple, what: str) -> Releas
     )
 
 
-def count_release(params: dict) -> Release:
+def count_release(params: SGDParams) -> Release:
     """The release of the noised record count ([BW18]_), exact when epsilon is inf."""
-    sigma = count_multiplier(params["epsilon"], params["delta"])
-    if sigma == 0:
-        return Release(
-            "exact record count (epsilon=inf was asked for: not private)",
-            dp_event.NonPrivateDpEvent(),
-            (1, 1),
-            REFERENCE_COUNT,
+    count = count_mechanism(params)
+    if count.noise_multiplier == 0:
+        what = "exact record count (epsilon=inf was asked for: not private)"
+    else:
+        what = (
+            f"noised record count n + N(0, {count.noise_multiplier:.4g}^2) (share "
+            f"{COUNT_EPSILON_SHARE} of epsilon, {COUNT_DELTA_SHARE} of delta); it sets "
+            "the size class"
         )
-    return Release(
-        f"noised record count n + N(0, {sigma:.4g}^2) (share {COUNT_EPSILON_SHARE} of "
-        f"epsilon, {COUNT_DELTA_SHARE} of delta); it sets the size class",
-        dp_event.GaussianDpEvent(float(sigma)),
-        (1, 1),
-        REFERENCE_COUNT,
-    )
+    return Release.of(count, what, (1, 1), REFERENCE_COUNT)
 
 
-def fit_ledger(params: dict, plan: RunPlan) -> list[dict]:
+def fit_ledger(params: SGDParams, plan: SGDSchedule) -> list[Release]:
     """The ledger entries of a fit: the noised count (unless the schedule is
     public) and the run."""
-    public = params.get("schedule_size") is not None
-    count = [] if public else [count_release(params).to_dict()]
-    return [*count, run_release(params, plan, (1, 1), "fit").to_dict()]
+    count = [] if params.schedule_size is not None else [count_release(params)]
+    return [*count, run_release(params, plan, (1, 1), "fit")]
 
 
-def edit_release(sampling: str, plan: RunPlan, tested: int, fresh: int, chunks: tuple) -> Release:
+def fit_release_plan(params: SGDParams, n_features: int | None) -> ReleasePlan:
+    """What one fit adds to the ledger, from the parameters (and the public
+    number of features, if known) alone; the ledger is replaced.
+
+    With ``schedule_size`` and an integer ``max_iter`` (or a known number of
+    features): the run's exact release (its steps, sampling rate and noise
+    are functions of the parameters; no count is released). Otherwise the
+    noised count's release (its event is known: the count's noise depends on
+    ``epsilon`` and ``delta`` only) and an
+    :class:`~sklearn_dpu.privacy.ledger.ApproximateDPBound` for the run, whose
+    steps and sampling rate come from the noised count: it is calibrated to
+    the run's share of the target (or, with an explicit ``noise_multiplier``,
+    bounded over every count; ``inf`` when that is impossible). Either way
+    the plan is inexact: the fit reports its releases once it has drawn them.
+    Raises ValueError for fixed batches with a privacy target.
+    """
+    check_sampling(params)
+    schedule = params.schedule_size
+    if schedule is not None and (params.max_iter != "auto" or n_features is not None):
+        run = schedule_run(params, float(schedule), n_features)
+        return ReleasePlan(fit_ledger(params, run), exact=False, restart=True)
+    eps_run, delta_run = schedule_target(params)
+    if params.noise_multiplier is not None:
+        eps_run = worst_case_run_epsilon(params, delta_run)
+    count = [] if schedule is not None else [count_release(params)]
+    bound = ApproximateDPBound(eps_run, delta_run, "noisy mini-batch SGD run")
+    return ReleasePlan(count, bounds=[bound], exact=False, restart=True)
+
+
+def edit_release(
+    sampling: str, plan: SGDSchedule, tested: int, fresh: int, chunks: tuple
+) -> Release:
     """The release of a coupled edit: ``tested`` steps tested for the first
     time (each reveals a Gaussian of the reserve multiplier) and ``fresh``
     steps recomputed afresh (as in fit). Fixed batches: not accounted."""
@@ -155,8 +196,8 @@ def edit_release(sampling: str, plan: RunPlan, tested: int, fresh: int, chunks: 
             REFERENCE_FIXED,
         )
     events = [
-        *_repeat(step_event(plan.inclusion, plan.reserve), tested),
-        *_repeat(step_event(plan.inclusion, plan.noise), fresh),
+        *_steps_events(run_steps(tested, plan.inclusion, plan.reserve)),
+        *_steps_events(run_steps(fresh, plan.inclusion, plan.noise)),
     ]
     return Release(
         f"edit: {tested} step(s) tested for the first time (reserve multiplier "
@@ -167,21 +208,20 @@ def edit_release(sampling: str, plan: RunPlan, tested: int, fresh: int, chunks: 
     )
 
 
-def deletion_report(
+def deletion_outcome(
     *,
-    n_deleted: int,
     refit: bool,
     tested_steps: int,
     recomputed_steps: int,
-    released: bool,
-    rerelease_epsilon: float | None,
+    releases: tuple,
     n_steps: int,
     batch_size: float,
-) -> DeletionReport:
-    """The report of one ``delete_samples`` call, from public counts only.
+) -> DeletionOutcome:
+    """What one ``delete_samples`` call did, from public counts only.
 
-    ``refit``: the noised size left its size class; ``released``: the edit
-    added an entry to the ledger (whose epsilon is ``rerelease_epsilon``).
+    ``refit``: the noised size left its size class; ``releases``: what the
+    edit added to the ledger (its epsilon is the report's
+    ``rerelease_epsilon``).
     """
     if refit:
         reason = (
@@ -190,7 +230,7 @@ def deletion_report(
         )
     elif recomputed_steps:
         reason = "verified the steps that used the rows; recomputed from the first rejected step"
-    elif released:
+    elif releases:
         reason = (
             "every step that used the rows passed its coupling test: the model is "
             "unchanged, but testing steps against their reserve is a release "
@@ -201,9 +241,7 @@ def deletion_report(
             "every step that used the rows passed its coupling test, and every "
             "tested step had been tested before: nothing new was released"
         )
-    return DeletionReport(
-        n_deleted=n_deleted,
-        method="exact",
+    return DeletionOutcome(
         guarantee=(
             "the model, iterates, noisy gradients, mini-batch indices and noised "
             "count have the law of a fit on the remaining samples (coupling, "
@@ -211,12 +249,11 @@ def deletion_report(
             "against its reserve releases something even when the model is "
             "unchanged: rerelease_epsilon is what this call added to the ledger"
         ),
-        cost={"tested_steps": tested_steps, "recomputed_steps": recomputed_steps},
-        retrain_cost={
-            "recomputed_steps": n_steps,
-            "expected_gradient_evaluations": n_steps * batch_size,
-        },
-        rerelease_epsilon=rerelease_epsilon,
+        cost=DeletionCost(tested_steps=tested_steps, recomputed_steps=recomputed_steps),
+        retrain_cost=DeletionCost(
+            recomputed_steps=n_steps, expected_gradient_evaluations=n_steps * batch_size
+        ),
+        releases=tuple(releases),
         reason=reason,
         notes=(_LABEL_SET_NOTE,),
     )

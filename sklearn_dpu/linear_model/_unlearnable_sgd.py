@@ -1,59 +1,34 @@
 """A linear classifier trained by noisy mini-batch SGD, with exact insertions
 and deletions by coupling (dissertation Ch. 4 and App. C)."""
 
-import math
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._compat import DELTA_CONSTRAINT, HasMethods, Interval, StrOptions, _fit_context, _num_samples
-from ..base import PrivateEstimatorMixin
+from ..base import PublicSizes
 from ..exceptions import UnlearningError
-from ..privacy.clipping import clip_rows_l2
-from ..privacy.ledger import ApproximateDPBound, Release, privacy_spent
+from ..privacy.ledger import ReleasePlan
 from ..privacy.random import release_generator
 from ..unlearning.ids import as_id_list, requested_ids
+from ..unlearning.report import DeletionPlan
 from ..unlearning.state import SampleRegistry
-from ._coupled_sgd import CoupledSGDState, InsertionRecord
-from ._losses import get_loss
-from ._scores import labels_from_scores
-from ._sgd_plan import (
-    RunPlan,
-    count_multiplier,
-    plan_run,
-    schedule_target,
-    size_bucket,
-    worst_case_run_epsilon,
+from ._coupled_sgd import InsertionRecord
+from ._sgd_base import BaseUnlearnableSGD
+from ._sgd_edits import (
+    SGDEditLedger,
+    delete_from_run,
+    insert_into_run,
+    record_edit,
+    start_run,
+    worst_insertion,
 )
-from ._sgd_releases import count_release, deletion_report, edit_release, fit_ledger, run_release
+from ._sgd_plan import SGDParams, check_sampling, schedule_run, size_bucket
+from ._sgd_releases import count_mechanism, deletion_outcome, fit_ledger, fit_release_plan
 
-__all__ = ["UnlearnableSGDClassifier", "plan_run", "size_bucket"]
-
-# Hyper-parameters of the stored run; partial_fit refuses to change them.
-_FROZEN = (
-    "loss",
-    "epsilon",
-    "recompute_rate",
-    "noise_multiplier",
-    "coupling_share",
-    "max_iter",
-    "batch_size",
-    "learning_rate",
-    "alpha",
-    "fit_intercept",
-    "feature_norm",
-    "solver",
-    "batch_sampling",
-    "delta",
-    "schedule_size",
-)
-# Rows are clipped a little inside feature_norm so that storing them in
-# float32 (relative rounding <= 2**-24 per entry) cannot push a norm above it.
-_STORAGE_MARGIN = 1.0 - 1e-6
+__all__ = ["UnlearnableSGDClassifier", "schedule_run", "size_bucket"]
 
 
 def _num_features(X) -> int | None:
@@ -64,11 +39,7 @@ def _num_features(X) -> int | None:
     return None
 
 
-def _has_proba(estimator) -> bool:
-    return get_loss(estimator.loss).has_proba
-
-
-class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator):
+class UnlearnableSGDClassifier(BaseUnlearnableSGD):
     """Linear classifier by noisy mini-batch SGD, with exact deletion and insertion.
 
     Training is noisy mini-batch SGD (dissertation [1]_ Alg. 21; with
@@ -272,6 +243,10 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
     unlearning_state_ : CoupledSGDState
         The stored run and the data it needs (size ``O(T (m + K p))``
         numbers plus ``n (d + 1)`` float32; ``unlearning_state_.nbytes()``).
+    edit_ledger_ : SGDEditLedger
+        The bookkeeping of the edits: parameters of the fit, the noised
+        count as shifted by edits, streams and chunks used, steps whose
+        reserve is charged, edit counters.
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Defined only when ``X`` has string feature names.
@@ -331,9 +306,10 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
     the edit's ledger entry already shows, and functions of the sampling
     randomness, the request and the coupling decisions that entry charges.
     A retrain's cost is estimated from published quantities only
-    (``n_iter_ * batch_size_``). No wall time and no count of gradient
-    evaluations (a sum of batch sizes, which grows with the exact number of
-    rows) is published or stored.
+    (``n_iter_ * batch_size_``). No count of gradient evaluations (a sum of
+    batch sizes, which grows with the exact number of rows) is published or
+    stored; the only timing is the deletion report's ``cost.wall_time_s``,
+    the measured time of that call's execution, as for every estimator.
 
     **Known exceptions.** With ``batch_sampling="fixed"`` (not private:
     ``epsilon=np.inf``), a fit whose batch is not smaller than the training
@@ -438,25 +414,27 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
         self.random_state = random_state
         self.budget = budget
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        # At the default recompute_rate on scikit-learn's 300-row check data,
-        # the noise a 5% recompute rate needs (it grows like T / (n rho))
-        # swamps the gradient, so accuracy stays below the check's 0.83. Utility
-        # at realistic n is tested in tests/test_unlearnable_sgd.py.
-        tags.classifier_tags.poor_score = True
-        return tags
-
-    def __setstate__(self, state):
-        # Files of state format 2 written before ``schedule_size`` existed
-        # were fitted without it.
-        state.setdefault("schedule_size", None)
-        super().__setstate__(state)
-
     # ----------------------------------------------------------- planning
 
-    def _params(self) -> dict:
-        return {name: getattr(self, name) for name in _FROZEN}
+    def _params(self) -> SGDParams:
+        return SGDParams.of(self.get_params(deep=False))
+
+    def _plan_releases(self, params, sizes: PublicSizes) -> ReleasePlan:
+        """What one :meth:`fit` adds to the ledger, from the parameters and the
+        public number of features alone
+        (:func:`~sklearn_dpu.linear_model._sgd_releases.fit_release_plan`).
+
+        With ``schedule_size`` and an integer ``max_iter``: the run's exact
+        release. Otherwise the noised count's release and an
+        :class:`~sklearn_dpu.privacy.ledger.ApproximateDPBound` for the run,
+        whose steps and sampling rate come from the noised count. With
+        ``schedule_size`` and ``max_iter="auto"`` the steps depend on the
+        number of features, unknown to :meth:`_fit_release_plan`: the run is
+        then a bound at the whole ``(epsilon, delta)``. Two such bounds exceed
+        any budget's delta: plan searches with ``schedule_size`` and an
+        integer ``max_iter``.
+        """
+        return fit_release_plan(SGDParams.of(params), sizes.n_features)
 
     # ---------------------------------------------------------------- fit
 
@@ -480,175 +458,74 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
         with self._atomic():
             return self._fit(X, y, requested_ids(X, sample_id), classes=None)
 
-    def _fit_release_plan(self) -> list:
-        """What one :meth:`fit` adds to the ledger, from the parameters alone.
-
-        With ``schedule_size`` and an integer ``max_iter``: the run's exact
-        release (its steps, sampling rate and noise are functions of the
-        parameters; no count is released). Otherwise the noised count's
-        release (its event is known: the count's noise depends on ``epsilon``
-        and ``delta`` only) and an
-        :class:`~sklearn_dpu.privacy.ledger.ApproximateDPBound` for the run,
-        whose steps and sampling rate come from the noised count: it is
-        calibrated to ``run_target(epsilon, delta)`` (or, with an explicit
-        ``noise_multiplier``, bounded over every count; ``inf`` when that is
-        impossible). With ``schedule_size`` and ``max_iter="auto"`` the steps
-        depend on the number of features, unknown here: the run is then a
-        bound at the whole ``(epsilon, delta)``. Two such bounds exceed any
-        budget's delta: plan searches with ``schedule_size`` and an integer
-        ``max_iter``.
-        """
-        return self._planned_fit(self._params(), n_features=None)
-
-    def _planned_fit(self, params: dict, n_features: int | None) -> list:
-        """:meth:`_fit_release_plan`, using the public number of features if known."""
-        self._check_sampling(params)
-        schedule = params["schedule_size"]
-        if schedule is not None and (params["max_iter"] != "auto" or n_features is not None):
-            plan = plan_run(params, float(schedule), n_features)
-            return [Release.from_dict(entry) for entry in fit_ledger(params, plan)]
-        eps_run, delta_run = schedule_target(params)
-        if self.noise_multiplier is not None:
-            eps_run = worst_case_run_epsilon(params, delta_run)
-        count = [] if schedule is not None else [count_release(params)]
-        return [*count, ApproximateDPBound(eps_run, delta_run, "noisy mini-batch SGD run")]
-
-    @staticmethod
-    def _check_sampling(params: dict) -> None:
-        """Fixed batches only without a privacy target (before any data are read)."""
-        if params["batch_sampling"] == "fixed" and not math.isinf(params["epsilon"]):
-            raise ValueError(
-                "batch_sampling='fixed' is only offered without a privacy target "
-                f"(epsilon=np.inf), got epsilon={params['epsilon']!r}: uniform batches "
-                "of m rows are drawn from the n real rows, so their sampling rate m/n "
-                "depends on the exact, private n, which no public or noised size can "
-                "bound; and its edits are not accounted. Use batch_sampling='poisson' "
-                "for a private fit."
-            )
-
     def _fit(self, X, y, sample_id, classes):
         params = self._params()
-        self._check_sampling(params)
-        # Check the budget from the parameters (and the public number of
-        # features, from the shape alone) before any value is read.
+        check_sampling(params)
+        # Only a budget reads the plan: without one, skip planning the run
+        # (a PLD computation with an explicit noise_multiplier).
         if self.budget is not None:
-            planned = self._planned_fit(params, _num_features(X))
-            exact = [p.to_dict() for p in planned if isinstance(p, Release)]
-            bounds = [(b.epsilon, b.delta) for b in planned if isinstance(b, ApproximateDPBound)]
-            self.budget.check(
-                self._budget_increment(exact, restart=True),
-                f"{type(self).__name__}.fit",
-                bounds=bounds,
-            )
-        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32])
-        check_classification_targets(y)
-        if classes is None:
-            classes_ = np.unique(y)
+            plan = self._plan_releases(params.as_dict(), PublicSizes(_num_features(X)))
         else:
-            classes_ = np.unique(np.asarray(classes))
-            if not np.isin(y, classes_).all():
-                raise ValueError("`classes` must include every label of y")
-        if len(classes_) < 2:
-            raise ValueError(
-                f"{type(self).__name__} needs samples of at least 2 classes in "
-                "the data, "
-                f"but the data contain only one class: {classes_[0]!r}"
+            plan = ReleasePlan((), exact=False, restart=True)
+
+        def validate():
+            Xv, yv = validate_data(self, X, y, dtype=[np.float64, np.float32])
+            check_classification_targets(yv)
+            if classes is None:
+                classes_ = np.unique(yv)
+            else:
+                classes_ = np.unique(np.asarray(classes))
+                if not np.isin(yv, classes_).all():
+                    raise ValueError("`classes` must include every label of y")
+            if len(classes_) < 2:
+                raise ValueError(
+                    f"{type(self).__name__} needs samples of at least 2 classes in "
+                    "the data, "
+                    f"but the data contain only one class: {classes_[0]!r}"
+                )
+            registry = SampleRegistry(Xv.shape[1] + 1, dtype=np.float32)
+            ids = registry.check_new_ids(
+                registry.default_ids(len(Xv)) if sample_id is None else sample_id, len(Xv)
             )
-        registry = SampleRegistry(X.shape[1] + 1, dtype=np.float32)
-        ids = registry.check_new_ids(
-            registry.default_ids(len(X)) if sample_id is None else sample_id, len(X)
-        )
+            return registry, ids, self._encode(Xv, yv, classes_), classes_
+
+        given = classes is not None
+        self._run_update("fit", plan, validate, lambda data: self._train(params, given, *data))
+        return self
+
+    def _train(self, params: SGDParams, classes_given: bool, registry, ids, rows, classes_):
+        """Draw the count, schedule and train the run; return the fit's releases."""
+        n, n_features = len(rows), rows.shape[1] - 1
         rng = release_generator(self.random_state, 0)
-        if self.schedule_size is not None:
-            n_noisy = float(self.schedule_size)  # public: no count is read or released
+        if params.schedule_size is not None:
+            n_noisy = float(params.schedule_size)  # public: no count is read or released
         else:
-            n_noisy = float(
-                len(X) + count_multiplier(self.epsilon, self.delta) * rng.standard_normal()
-            )
-        plan = plan_run(params, n_noisy, X.shape[1])
-        if self.batch_sampling == "fixed" and plan.batch_size >= len(X):
+            n_noisy = count_mechanism(params).release(n, rng)
+        schedule = schedule_run(params, n_noisy, n_features)
+        if params.batch_sampling == "fixed" and schedule.batch_size >= n:
             raise ValueError(
-                f"batch_sampling='fixed' drew batches of {int(plan.batch_size)} rows, "
+                f"batch_sampling='fixed' drew batches of {int(schedule.batch_size)} rows, "
                 "not fewer than the training set has; use a smaller batch_size or "
                 "batch_sampling='poisson'"
             )
-        ledger = fit_ledger(params, plan)
-        if self.budget is not None:
-            self._charge_budget(self._budget_increment(ledger, restart=True), "fit")
-
         self.classes_ = classes_
-        registry.add(ids, self._encode(X, y, classes_), chunk=1)
-        state = self._new_state(registry, len(classes_), X.shape[1], params, plan)
-        state.n_noisy = n_noisy
-        state.classes_given = classes is not None
+        registry.add(ids, rows, chunk=1)
+        state = start_run(registry, len(classes_), n_features, params, schedule)
         state.train(0, rng)
-        state.n_streams = 1
         self.unlearning_state_ = state
+        self.edit_ledger_ = SGDEditLedger(
+            params,
+            n_noisy,
+            classes_given=classes_given,
+            n_streams=1,
+            reserve_charged=np.zeros(state.n_steps, dtype=bool),
+        )
         self.__dict__.pop("_privacy_cache", None)
         self._publish()
-        self._set_ledger(ledger)
         self.deletion_log_ = []
         self.insertion_log_ = []
         self.learning_rate_ = state.learning_rate
-        return self
-
-    def _new_state(self, registry, n_classes, n_features, params, plan: RunPlan) -> CoupledSGDState:
-        n_outputs = 1 if n_classes == 2 else n_classes
-        loss = get_loss(params["loss"])
-        if params["learning_rate"] == "auto":
-            row_sq = params["feature_norm"] ** 2 * (1.0 + params["fit_intercept"])
-            smooth = loss.z_smoothness(n_outputs)
-            smooth = row_sq * (1.0 if math.isinf(smooth) else smooth)
-            learning_rate = 1.0 / (2.0 * (smooth + params["alpha"]))
-        else:
-            learning_rate = float(params["learning_rate"])
-        state = CoupledSGDState(
-            registry,
-            loss_name=params["loss"],
-            n_outputs=n_outputs,
-            n_features=n_features,
-            feature_norm=params["feature_norm"],
-            fit_intercept=params["fit_intercept"],
-            n_steps=plan.n_steps,
-            sampling=params["batch_sampling"],
-            learning_rate=learning_rate,
-            alpha=params["alpha"],
-            solver=params["solver"],
-        )
-        state.frozen_params = params
-        state.configure(plan)
-        return state
-
-    # Size-dependent fitted values live in the state (an edit may refit).
-    @property
-    def noise_multiplier_(self) -> float:
-        """Noise of a step, in units of ``G / batch_size_``."""
-        return self.unlearning_state_.plan.noise
-
-    @property
-    def recompute_bound_(self) -> float:
-        """Proven bound on the probability that one edit recomputes."""
-        return self.unlearning_state_.plan.bound
-
-    @property
-    def n_iter_(self) -> int:
-        """Number of SGD steps of the stored run (``max_iter`` or its recipe)."""
-        return self.unlearning_state_.n_steps
-
-    @property
-    def batch_size_(self) -> float:
-        """Normalizer of the batch gradient (the expected batch size, about)."""
-        return self.unlearning_state_.plan.batch_size
-
-    def _encode(self, X, y, classes_) -> np.ndarray:
-        """Clipped float32 rows with the label code appended."""
-        codes = np.searchsorted(classes_, y)
-        rows = np.empty((len(X), X.shape[1] + 1), dtype=np.float32)
-        rows[:, :-1] = clip_rows_l2(
-            np.asarray(X, dtype=np.float64), self.feature_norm * _STORAGE_MARGIN
-        )
-        rows[:, -1] = codes
-        return rows
+        return fit_ledger(params, schedule)
 
     # ---------------------------------------------------------- insertion
 
@@ -688,9 +565,8 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
             return self._insert(X, y, classes, requested_ids(X, sample_id))
 
     def _insert(self, X, y, classes, sample_id):
-        state = self.unlearning_state_
-        params = state.frozen_params
-        changed = [k for k, v in params.items() if not _same(getattr(self, k), v)]
+        state, ledger = self.unlearning_state_, self.edit_ledger_
+        changed = self._changed_params(ledger.params.as_dict())
         if changed:
             raise ValueError(
                 f"partial_fit cannot change {', '.join(changed)} of a fitted "
@@ -703,72 +579,49 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
                 "first call: "
                 f"classes_={self.classes_!r}"
             )
+        # The most an insertion can release, from the public shape (only a
+        # budget reads it): a refit if the shifted noised count leaves its
+        # class, else every step tested and recomputed.
+        worst = None
         if self.budget is not None:
-            # The most an insertion can release, from the public shape: a
-            # refit if the shifted noised count leaves its class, else every
-            # step tested and recomputed.
             try:
                 k = _num_samples(X)
             except TypeError:
                 k = None
-            if k is not None and size_bucket(_shifted_count(state, k)) != state.plan.bucket:
-                plan = plan_run(params, _shifted_count(state, k), state.n_features)
-                worst = run_release(params, plan, (1, state.n_chunks + 1), "refit").to_dict()
-            else:
-                worst = self._edit_release(
-                    state, state.n_chunks + 1, tested=state.n_steps, fresh=state.n_steps
+            worst = worst_insertion(ledger, state, k)
+        plan = ReleasePlan(() if worst is None else (worst,), exact=False)
+
+        def validate():
+            Xv, yv = validate_data(self, X, y, dtype=[np.float64, np.float32], reset=False)
+            if not np.isin(yv, self.classes_).all():
+                raise ValueError(
+                    f"y contains labels not in classes_={self.classes_!r}; a fitted "
+                    f"{type(self).__name__} cannot learn new classes (call fit)"
                 )
-            if worst is not None:
-                self._check_budget(self._budget_increment([worst], restart=False), "partial_fit")
-        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], reset=False)
-        if not np.isin(y, self.classes_).all():
-            raise ValueError(
-                f"y contains labels not in classes_={self.classes_!r}; a fitted "
-                f"{type(self).__name__} cannot learn new classes (call fit)"
+            registry = state.registry
+            ids = registry.check_new_ids(
+                registry.default_ids(len(Xv)) if sample_id is None else sample_id, len(Xv)
             )
-        registry = state.registry
-        ids = registry.check_new_ids(
-            registry.default_ids(len(X)) if sample_id is None else sample_id, len(X)
-        )
-        rows = self._encode(X, y, self.classes_)
-        # The noised count moves with the edit: n + Z becomes (n + k) + Z, the
-        # count a fresh fit on the new data would draw with the same Z.
-        n_noisy = _shifted_count(state, len(rows))
-        new_plan = (
-            plan_run(params, n_noisy, state.n_features)
-            if size_bucket(n_noisy) != state.plan.bucket
-            else None
-        )
-        # Nothing below can fail on user input: the state changes from here.
-        chunk = state.n_chunks + 1
-        state.n_chunks = chunk
-        state.n_noisy = n_noisy
-        rng = self._edit_generator(state)
-        if new_plan is not None:
-            registry.add(ids, rows, chunk=chunk)
-            state.configure(new_plan)
-            outcomes = [state.refit(rng)]
-        elif state.sampling == "poisson":
-            start = registry.size
-            registry.add(ids, rows, chunk=chunk)
-            outcomes = [state.insert_poisson(np.arange(start, registry.size), rng)]
-        else:
-            outcomes = []
-            for i in range(len(rows)):
-                start = registry.size
-                registry.add(ids[i : i + 1], rows[i : i + 1], chunk=chunk)
-                outcomes.append(state.insert_fixed(start, rng))
-        self._account_edit(state, outcomes, "partial_fit", mandatory=False)
-        self._publish()
-        self.insertion_log_ = [
-            *self.insertion_log_,
-            InsertionRecord(
-                n_inserted=len(rows),
-                refit=new_plan is not None,
-                tested_steps=sum(len(o.tested_steps) for o in outcomes),
-                recomputed_steps=sum(o.recomputed_steps for o in outcomes),
-            ),
-        ]
+            return ids, self._encode(Xv, yv, self.classes_)
+
+        def compute(data):
+            ids, rows = data
+            # Nothing below can fail on user input: the state changes from here.
+            outcomes = insert_into_run(ledger, state, ids, rows, self.random_state)
+            release = record_edit(ledger, state, outcomes, "partial_fit")
+            self._publish()
+            self.insertion_log_ = [
+                *self.insertion_log_,
+                InsertionRecord(
+                    n_inserted=len(rows),
+                    refit=outcomes[0].refit,
+                    tested_steps=sum(len(o.tested_steps) for o in outcomes),
+                    recomputed_steps=sum(o.recomputed_steps for o in outcomes),
+                ),
+            ]
+            return [] if release is None else [release]
+
+        self._run_update("partial_fit", plan, validate, compute)
         return self
 
     # ----------------------------------------------------------- deletion
@@ -803,7 +656,7 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
             return self._delete(as_id_list(sample_ids))
 
     def _delete(self, sample_ids):
-        state = self.unlearning_state_
+        state, ledger = self.unlearning_state_, self.edit_ledger_
         registry = state.registry
         if not isinstance(sample_ids, np.ndarray):
             sample_ids = list(sample_ids)
@@ -818,218 +671,25 @@ class UnlearnableSGDClassifier(PrivateEstimatorMixin, ClassifierMixin, BaseEstim
         if n_after == 0:
             raise UnlearningError("cannot delete every sample; nothing changed")
         # The label set is public and kept: a class may lose its last row.
-        n_noisy = _shifted_count(state, -n_deleted)
-        new_plan = (
-            plan_run(state.frozen_params, n_noisy, state.n_features)
-            if size_bucket(n_noisy) != state.plan.bucket
-            else None
+        plan = DeletionPlan(
+            method="exact",
+            releases=None,  # what an edit releases depends on its coupling decisions
+            reason="coupled deletion of the rows from the stored run",
         )
-        # Nothing below can fail on user input: the state changes from here.
-        state.n_noisy = n_noisy
-        rng = self._edit_generator(state)
-        if new_plan is not None:
-            state.forget_slots(slots)
-            state.configure(new_plan)
-            outcomes = [state.refit(rng)]
-        elif state.sampling == "poisson":
-            outcomes = [state.delete_poisson(slots, rng)]
-        else:
-            ordered = registry.ids[slots].tolist()
-            outcomes = [
-                state.delete_fixed(int(registry.slots_of([sample_id])[0]), rng)
-                for sample_id in ordered
-            ]
-        del slots
-        _, release = self._account_edit(state, outcomes, "delete_samples", mandatory=True)
-        self._publish()
-        rerelease = None
-        if release is not None:
-            rerelease = privacy_spent([release], state.frozen_params["delta"]).epsilon
-        self._log_deletion(
-            deletion_report(
-                n_deleted=n_deleted,
-                refit=new_plan is not None,
+
+        def execute():
+            # Nothing below can fail on user input: the state changes from here.
+            outcomes = delete_from_run(ledger, state, slots, self.random_state)
+            release = record_edit(ledger, state, outcomes, "delete_samples")
+            self._publish()
+            return deletion_outcome(
+                refit=outcomes[0].refit,
                 tested_steps=sum(len(o.tested_steps) for o in outcomes),
                 recomputed_steps=sum(o.recomputed_steps for o in outcomes),
-                released=release is not None,
-                rerelease_epsilon=rerelease,
+                releases=() if release is None else (release,),
                 n_steps=state.n_steps,
                 batch_size=state.batch_size,
             )
-        )
+
+        self._run_deletion(n_deleted, plan, execute)
         return self
-
-    # --------------------------------------------------------- accounting
-
-    def _edit_generator(self, state):
-        rng = release_generator(self.random_state, state.n_streams)
-        state.n_streams += 1
-        return rng
-
-    def _edit_release(self, state, last_chunk: int, tested: int, fresh: int) -> dict | None:
-        """The ledger entry of a coupled edit that tested or recomputed steps."""
-        if state.sampling == "fixed":
-            if tested == 0 or state.nonprivate_recorded:
-                return None
-        elif tested == 0 and fresh == 0:
-            return None
-        return edit_release(
-            state.sampling, state.plan, int(tested), int(fresh), (1, int(last_chunk))
-        ).to_dict()
-
-    def _account_edit(self, state, outcomes, what: str, mandatory: bool) -> tuple:
-        """Count the edits and record what they published.
-
-        Returns ``(changed, release)``: whether the model changed, and the
-        ledger entry this edit added (None if the ledger did not grow)."""
-        if outcomes and outcomes[0].refit:
-            state.counters["edits"] += 1
-            state.counters["recomputes"] += 1
-            state.counters["recomputed_steps"] += state.n_steps
-            release = run_release(
-                state.frozen_params, state.plan, (1, state.n_chunks), f"refit during {what}"
-            ).to_dict()
-        else:
-            newly_tested = fresh = 0
-            for o in outcomes:
-                state.counters["edits"] += 1
-                state.counters["tested_steps"] += len(o.tested_steps)
-                if len(o.tested_steps):
-                    newly_tested += int((~state.reserve_charged[o.tested_steps]).sum())
-                    state.reserve_charged[o.tested_steps] = True
-                if o.rejected_step is not None:
-                    state.counters["recomputes"] += 1
-                    state.counters["recomputed_steps"] += o.recomputed_steps
-                    # The reflected step keeps its noise (its lineage); the
-                    # steps after it are new.
-                    fresh += o.recomputed_steps - 1
-                    state.reserve_charged[o.rejected_step + 1 :] = False
-            if state.sampling == "fixed":
-                newly_tested = int(any(len(o.tested_steps) for o in outcomes))
-            release = self._edit_release(state, state.n_chunks, newly_tested, fresh)
-            if release is not None and state.sampling == "fixed":
-                state.nonprivate_recorded = True
-        if release is not None:
-            if self.budget is not None:
-                increment = self._budget_increment([release], restart=False)
-                self._charge_budget(increment, what, mandatory=mandatory)
-            self._set_ledger([*self.privacy_ledger_, release])
-        changed = any(o.rejected_step is not None or o.refit for o in outcomes)
-        return changed, release
-
-    def _cached_privacy(self, name, compute, depends_on_ledger=True):
-        ledger = self.privacy_ledger_
-        delta = self.unlearning_state_.frozen_params["delta"]
-        # A string key: the cache is persisted, and skops stores dicts as JSON.
-        key = f"{name}|{len(ledger) if depends_on_ledger else '-'}|{delta!r}"
-        cache = self.__dict__.setdefault("_privacy_cache", {})
-        if key not in cache:
-            cache[key] = compute(ledger, delta)
-        return cache[key]
-
-    @property
-    def privacy_spent_(self):
-        """(epsilon, delta) of everything published (composed over the ledger)."""
-        return self._cached_privacy("spent", privacy_spent)
-
-    @property
-    def privacy_per_model_(self):
-        """(epsilon, delta) of the published model on its own: it has the law of
-        a fit on the current data, so this is a fit's releases (count and run)."""
-        state = self.unlearning_state_
-        params = state.frozen_params
-        releases = fit_ledger(params, state.plan)
-        return self._cached_privacy(
-            f"model{state.plan.bucket}",
-            lambda ledger, delta: privacy_spent(releases, delta),
-            depends_on_ledger=False,
-        )
-
-    # ------------------------------------------------------------ output
-
-    def _publish(self) -> None:
-        state = self.unlearning_state_
-        W = state.model()
-        d = state.n_features
-        self.coef_ = W[:, :d].copy()
-        if self.fit_intercept:
-            self.intercept_ = W[:, d] * state.feature_norm
-        else:
-            self.intercept_ = np.zeros(state.n_outputs)
-
-    def decision_function(self, X):
-        """Scores of the (clipped) rows.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-
-        Returns
-        -------
-        ndarray of shape (n_samples,) for two classes, else (n_samples, n_classes)
-        """
-        check_is_fitted(self)
-        X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
-        X = clip_rows_l2(np.asarray(X, dtype=np.float64), self.unlearning_state_.feature_norm)
-        scores = X @ self.coef_.T + self.intercept_
-        return scores[:, 0] if scores.shape[1] == 1 else scores
-
-    def predict(self, X):
-        """Predicted class labels.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-
-        Returns
-        -------
-        ndarray of shape (n_samples,)
-        """
-        scores = self.decision_function(X)  # checks fitted before classes_ is read
-        return labels_from_scores(self.classes_, scores)
-
-    @available_if(_has_proba)
-    def predict_proba(self, X):
-        """Class probabilities (log loss: logistic / softmax; modified Huber:
-        as :class:`~sklearn.linear_model.SGDClassifier`).
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-
-        Returns
-        -------
-        ndarray of shape (n_samples, n_classes)
-        """
-        scores = self.decision_function(X)
-        Z = scores[:, None] if scores.ndim == 1 else scores
-        return get_loss(self.unlearning_state_.loss_name).proba(Z)
-
-    @available_if(_has_proba)
-    def predict_log_proba(self, X):
-        """Logarithm of :meth:`predict_proba`.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-
-        Returns
-        -------
-        ndarray of shape (n_samples, n_classes)
-        """
-        with np.errstate(divide="ignore"):
-            return np.log(self.predict_proba(X))
-
-
-def _shifted_count(state, k: int) -> float:
-    """The stored count after inserting ``k`` rows (``k < 0``: deleting): a
-    noised count moves with the edit (``n + k + Z``, what a fresh fit would
-    draw with the same ``Z``); a public ``schedule_size`` is a hyper-parameter
-    and never moves."""
-    if state.frozen_params.get("schedule_size") is not None:
-        return state.n_noisy
-    return state.shifted_count(k)
-
-
-def _same(a, b) -> bool:
-    return (a is None) == (b is None) and (a is None or a == b)

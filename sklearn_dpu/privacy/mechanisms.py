@@ -211,6 +211,10 @@ class GaussianSteps:
         Number of releases.
     sampling_rate : float, default=1.0
         Probability that a record takes part in a step.
+    poisson_sampled : bool or None, default=None
+        Whether the steps' batches are Poisson samples, recorded as such in
+        the event even at rate 1 (a schedule whose rate reaches 1 for some
+        sizes keeps one form of event). Default: when ``sampling_rate < 1``.
 
     Examples
     --------
@@ -225,6 +229,7 @@ class GaussianSteps:
     noise_multiplier: float
     steps: int
     sampling_rate: float = 1.0
+    poisson_sampled: bool | None = None
 
     @property
     def sigma(self) -> float:
@@ -237,7 +242,8 @@ class GaussianSteps:
         if self.noise_multiplier <= 0:
             return dp_event.NonPrivateDpEvent()
         gaussian = dp_event.GaussianDpEvent(noise_multiplier=float(self.noise_multiplier))
-        if self.sampling_rate >= 1.0:
+        sampled = self.sampling_rate < 1.0 if self.poisson_sampled is None else self.poisson_sampled
+        if not sampled:
             return gaussian
         return dp_event.PoissonSampledDpEvent(float(self.sampling_rate), gaussian)
 

@@ -1,0 +1,200 @@
+"""Fitted values, privacy and outputs of :class:`UnlearnableSGDClassifier`.
+
+The public class (``_unlearnable_sgd.py``) is the API and the release
+procedure's hooks; this base holds what a fitted estimator reads from its
+stored run: the size-dependent fitted values, the privacy it reports, the
+published model and the predictions. See the public class for the algorithm
+and its references (M. E. Ullah, "Statistical learning via stochastic
+optimization under data privacy considerations", PhD thesis, Johns Hopkins
+University, 2024, Ch. 4 and App. C).
+"""
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ..base import PrivateEstimatorMixin
+from ..privacy.clipping import clip_rows_l2
+from ..privacy.ledger import privacy_spent
+from ._losses import get_loss
+from ._scores import labels_from_scores
+from ._sgd_edits import SGDEditLedger
+from ._sgd_releases import fit_ledger
+
+__all__ = ["BaseUnlearnableSGD"]
+
+# Rows are clipped a little inside feature_norm so that storing them in
+# float32 (relative rounding <= 2**-24 per entry) cannot push a norm above it.
+_STORAGE_MARGIN = 1.0 - 1e-6
+
+
+def _has_proba(estimator) -> bool:
+    return get_loss(estimator.loss).has_proba
+
+
+class BaseUnlearnableSGD(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator):
+    """Fitted values, privacy and outputs of an unlearnable SGD classifier.
+
+    Reads ``unlearning_state_`` (the stored run) and ``edit_ledger_`` (the
+    bookkeeping of its edits); never changes them.
+    """
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # At the default recompute_rate on scikit-learn's 300-row check data,
+        # the noise a 5% recompute rate needs (it grows like T / (n rho))
+        # swamps the gradient, so accuracy stays below the check's 0.83. Utility
+        # at realistic n is tested in tests/test_unlearnable_sgd.py.
+        tags.classifier_tags.poor_score = True
+        return tags
+
+    def __setstate__(self, state):
+        # Files of state format 2 written before ``schedule_size`` existed
+        # were fitted without it; their run held the edit bookkeeping, which
+        # moves to ``edit_ledger_`` (see CoupledSGDState.__setstate__).
+        state.setdefault("schedule_size", None)
+        run = state.get("unlearning_state_")
+        legacy = vars(run).pop("_legacy_bookkeeping", None) if run is not None else None
+        super().__setstate__(state)
+        if legacy is not None:
+            self.edit_ledger_ = SGDEditLedger.from_legacy(legacy)
+
+    # Size-dependent fitted values live in the state (an edit may refit).
+    @property
+    def noise_multiplier_(self) -> float:
+        """Noise of a step, in units of ``G / batch_size_``."""
+        return self.unlearning_state_.schedule.noise
+
+    @property
+    def recompute_bound_(self) -> float:
+        """Proven bound on the probability that one edit recomputes."""
+        return self.unlearning_state_.schedule.bound
+
+    @property
+    def n_iter_(self) -> int:
+        """Number of SGD steps of the stored run (``max_iter`` or its recipe)."""
+        return self.unlearning_state_.n_steps
+
+    @property
+    def batch_size_(self) -> float:
+        """Normalizer of the batch gradient (the expected batch size, about)."""
+        return self.unlearning_state_.schedule.batch_size
+
+    def _encode(self, X, y, classes_) -> np.ndarray:
+        """Clipped float32 rows with the label code appended."""
+        codes = np.searchsorted(classes_, y)
+        rows = np.empty((len(X), X.shape[1] + 1), dtype=np.float32)
+        rows[:, :-1] = clip_rows_l2(
+            np.asarray(X, dtype=np.float64), self.feature_norm * _STORAGE_MARGIN
+        )
+        rows[:, -1] = codes
+        return rows
+
+    # --------------------------------------------------------- accounting
+
+    def _ledger_delta(self) -> float:
+        """The delta of the fit (``partial_fit`` refuses to change it)."""
+        return self.edit_ledger_.params.delta
+
+    def _cached_privacy(self, name, compute, depends_on_ledger=True):
+        ledger = self.privacy_ledger_
+        delta = self.edit_ledger_.params.delta
+        # A string key: the cache is persisted, and skops stores dicts as JSON.
+        key = f"{name}|{len(ledger) if depends_on_ledger else '-'}|{delta!r}"
+        cache = self.__dict__.setdefault("_privacy_cache", {})
+        if key not in cache:
+            cache[key] = compute(ledger, delta)
+        return cache[key]
+
+    @property
+    def privacy_spent_(self):
+        """(epsilon, delta) of everything published (composed over the ledger)."""
+        return self._cached_privacy("spent", privacy_spent)
+
+    @property
+    def privacy_per_model_(self):
+        """(epsilon, delta) of the published model on its own: it has the law of
+        a fit on the current data, so this is a fit's releases (count and run)."""
+        schedule = self.unlearning_state_.schedule
+        releases = fit_ledger(self.edit_ledger_.params, schedule)
+        return self._cached_privacy(
+            f"model{schedule.bucket}",
+            lambda ledger, delta: privacy_spent(releases, delta),
+            depends_on_ledger=False,
+        )
+
+    # ------------------------------------------------------------ output
+
+    def _publish(self) -> None:
+        state = self.unlearning_state_
+        W = state.model()
+        d = state.n_features
+        self.coef_ = W[:, :d].copy()
+        if self.fit_intercept:
+            self.intercept_ = W[:, d] * state.feature_norm
+        else:
+            self.intercept_ = np.zeros(state.n_outputs)
+
+    def decision_function(self, X):
+        """Scores of the (clipped) rows.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples,) for two classes, else (n_samples, n_classes)
+        """
+        check_is_fitted(self)
+        X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
+        X = clip_rows_l2(np.asarray(X, dtype=np.float64), self.unlearning_state_.feature_norm)
+        scores = X @ self.coef_.T + self.intercept_
+        return scores[:, 0] if scores.shape[1] == 1 else scores
+
+    def predict(self, X):
+        """Predicted class labels.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+        """
+        scores = self.decision_function(X)  # checks fitted before classes_ is read
+        return labels_from_scores(self.classes_, scores)
+
+    @available_if(_has_proba)
+    def predict_proba(self, X):
+        """Class probabilities (log loss: logistic / softmax; modified Huber:
+        as :class:`~sklearn.linear_model.SGDClassifier`).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+        """
+        scores = self.decision_function(X)
+        Z = scores[:, None] if scores.ndim == 1 else scores
+        return get_loss(self.unlearning_state_.loss_name).proba(Z)
+
+    @available_if(_has_proba)
+    def predict_log_proba(self, X):
+        """Logarithm of :meth:`predict_proba`.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+        """
+        with np.errstate(divide="ignore"):
+            return np.log(self.predict_proba(X))
