@@ -40,7 +40,6 @@ from .privacy.accounting import epsilon_spent
 from .privacy.budget import pending_entries
 from .privacy.events import event_to_dict
 from .privacy.ledger import (
-    ApproximateDPBound,
     Release,
     ReleasePlan,
     charge_increment,
@@ -430,16 +429,7 @@ def planned_fit(estimator, sizes: PublicSizes | None = None) -> ReleasePlan:
         If the estimator cannot say what its fit releases.
     """
     sizes = PublicSizes() if sizes is None else sizes
-    hook = getattr(type(estimator), "_plan_releases", None)
-    if hook is not None and hook is not PrivateEstimatorMixin._plan_releases:
-        return estimator._plan_releases(estimator.get_params(deep=False), sizes)
-    # Fallback for estimators that still override only _fit_release_plan: it
-    # goes when every estimator has the _plan_releases hook.
-    entries = list(estimator._fit_release_plan())
-    return ReleasePlan(
-        [e for e in entries if isinstance(e, Release)],
-        [e for e in entries if isinstance(e, ApproximateDPBound)],
-    )
+    return estimator._plan_releases(estimator.get_params(deep=False), sizes)
 
 
 def _same(a, b) -> bool:

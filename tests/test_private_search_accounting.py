@@ -12,7 +12,7 @@ from sklearn_dpu.exceptions import PrivacyLeakWarning
 from sklearn_dpu.linear_model import DPLinearRegression, DPLogisticRegression
 from sklearn_dpu.model_selection import PrivateGridSearch
 from sklearn_dpu.privacy.accounting import epsilon_spent, group_events
-from sklearn_dpu.privacy.ledger import ApproximateDPBound, event_from_dict
+from sklearn_dpu.privacy.ledger import ApproximateDPBound, ReleasePlan, event_from_dict
 
 from ._doubles import Untouchable
 
@@ -88,8 +88,9 @@ class _BoundedPlan(DPLogisticRegression):
     """A classifier whose plan is known only as (epsilon, delta)-DP (its own fit
     reads the plan only to charge a budget, and candidates have none)."""
 
-    def _fit_release_plan(self):
-        return [ApproximateDPBound(self.epsilon, self.delta / 100, "a calibrated run")]
+    def _plan_releases(self, params, sizes):
+        bound = ApproximateDPBound(params["epsilon"], params["delta"] / 100, "a calibrated run")
+        return ReleasePlan((), (bound,), restart=True)
 
 
 class _Unplanned(DPLogisticRegression):
