@@ -41,6 +41,7 @@ TRUSTED_TYPES = (
     "sklearn_dpu.privacy.mechanisms.GaussianMechanism",
     "sklearn_dpu.privacy.tree_aggregation.TreeAggregator",
     "sklearn_dpu.privacy.tree_aggregation.TreeNode",
+    "sklearn_dpu.unlearning.report.DeletionCost",
     "sklearn_dpu.unlearning.report.DeletionReport",
     "sklearn_dpu.unlearning.state.SampleRegistry",
 )

@@ -24,8 +24,9 @@ from ..unlearning.report import DeletionCost, DeletionOutcome, DeletionPlan
 __all__ = ["PrivateBoundsScaler"]
 
 _REFERENCE = (
-    "exponential mechanism (Dwork & Roth 2014, Thm 3.10) with the rank utility "
-    "-|#{x_i <= c} - q n| of add/remove sensitivity max(q, 1 - q) (Smith 2011; "
+    "exponential mechanism (Dwork & Roth 2014, Thm 3.10) with a rank utility on the "
+    "cells of the grid, -dist(q n, rank interval of the cell), of add/remove sensitivity "
+    "max(q, 1 - q) (after Smith 2011; "
     "Gillenwater, Joseph & Kulesza 2021) over a public geometric grid; one selection per "
     "column at epsilon / n_columns, basic composition (Dwork & Roth 2014, Thm 3.16)"
 )

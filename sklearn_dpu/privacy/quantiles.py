@@ -5,26 +5,38 @@ knowing them in advance, for a small, charged share of epsilon.
 
 The mechanism. Candidates ``c_0 < c_1 < ... < c_{m-1}`` form a public grid
 (:class:`GeometricGrid`: ``lower * ratio**k`` up to ``upper``, optionally
-mirrored to negative values with 0 between). For a target quantile ``q`` of
-``n`` values ``x_1 .. x_n`` the utility of a candidate is the rank utility of
-the exponential-mechanism quantile [Smi11]_ (the single-quantile mechanism
-reviewed by [GJK21]_, here restricted to a public finite grid instead of the
-intervals between data points)::
+mirrored to negative values with 0 between). Candidate ``c_k`` stands for the
+cell ``(c_{k-1}, c_k]`` (the first cell unbounded below, the last unbounded
+above, so values outside the grid count toward its ends). For a target
+quantile ``q`` of ``n`` values the utility of a cell is minus the distance of
+the target rank ``q n`` to the cell's rank interval::
 
-    u(c) = -| #{i : x_i <= c} - q n |
+    a_k = #{i : x_i <= c_{k-1}}   (0 for the first cell)
+    b_k = #{i : x_i <= c_k}       (n for the last cell)
+    u_k = -max(a_k - q n, q n - b_k, 0)
 
-and the mechanism selects ``c`` with probability proportional to
-``exp(eps u(c) / (2 Delta))``, the exponential mechanism of [DR14]_ Thm 3.10,
-which is ``eps``-DP for any utility of sensitivity ``Delta``.
+a rank utility in the spirit of the exponential-mechanism quantile of
+[Smi11]_ (reviewed by [GJK21]_), which samples intervals between data points;
+here the intervals are public grid cells and the release is the cell's upper
+end ``c_k`` (the quantile rounded up to the grid). The mechanism selects
+``k`` with probability proportional to ``exp(eps u_k / (2 Delta))``: the
+exponential mechanism of [DR14]_ Thm 3.10, ``eps``-DP for any utility of
+sensitivity ``Delta``.
 
 Sensitivity under add/remove (the relation of the whole library). Add a
-record ``x`` to the data: for every candidate, ``#{x_i <= c} - q n`` changes by
-``1[x <= c] - q``, which is ``1 - q`` or ``-q``. So ``u(c)`` changes by at most
-``Delta = max(q, 1 - q)`` (triangle inequality), and removing a record is the
-same statement read backwards. ``Delta <= 1``; we use the exact
-``max(q, 1 - q)``, which for ``q = 0.95`` is 0.95. The changes have different
-signs for candidates below and above ``x``, so the utility is not monotonic and
-the factor 2 of Thm 3.10 stays.
+record ``x``: ``q n`` grows by ``q``; ``a_k`` and ``b_k`` grow by 0 or 1, and
+``a_k`` grows only if ``b_k`` does (``x <= c_{k-1}`` implies ``x <= c_k``).
+Three cases: nothing moves but the target (``u_k`` changes by at most
+``q``); both ends move (the interval moves by ``1 - q`` relative to the
+target, ``u_k`` changes by at most ``1 - q``); only ``b_k`` moves (the
+distance to the right end changes by ``q - 1``, to the left end by ``q``,
+and the distance is clipped at 0, so at most ``max(q, 1 - q)``). Hence
+``Delta = max(q, 1 - q) <= 1``, attained (for ``q = 0.95``: 0.95), and removing
+a record is the same statement read backwards. The changes have different
+signs for different cells, so the utility is not monotonic and the factor 2
+of Thm 3.10 stays. ``tests/test_private_quantiles.py`` checks the bound
+exhaustively on small data sets, and the probability ratio against
+``e^eps``.
 
 References
 ----------
@@ -102,7 +114,7 @@ class GeometricGrid:
     @property
     def n_positive(self) -> int:
         """Number of positive candidates."""
-        steps = np.log(float(self.upper) / float(self.lower)) / np.log(float(self.ratio))
+        steps = (np.log(float(self.upper)) - np.log(float(self.lower))) / np.log(float(self.ratio))
         return int(np.ceil(steps - 1e-9)) + 1
 
     @property
@@ -135,11 +147,12 @@ def _as_sample(values: ArrayLike) -> np.ndarray:
 class PrivateQuantile:
     """An ``epsilon``-DP quantile of 1-D values, chosen from a public grid.
 
-    The exponential mechanism [DR14]_ Thm 3.10 with the rank utility
-    ``-|#{x_i <= c} - q n|`` [Smi11]_ [GJK21]_, of add/remove sensitivity
-    ``max(q, 1 - q)`` (derived in :mod:`sklearn_dpu.privacy.quantiles`).
-    Values outside the grid count toward its ends, so the release is
-    ``grid.lower`` (or the lowest candidate) when the quantile is below it and
+    The exponential mechanism [DR14]_ Thm 3.10 with a rank utility
+    [Smi11]_ [GJK21]_ on the grid's cells, of add/remove sensitivity
+    ``max(q, 1 - q)`` (cells and derivation in
+    :mod:`sklearn_dpu.privacy.quantiles`). The release is the grid value at or
+    just above the quantile; values outside the grid count toward its ends,
+    so the release is the lowest candidate when the quantile is below it and
     ``grid.upper`` when above it. Counts come from one sort and one
     ``searchsorted``: ``O(n log n + m log n)``.
 
@@ -158,7 +171,7 @@ class PrivateQuantile:
     >>> mech = PrivateQuantile(1.0, 0.5, GeometricGrid(0.01, 100.0, ratio=1.1))
     >>> x = np.random.default_rng(0).uniform(0, 10, size=10_000)
     >>> float(np.round(mech.release(x, np.random.default_rng(1)), 2))
-    4.9
+    5.39
     >>> mech.dp_event
     DiscreteLaplaceDpEvent(noise_parameter=1.0, sensitivity=1)
     """
@@ -187,10 +200,20 @@ class PrivateQuantile:
         return ExponentialMechanism(float(self.epsilon), self.sensitivity)
 
     def utilities(self, values: ArrayLike) -> np.ndarray:
-        """The rank utility of every candidate (larger is better)."""
+        """The rank utility of every candidate (larger is better).
+
+        Candidate ``c_k`` stands for the cell ``(c_{k-1}, c_k]`` (the first
+        cell is unbounded below, the last above), whose values have ranks
+        ``a_k = #{x_i <= c_{k-1}}`` to ``b_k = #{x_i <= c_k}``; the utility is
+        minus the distance from ``q n`` to ``[a_k, b_k]``: 0 for the cell that
+        holds the quantile (released rounded up to ``c_k``).
+        """
         x = np.sort(_as_sample(values))
-        below = np.searchsorted(x, self.grid.values, side="right")
-        return -np.abs(below - float(self.quantile) * x.size)
+        upto = np.searchsorted(x, self.grid.values, side="right")
+        upto[-1] = x.size
+        after = np.concatenate([[0], upto[:-1]])
+        target = float(self.quantile) * x.size
+        return -np.maximum(np.maximum(after - target, target - upto), 0.0)
 
     def probabilities(self, values: ArrayLike) -> np.ndarray:
         """The exact probability of selecting each candidate."""
