@@ -40,6 +40,7 @@ TRUSTED_TYPES = (
     "sklearn_dpu.linear_model._logistic_releases.ChunkModel",
     "sklearn_dpu.linear_model._logistic_releases.GaussianPart",
     "sklearn_dpu.linear_model._logistic_releases.ReleaseConfig",
+    "sklearn_dpu.preprocessing._private_bounds.PrivateBoundsScaler",
     "sklearn_dpu.preprocessing._public_bounds.PublicBoundsScaler",
     "sklearn_dpu.privacy.budget.PrivacyBudget",
     "sklearn_dpu.privacy.ledger.PrivacySpent",

@@ -13,7 +13,7 @@ from sklearn_dpu.linear_model import (
     UnlearnableSGDClassifier,
 )
 from sklearn_dpu.model_selection import PrivateGridSearch
-from sklearn_dpu.preprocessing import PublicBoundsScaler
+from sklearn_dpu.preprocessing import PrivateBoundsScaler, PublicBoundsScaler
 
 ESTIMATORS = [
     DPLinearRegression(),
@@ -23,6 +23,8 @@ ESTIMATORS = [
     DPLogisticRegression(solver="objective"),
     DPLogisticRegression(solver="noisy_gd"),
     PublicBoundsScaler(),
+    PrivateBoundsScaler(),
+    PrivateBoundsScaler(center=True, ratio=1.5),
     PrivateGridSearch(DPLinearRegression(), {"alpha": [0.0, 1.0]}),
     PrivateGridSearch(DPLinearRegression(), {"target_bound": [1.0, 3.0]}),
     # the search over every estimator of the library, with a 4-value grid

@@ -21,6 +21,7 @@ from .mechanisms import (
     ReportNoisyMax,
     pure_dp_event,
 )
+from .quantiles import GeometricGrid, PrivateQuantile
 
 __all__ = [
     "ExponentialMechanism",
@@ -28,10 +29,12 @@ __all__ = [
     "GaussianMechanism",
     "GaussianSteps",
     "GeneralizedExponentialMechanism",
+    "GeometricGrid",
     "LaplaceMechanism",
     "PermuteAndFlip",
     "PrivacyBudget",
     "PrivacySpent",
+    "PrivateQuantile",
     "Release",
     "ReportNoisyMax",
     "calibrate_noise_multiplier",
