@@ -32,7 +32,7 @@ from . import _logistic_releases as releases
 from ._logistic_deletion import LogisticUnlearningState
 from ._logistic_solvers import private_fit, private_sgd_pass
 from ._losses import LinearModelLoss
-from ._scores import labels_from_scores
+from ._scores import ScoresToLabelsMixin
 
 __all__ = ["DPLogisticRegression", "LogisticUnlearningState"]
 
@@ -59,7 +59,9 @@ _FROZEN_PARAMS = (
 )
 
 
-class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator):
+class DPLogisticRegression(
+    ScoresToLabelsMixin, PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
+):
     """Differentially private logistic regression with certified deletion.
 
     Binary and multinomial (softmax) logistic regression. Rows are clipped to
@@ -575,20 +577,6 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
         scores = X @ self.coef_.T + self.intercept_
         return scores.ravel() if scores.shape[1] == 1 else scores
 
-    def predict(self, X):
-        """Predict class labels.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-
-        Returns
-        -------
-        ndarray of shape (n_samples,)
-        """
-        scores = self.decision_function(X)  # checks fitted before classes_ is read
-        return labels_from_scores(self.classes_, scores)
-
     def predict_proba(self, X):
         """Class probabilities (softmax; one-vs-rest normalized for ``'objective'``).
 
@@ -608,20 +596,6 @@ class DPLogisticRegression(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
             p = expit(scores)
             return p / p.sum(axis=1, keepdims=True)
         return softmax(scores, axis=1)
-
-    def predict_log_proba(self, X):
-        """Logarithm of :meth:`predict_proba`.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-
-        Returns
-        -------
-        ndarray of shape (n_samples, n_classes)
-        """
-        with np.errstate(divide="ignore"):
-            return np.log(self.predict_proba(X))
 
     # ------------------------------------------------------------- internals
 

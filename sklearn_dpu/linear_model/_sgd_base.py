@@ -18,7 +18,7 @@ from ..base import PrivateEstimatorMixin
 from ..privacy.clipping import clip_rows_l2
 from ..privacy.ledger import privacy_spent
 from ._losses import get_loss
-from ._scores import labels_from_scores
+from ._scores import ScoresToLabelsMixin
 from ._sgd_edits import SGDEditLedger
 from ._sgd_releases import fit_ledger
 
@@ -33,7 +33,9 @@ def _has_proba(estimator) -> bool:
     return get_loss(estimator.loss).has_proba
 
 
-class BaseUnlearnableSGD(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator):
+class BaseUnlearnableSGD(
+    ScoresToLabelsMixin, PrivateEstimatorMixin, ClassifierMixin, BaseEstimator
+):
     """Fitted values, privacy and outputs of an unlearnable SGD classifier.
 
     Reads ``unlearning_state_`` (the stored run) and ``edit_ledger_`` (the
@@ -153,20 +155,6 @@ class BaseUnlearnableSGD(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator):
         scores = X @ self.coef_.T + self.intercept_
         return scores[:, 0] if scores.shape[1] == 1 else scores
 
-    def predict(self, X):
-        """Predicted class labels.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-
-        Returns
-        -------
-        ndarray of shape (n_samples,)
-        """
-        scores = self.decision_function(X)  # checks fitted before classes_ is read
-        return labels_from_scores(self.classes_, scores)
-
     @available_if(_has_proba)
     def predict_proba(self, X):
         """Class probabilities (log loss: logistic / softmax; modified Huber:
@@ -184,17 +172,4 @@ class BaseUnlearnableSGD(PrivateEstimatorMixin, ClassifierMixin, BaseEstimator):
         Z = scores[:, None] if scores.ndim == 1 else scores
         return get_loss(self.unlearning_state_.loss_name).proba(Z)
 
-    @available_if(_has_proba)
-    def predict_log_proba(self, X):
-        """Logarithm of :meth:`predict_proba`.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-
-        Returns
-        -------
-        ndarray of shape (n_samples, n_classes)
-        """
-        with np.errstate(divide="ignore"):
-            return np.log(self.predict_proba(X))
+    predict_log_proba = available_if(_has_proba)(ScoresToLabelsMixin.predict_log_proba)
