@@ -231,3 +231,12 @@ def test_untrusted_types_are_named_and_can_be_trusted_explicitly(tmp_path):
         dpu_io.load(tmp_path / "pipe.skops")
     loaded = dpu_io.load(tmp_path / "pipe.skops", trusted=[name])
     np.testing.assert_array_equal(loaded.predict(X), pipe.predict(X))
+
+
+def test_a_pickle_naming_the_format_2_logistic_record_is_refused_by_version():
+    """Format-2 files pickled the per-chunk models as ``ChunkRecord``, a class
+    that no longer exists: loading one says which format it is, instead of
+    failing inside pickle with an AttributeError."""
+    payload = b"csklearn_dpu.linear_model._logistic_releases\nChunkRecord\n."
+    with pytest.raises(StateVersionError, match="format 2"):
+        pickle.loads(payload)

@@ -48,6 +48,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from ..exceptions import StateVersionError
 from ..privacy.calibration import gaussian_noise_multiplier
 from ..privacy.ledger import Release
 from ..privacy.mechanisms import GaussianCount, GaussianDP, GaussianMechanism, GaussianSteps
@@ -628,3 +629,15 @@ def planned_release(params: ReleaseParams, kind: str, chunk: int) -> Release:
     else:
         model = (GaussianDP(SHARES.model_mu(mu)),)
     return chunk_release(params, kind, chunk, params.solver, (count_mechanism(params), *model))
+
+
+def __getattr__(name: str):
+    # Format 2 of LogisticUnlearningState pickled its per-chunk models as
+    # ChunkRecord; such a file is refused with the library's versioning error,
+    # not an AttributeError from inside pickle.
+    if name == "ChunkRecord":
+        raise StateVersionError(
+            "this DPLogisticRegression was saved with state format 2 (ChunkRecord); "
+            "this sklearn_dpu reads format 3: refit it on the current data"
+        )
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
