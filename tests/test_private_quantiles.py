@@ -268,7 +268,8 @@ def test_scaler_deletion_is_certified_and_changes_nothing_published():
     scaler.delete_samples([3, "never-seen"])
     report = scaler.deletion_log_[-1]
     assert report.method == "certified"
-    assert report.deletion_epsilon == 0.2 and report.deletion_delta == 0.0
+    # group privacy: two rows deleted from a 0.2-DP release are within 0.4
+    assert report.deletion_epsilon == pytest.approx(0.4) and report.deletion_delta == 0.0
     assert report.rerelease_epsilon is None and report.n_deleted == 2
     assert any("not checked" in note for note in report.notes)
     assert np.array_equal(scaler.scale_, scale) and scaler.privacy_ledger_ == ledger
@@ -276,6 +277,25 @@ def test_scaler_deletion_is_certified_and_changes_nothing_published():
         with pytest.raises(UnlearningError):
             scaler.delete_samples(bad)
     assert len(scaler.deletion_log_) == 1
+    scaler.delete_samples(7)  # the group grows across calls
+    assert scaler.deletion_log_[-1].deletion_epsilon == pytest.approx(0.6)
+    assert scaler.n_deleted_ == 3
+
+
+def test_a_request_a_later_step_refuses_leaves_the_scaler_untouched():
+    """The scaler stores no ids and accepts any; the pipeline checks the ids
+    against the steps that keep them before any step deletes."""
+    X = _data(500)
+    pipe = make_pipeline(
+        PrivateBoundsScaler(epsilon=0.5, random_state=0),
+        DPLinearRegression(epsilon=2.0, feature_norm=np.sqrt(3), target_bound=5.0, random_state=0),
+    ).fit(X, X[:, 0])
+    delete_samples(pipe, [2], positions=True)
+    for refused in ([10_000], [2], [5, 5]):  # unknown, already deleted, repeated
+        with pytest.raises(UnlearningError):
+            delete_samples(pipe, refused, positions=True)
+    assert [len(step.deletion_log_) for step in (pipe[0], pipe[-1])] == [1, 1]
+    assert pipe[0].n_deleted_ == 1
 
 
 def test_scaler_in_a_pipeline_deletes_completely():

@@ -32,16 +32,18 @@ _REFERENCE = (
 )
 
 _GUARANTEE = (
-    "certified: the released scales (and centers) are an (epsilon, 0)-DP release, so "
-    "their distribution is within (deletion_epsilon, 0) of a fit without the deleted "
-    "rows; nothing else was learned from the data and no row is stored, so nothing "
-    "changes and nothing is re-released"
+    "certified: the released scales (and centers) are an (epsilon, 0)-DP release, so by "
+    "group privacy their distribution is within (k * epsilon, 0) of a fit without the "
+    "k rows deleted so far (deletion_epsilon, this call's included); nothing else was "
+    "learned from the data and no row is stored, so nothing changes and nothing is "
+    "re-released"
 )
 
 _IDS_NOTE = (
     "the ids were not checked: this scaler stores no rows and no ids, so it cannot tell "
     "an unknown or already deleted id from a known one; the guarantee holds for whichever "
-    "rows the ids name"
+    "rows the ids name, and k counts every id requested so far (an id requested twice "
+    "counts twice, which only overstates deletion_epsilon)"
 )
 
 
@@ -77,12 +79,15 @@ class PrivateBoundsScaler(
     features it is not, and the scales are close to random grid values.
     Raise ``epsilon``, narrow ``[lower, upper]`` or coarsen ``ratio``.
 
-    **Deletion**: :meth:`delete_samples` is *certified* with
-    ``deletion_epsilon = epsilon``: the scales stay an ``(epsilon, 0)``-DP
-    release, indistinguishable up to ``epsilon`` from a fit without the
-    deleted rows. Nothing is re-released and nothing is charged. The scaler
+    **Deletion**: :meth:`delete_samples` is *certified*: the scales are an
+    ``(epsilon, 0)``-DP release, so by group privacy (Dwork & Roth, Thm 2.2)
+    they are within ``(k epsilon, 0)`` of a fit without the ``k`` rows deleted
+    so far, which the report states as ``deletion_epsilon`` (``n_deleted_``
+    counts ``k``). Nothing is re-released and nothing is charged. The scaler
     stores no rows and no ids, so it does not check the ids: it cannot tell
-    an unknown id from a known one (the report says so).
+    an unknown id from a known one (the report says so); through
+    :func:`sklearn_dpu.unlearning.delete_samples` the steps that keep ids
+    check them before any step deletes. Once ``k epsilon`` is large, refit.
 
     Parameters
     ----------
@@ -101,9 +106,11 @@ class PrivateBoundsScaler(
         Ratio between neighbouring grid values (the relative resolution). A
         coarser grid has fewer candidates and is more accurate at small
         epsilon.
-    center : bool, default=False
+    center : bool, default=True
         Release a private median of each feature (half of ``epsilon``) and
-        subtract it before scaling.
+        subtract it before scaling. Keep it for features not centred at 0
+        (all-positive measurements): without it, the scale is set by the
+        offset and the spread is lost.
     random_state : int, RandomState instance or None, default=None
         Source of noise. An int is for tests only.
     budget : PrivacyBudget, default=None
@@ -121,6 +128,8 @@ class PrivateBoundsScaler(
     privacy_ledger_ : list of dict
     privacy_spent_ : PrivacySpent
     deletion_log_ : list of DeletionReport
+    n_deleted_ : int
+        Ids requested for deletion since the fit (the ``k`` of group privacy).
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Defined only when ``X`` has string feature names.
@@ -174,7 +183,7 @@ class PrivateBoundsScaler(
         lower=1e-3,
         upper=1e6,
         ratio=2.0,
-        center=False,
+        center=True,
         random_state=None,
         budget=None,
     ):
@@ -264,6 +273,7 @@ class PrivateBoundsScaler(
             self.scale_ = private_column_quantiles(np.abs(X - center), scales, rng)
             self.feature_norm_ = float(np.sqrt(X.shape[1]))
             self.deletion_log_ = []
+            self.n_deleted_ = 0
             self._released_epsilon = float(params["epsilon"])
             return [self._release_of(centers, scales)]
 
@@ -289,7 +299,8 @@ class PrivateBoundsScaler(
     # ------------------------------------------------------------ deletion
 
     def delete_samples(self, sample_ids):
-        """Certified deletion: the scales stay, within ``epsilon`` of a refit.
+        """Certified deletion: the scales stay, within ``k epsilon`` of a refit
+        without the ``k`` rows deleted so far.
 
         Parameters
         ----------
@@ -323,9 +334,14 @@ class PrivateBoundsScaler(
             releases=(),
             reason="the scales are a pure epsilon-DP release and no row is stored",
         )
-        epsilon = self._released_epsilon  # the fit's, whatever set_params did since
+        # Group privacy (Dwork & Roth 2014, Thm 2.2): an epsilon-DP release is
+        # (k epsilon, 0)-DP for groups of k records; k counts every deletion
+        # since the fit, whose epsilon (not the current parameter) applies.
+        n_deleted = self.n_deleted_ + len(ids)
+        epsilon = n_deleted * self._released_epsilon
 
         def execute():
+            self.n_deleted_ = n_deleted
             return DeletionOutcome(
                 guarantee=_GUARANTEE,
                 cost=DeletionCost(flops=0.0),
