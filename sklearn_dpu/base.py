@@ -17,6 +17,7 @@ to these two methods); it never charges a budget or appends to its ledger by
 hand.
 """
 
+import copy
 import dataclasses
 import time
 import warnings
@@ -268,12 +269,19 @@ class PrivateEstimatorMixin:
         4. a plan that was only an upper bound (``plan.exact`` False) is
            charged for what ``compute`` returns: the exact releases, known
            once a noised count or a coupled run has been drawn. The charge
-           comes before anything is returned to the caller; if it is refused,
-           :meth:`_atomic` restores the estimator.
+           comes before anything is returned to the caller; if it is refused
+           (another process spent the budget after the check), the estimator
+           is restored, nested state included: ``compute`` of a
+           ``partial_fit`` edits the stored state in place, which
+           :meth:`_atomic`'s shallow snapshot would not undo, so it edits deep
+           copies of the fitted attributes and the snapshot keeps the
+           originals (only when a budget could refuse).
         5. the releases are appended to ``privacy_ledger_`` (which a fit
            replaces).
 
-        Call it inside ``with self._atomic():``.
+        Call it inside ``with self._atomic():``. ``compute`` must read the
+        fitted state from ``self`` (not from variables bound before the call),
+        since it may be handed copies.
         """
         self._check_plan(plan, what)
         data = validate()
@@ -282,10 +290,22 @@ class PrivateEstimatorMixin:
             compute(data)
             made = list(plan.releases)
         else:
+            if not plan.restart and any(budget is not None for budget in self._budgets()):
+                # compute edits the stored state in place: let it edit copies, so
+                # that _atomic's snapshot still holds the untouched originals
+                self.__dict__.update(self._fitted_copy())
             made = list(compute(data))
             self._charge_budgets(self._budget_increment(made, plan.restart), what)
         before = [] if plan.restart else list(self.privacy_ledger_)
         self._set_ledger([*before, *(r.to_dict() for r in made)])
+
+    def _fitted_copy(self) -> dict:
+        """Deep copies of the fitted attributes (names ending in ``_``)."""
+        return {
+            name: copy.deepcopy(value)
+            for name, value in self.__dict__.items()
+            if name.endswith("_")
+        }
 
     def _check_plan(self, plan: ReleasePlan, what: str) -> None:
         """Step 1 of :meth:`_run_update`: refuse ``plan`` if a budget cannot pay it.
@@ -429,6 +449,11 @@ def planned_fit(estimator, sizes: PublicSizes | None = None) -> ReleasePlan:
         If the estimator cannot say what its fit releases.
     """
     sizes = PublicSizes() if sizes is None else sizes
+    if not hasattr(estimator, "_plan_releases"):
+        raise NotImplementedError(
+            f"{type(estimator).__name__} cannot say what its fit releases: it is not an "
+            "sklearn_dpu estimator (plan a Pipeline's steps one by one)"
+        )
     return estimator._plan_releases(estimator.get_params(deep=False), sizes)
 
 

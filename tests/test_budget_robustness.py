@@ -23,7 +23,9 @@ import pandas as pd
 import pytest
 from dp_accounting import dp_event
 from sklearn.model_selection import GridSearchCV
+from sklearn.pipeline import make_pipeline
 
+from sklearn_dpu.base import planned_fit
 from sklearn_dpu.exceptions import (
     BudgetExceededError,
     BudgetUnavailableWarning,
@@ -31,10 +33,12 @@ from sklearn_dpu.exceptions import (
     LedgerUnavailableError,
     PersistenceError,
 )
-from sklearn_dpu.linear_model import DPLinearRegression
+from sklearn_dpu.linear_model import DPLinearRegression, UnlearnableSGDClassifier
+from sklearn_dpu.preprocessing import PrivateBoundsScaler
 from sklearn_dpu.privacy import PrivacyBudget
 from sklearn_dpu.privacy import budget as budget_module
 from sklearn_dpu.privacy.accounting import epsilon_spent
+from sklearn_dpu.privacy.mechanisms import pure_dp_event
 
 DELTA = 1e-5
 G = dp_event.GaussianDpEvent
@@ -455,6 +459,30 @@ def test_can_afford_predicts_whether_a_grid_search_completes(tmp_path, n_jobs):
             assert len(budget.history()) == n_fits - 1
 
 
+def test_can_afford_plans_every_step_of_a_pipeline_that_charges_the_budget(tmp_path):
+    """A private scaler and a model sharing one budget: each fit charges both
+    (before, only the final step was planned and can_afford said yes to a
+    search that then failed at its refit)."""
+    X, y = _data(90)
+    budget = PrivacyBudget(50.0, DELTA, tmp_path / "pipe.sqlite")
+    pipe = make_pipeline(
+        PrivateBoundsScaler(epsilon=0.2, budget=budget, random_state=0),
+        DPLinearRegression(budget=budget, random_state=0),
+    )
+    planned = budget.planned_epsilon(pipe, 3)
+    for _ in range(3):
+        pipe.fit(X, y)
+    assert budget.spent().epsilon <= planned + 1e-9
+    # planning the final step alone (the scaler on no budget) undercounts
+    fresh = PrivacyBudget(50.0, DELTA, tmp_path / "fresh.sqlite")
+    model = DPLinearRegression(budget=fresh, random_state=0)
+    assert fresh.planned_epsilon(make_pipeline(PrivateBoundsScaler(), model), 3) < (
+        budget.spent().epsilon
+    )
+    with pytest.raises(NotImplementedError, match="plan a Pipeline's steps"):
+        planned_fit(pipe)
+
+
 # --------------------------------------------------------------------------
 # Processes killed mid-run
 # --------------------------------------------------------------------------
@@ -594,3 +622,45 @@ def test_the_deletion_report_says_when_it_was_charged_past_the_cap(tmp_path):
     with pytest.warns(Warning, match="past the budget cap"):
         reg.delete_samples([0])
     assert any("past its cap" in n for n in reg.deletion_log_[-1].notes)
+
+
+class _SpendsWhenRead:
+    """New rows whose reading lets another handle of the budget spend it: the
+    race between a partial_fit's pre-check and its charge."""
+
+    def __init__(self, rows, other):
+        self.rows, self.other, self.shape = rows, other, rows.shape
+
+    def __len__(self):
+        return len(self.rows)
+
+    def __array__(self, dtype=None, copy=None):
+        if self.other is not None:
+            other, self.other = self.other, None
+            epsilon = 4.0
+            while epsilon > 1e-4:  # spend as much of the rest as it will take
+                try:
+                    other.charge([pure_dp_event(epsilon)], "another process")
+                except BudgetExceededError:
+                    epsilon /= 2
+        return np.asarray(self.rows, dtype=dtype)
+
+
+def test_a_partial_fit_refused_after_its_run_leaves_the_stored_run_as_it_was(tmp_path):
+    """The SGD's insertion plan is inexact: the coupled run is edited, then
+    charged. A refused charge must leave no inserted row in the stored run
+    (before: 50 uncharged rows stayed in it and reached later models)."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-0.5, 0.5, (400, 3))
+    budget = PrivacyBudget(10.0, DELTA, tmp_path / "race.sqlite")
+    est = UnlearnableSGDClassifier(
+        schedule_size=400, max_iter=20, random_state=0, budget=budget
+    ).fit(X, X[:, 0] > 0)
+    before = pickle.dumps((est.unlearning_state_, est.edit_ledger_, est.privacy_ledger_))
+    new = rng.uniform(-0.5, 0.5, (50, 3))
+    other = PrivacyBudget(10.0, DELTA, budget.path)
+    with pytest.raises(BudgetExceededError):
+        est.partial_fit(_SpendsWhenRead(new, other), new[:, 0] > 0)
+    after = pickle.dumps((est.unlearning_state_, est.edit_ledger_, est.privacy_ledger_))
+    assert after == before
+    assert est.unlearning_state_.registry.n_samples == 400

@@ -468,8 +468,10 @@ class DPLogisticRegression(
                 self.unlearning_state_ = LogisticUnlearningState(registry, self._frozen_params())
                 self.deletion_log_ = []
                 n_ledger, theta0 = 0, np.zeros(self._loss().n_params)
-            else:
-                n_ledger, theta0 = len(self.privacy_ledger_), state.chunks[-1].theta
+            else:  # read the state again: _run_update may hand compute copies of it
+                n_ledger = len(self.privacy_ledger_)
+                theta0 = self.unlearning_state_.chunks[-1].theta
+            registry = self.unlearning_state_.registry
             y_index = np.searchsorted(labels, yv)
             rows = self._rows(Xv, y_index)
             rng = release_generator(self.random_state, n_ledger)

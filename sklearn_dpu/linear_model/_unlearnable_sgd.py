@@ -606,6 +606,8 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
 
         def compute(data):
             ids, rows = data
+            # Read the state again: _run_update may hand compute copies of it.
+            state, ledger = self.unlearning_state_, self.edit_ledger_
             # Nothing below can fail on user input: the state changes from here.
             outcomes = insert_into_run(ledger, state, ids, rows, self.random_state)
             release = record_edit(ledger, state, outcomes, "partial_fit")

@@ -101,7 +101,8 @@ class PrivateBoundsScaler(
         ``1 - quantile`` of values is clipped.
     lower, upper : float, default=1e-3, 1e6
         Public limits of the grid of scales (and of ``|center|``). A true
-        quantile outside them is released as the nearest limit.
+        quantile outside them is released as the nearest limit. ``upper`` is
+        at most ``1e150``.
     ratio : float, default=2.0
         Ratio between neighbouring grid values (the relative resolution). A
         coarser grid has fewer candidates and is more accurate at small
@@ -167,7 +168,8 @@ class PrivateBoundsScaler(
         "delta": [DELTA_CONSTRAINT],
         "quantile": [Interval(Real, 0, 1, closed="both")],
         "lower": [Interval(Real, 0, None, closed="neither")],
-        "upper": [Interval(Real, 0, None, closed="neither")],
+        # |x - center| must stay finite for every finite x: |center| <= upper
+        "upper": [Interval(Real, 0, 1e150, closed="right")],
         "ratio": [Interval(Real, 1, None, closed="neither")],
         "center": ["boolean"],
         "random_state": ["random_state"],

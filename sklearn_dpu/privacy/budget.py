@@ -375,18 +375,32 @@ class PrivacyBudget(LedgerStore):
         each fit charges the worst case of its planned releases, and
         releases known only as (epsilon, delta)-DP bounds are composed by
         basic composition, an upper bound. Charges the estimator keeps
-        pending are included. For a pipeline, its final step is planned.
+        pending are included. For a pipeline, its final step and every other
+        step that charges this budget (a ``PrivateBoundsScaler``, say) are
+        planned, each fit charging all of them.
         """
         from ..base import planned_fit  # base imports this module
 
         if not (isinstance(n_fits, int) and n_fits >= 0):
             raise ValueError(f"n_fits must be an int >= 0, got {n_fits!r}")
         final = getattr(estimator, "_final_estimator", estimator)
-        plan = planned_fit(final)
-        bounds = [(b.epsilon, b.delta) for b in plan.bounds]
-        per_fit = worst_case_events(plan.releases, self.delta)
-        records = getattr(final, "pending_budget_charges_", [])
-        pending = [e for entry in pending_entries(records, self.path) for e in entry[0]]
+        steps = [step for _, step in getattr(estimator, "steps", [])] or [estimator]
+        charging = [
+            step
+            for step in steps
+            if step is final
+            or (
+                hasattr(step, "_plan_releases")
+                and getattr(getattr(step, "budget", None), "path", None) == self.path
+            )
+        ]
+        per_fit, bounds, pending = [], [], []
+        for step in charging:
+            plan = planned_fit(step)
+            bounds += [(b.epsilon, b.delta) for b in plan.bounds]
+            per_fit += worst_case_events(plan.releases, self.delta)
+            records = getattr(step, "pending_budget_charges_", [])
+            pending += [e for entry in pending_entries(records, self.path) for e in entry[0]]
         with self._reading() as db:
             stored = self._load_events(db)
         return epsilon_upper_bound(

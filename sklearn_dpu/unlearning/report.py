@@ -83,6 +83,9 @@ class DeletionCost(Mapping):
     def __len__(self) -> int:
         return sum(1 for _ in self)
 
+    def __repr__(self) -> str:
+        return f"DeletionCost({', '.join(f'{k}={v!r}' for k, v in self.items())})"
+
 
 _COST_FIELDS = tuple(f.name for f in fields(DeletionCost))
 
@@ -170,8 +173,11 @@ class DeletionReport:
     ----------
     n_deleted : int
         How many samples the call removed.
-    method : {"exact", "certified", "retrain"}
+    method : {"exact", "certified", "retrain"} or str
         How the model was brought to its post-deletion state.
+        :class:`~sklearn_dpu.model_selection.PrivateGridSearch` joins its
+        selected model's method and its own with ``+`` (``"exact+certified"``:
+        the model is exact, the selection certified).
     guarantee : str
         The guarantee in words.
     deletion_epsilon : float or None
@@ -259,8 +265,12 @@ class DeletionReport:
         if self.remaining_epsilon is not None:
             lines.append(
                 f"everything published so far (privacy_spent_): eps = "
-                f"{self.remaining_epsilon:.4g} for the most exposed record (one call deleting "
-                "many ids costs one re-release)"
+                f"{self.remaining_epsilon:.4g} for the most exposed record"
+                + (
+                    " (one call deleting many ids costs one re-release)"
+                    if self.rerelease_epsilon is not None
+                    else ""
+                )
             )
         if self.reason:
             lines.append(f"why: {self.reason}")
