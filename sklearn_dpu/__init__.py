@@ -13,6 +13,7 @@ from .exceptions import (
 )
 from .linear_model import DPLinearRegression, DPLogisticRegression, UnlearnableSGDClassifier
 from .model_selection import PrivateGridSearch
+from .preprocessing import PrivateBoundsScaler, PublicBoundsScaler
 from .privacy import PrivacyBudget
 
 __version__ = "0.1.0.dev0"
@@ -28,7 +29,9 @@ __all__ = [
     "PersistenceError",
     "PrivacyBudget",
     "PrivacyLeakWarning",
+    "PrivateBoundsScaler",
     "PrivateGridSearch",
+    "PublicBoundsScaler",
     "StateVersionError",
     "UnlearnableSGDClassifier",
     "UnlearningError",

@@ -108,5 +108,20 @@ GUARANTEES: dict[str, Guarantee] = {
                 "number of samples deleted so far (group privacy)",
             ),
         ),
+        Guarantee(
+            "PrivateBoundsScaler",
+            "ADD_OR_REMOVE_ONE",
+            "certified",
+            frozenset({"certified"}),
+            (
+                "the ids of a deletion: the scaler stores no rows and no ids, so it "
+                "cannot tell a known id from an unknown one (through "
+                "sklearn_dpu.unlearning.delete_samples, the steps that keep ids check them)",
+                "many deletions: the certified epsilon grows with the number of rows "
+                "deleted since the fit (group privacy), and the scales are not recomputed",
+                "floating-point side channels of the noise samplers",
+                "an int random_state: whoever knows it can remove the noise (for tests only)",
+            ),
+        ),
     )
 }
