@@ -10,6 +10,7 @@ from sklearn.base import _fit_context
 from sklearn.utils._param_validation import (
     HasMethods,
     Interval,
+    InvalidParameterError,
     RealNotInt,
     StrOptions,
 )
@@ -19,6 +20,7 @@ __all__ = [
     "DELTA_CONSTRAINT",
     "HasMethods",
     "Interval",
+    "InvalidParameterError",
     "RealNotInt",
     "StrOptions",
     "_fit_context",

@@ -111,3 +111,15 @@ def test_a_budget_spent_meanwhile_leaves_every_budget_uncharged(tmp_path, monkey
     assert own.history() == []
     assert [h["description"] for h in inner.history()] == ["elsewhere"]
     assert not hasattr(search, "best_estimator_")
+
+
+def test_a_pipeline_given_as_the_estimator_is_refused_with_the_way_to_do_it():
+    from sklearn.pipeline import make_pipeline
+
+    from sklearn_dpu.preprocessing import PrivateBoundsScaler
+
+    pipe = make_pipeline(PrivateBoundsScaler(), DPLinearRegression())
+    with pytest.raises(ValueError, match="put the search inside the pipeline"):
+        PrivateGridSearch(pipe, {"dplinearregression__alpha": [0.0, 1.0]}).fit(
+            np.zeros((10, 2)), np.zeros(10)
+        )

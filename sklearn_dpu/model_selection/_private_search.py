@@ -13,7 +13,7 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.parallel import Parallel, delayed
 from sklearn.utils.validation import check_is_fitted, indexable
 
-from .._compat import HasMethods, Interval, _fit_context
+from .._compat import HasMethods, Interval, InvalidParameterError, _fit_context
 from ..base import PrivateEstimatorMixin, PublicSizes, planned_fit
 from ..exceptions import BudgetExceededError, UnlearningError
 from ..privacy.ledger import Release, ReleasePlan, worst_case_events
@@ -230,6 +230,17 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
     def delta(self):
         """The delta at which ``privacy_spent_`` is reported: the estimator's."""
         return self.estimator.get_params().get("delta", 1e-5)
+
+    def _validate_params(self):
+        if not hasattr(self.estimator, "delete_samples") and hasattr(self.estimator, "steps"):
+            raise InvalidParameterError(
+                f"PrivateGridSearch searches over one sklearn_dpu estimator, got a "
+                f"{type(self.estimator).__name__}: put the search inside the pipeline "
+                "instead, e.g. make_pipeline(PrivateBoundsScaler(), "
+                "PrivateGridSearch(DPLinearRegression(), {'alpha': [0.0, 1.0]})) (the "
+                "other steps are then fitted once, not tuned)"
+            )
+        super()._validate_params()
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
