@@ -545,10 +545,11 @@ class DPLogisticRegression(
             outcome = deletion.deletion_outcome(
                 chunk_plan.decision, fell_back, self.delta, target, (_LABEL_SET_NOTE,)
             )
-            if not self._auto():
+            if not hasattr(self, "feature_norm_"):
                 return outcome
             deleted = sum(report.n_deleted for report in self.deletion_log_) + len(slots)
-            return auto_bounds.kept_bound_outcome(outcome, _SHARE * self.epsilon, deleted)
+            eps_b = _SHARE * state.frozen_params["epsilon"]  # the fit's, not set_params'
+            return auto_bounds.kept_bound_outcome(outcome, eps_b, deleted)
 
         self._run_deletion(len(slots), plan, execute)
         return self
@@ -656,8 +657,8 @@ class DPLogisticRegression(
         return auto_bounds.is_auto(self.feature_norm)
 
     def _norm_bound(self) -> float:
-        """The row norm bound in use: the parameter, or the released one."""
-        return self.feature_norm_ if self._auto() else self.feature_norm
+        """The row norm bound in use: the released one (an 'auto' fit), or the parameter."""
+        return getattr(self, "feature_norm_", self.feature_norm)
 
     def _release_bound(self, X) -> list:
         """``'auto'``: draw the bound (release 0), return its record; else forget one."""
