@@ -87,6 +87,8 @@ def test_dp_linear_regression_publishes_no_exact_count(params):
         {"deletion_epsilon": 0.01},  # retrain
         {"deletion_epsilon": 0.01, "solver": "output", "C": 1.0},
         {"deletion_epsilon": 0.5, "solver": "output", "C": 1.0},  # fine-tune
+        {"feature_norm": "auto"},  # a released bound
+        {"feature_norm": "auto", "deletion_epsilon": 0.01},
     ],
 )
 def test_dp_logistic_regression_publishes_no_exact_count(params):

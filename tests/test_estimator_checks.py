@@ -22,6 +22,7 @@ ESTIMATORS = [
     DPLogisticRegression(solver="output"),
     DPLogisticRegression(solver="objective"),
     DPLogisticRegression(solver="noisy_gd"),
+    DPLogisticRegression(feature_norm="auto"),
     PublicBoundsScaler(),
     PrivateBoundsScaler(),
     PrivateBoundsScaler(center=True, ratio=1.5),

@@ -27,6 +27,7 @@ from ..privacy.ledger import ReleasePlan
 from ..privacy.random import release_generator
 from ..unlearning.ids import as_id_list, requested_ids
 from ..unlearning.state import SampleRegistry
+from . import _auto_bounds as auto_bounds
 from . import _logistic_deletion as deletion
 from . import _logistic_releases as releases
 from ._logistic_deletion import LogisticUnlearningState
@@ -44,19 +45,8 @@ _LABEL_SET_NOTE = (
     "given this label set; refit to drop a label"
 )
 
-# Parameters a stream freezes at its first call.
-_FROZEN_PARAMS = (
-    "epsilon",
-    "delta",
-    "feature_norm",
-    "C",
-    "fit_intercept",
-    "solver",
-    "max_iter",
-    "tol",
-    "coef_bound",
-    "batch_size",
-)
+# Share of epsilon that feature_norm='auto' gives the row-norm bound.
+_SHARE = releases.SHARES.bounds
 
 
 class DPLogisticRegression(
@@ -141,10 +131,11 @@ class DPLogisticRegression(
         deletion's re-release). ``privacy_spent_`` composes them all.
     delta : float, default=1e-5
         Use ``delta`` well below ``1 / n_samples``.
-    feature_norm : float, default=1.0
+    feature_norm : float or 'auto', default=1.0
         Public bound on the L2 norm of a feature row; longer rows are scaled
-        down to it. Never computed from the data; see
-        :class:`~sklearn_dpu.preprocessing.PublicBoundsScaler`.
+        down to it. A number is never computed from the data (see
+        :class:`~sklearn_dpu.preprocessing.PublicBoundsScaler`); ``'auto'``
+        releases one, ``feature_norm_``, for 10% of ``epsilon``.
     C : float or 'auto', default='auto'
         Inverse regularization strength, as in
         :class:`~sklearn.linear_model.LogisticRegression` (see the objective
@@ -190,11 +181,16 @@ class DPLogisticRegression(
         ``classes`` at the first :meth:`partial_fit`) and kept after
         deletions, also when no remaining sample has a label (see Notes).
     coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
+        In the units of ``X``.
     intercept_ : ndarray of shape (1,) or (n_classes,)
     solver_ : str
         The solver used for the last batch release.
     C_ : float
         The regularization used (``C`` or the one ``'auto'`` chose).
+    feature_norm_ : float
+        ``feature_norm='auto'`` only: the released bound, a private median of
+        the row norms (:mod:`~sklearn_dpu.linear_model._auto_bounds`), kept
+        by later chunks and deletions.
     n_iter_ : int
         Noisy iterations of the last release: ``'noisy_gd'`` steps, DP-SGD
         batches (both public), and 1 for output/objective perturbation (one
@@ -285,7 +281,7 @@ class DPLogisticRegression(
     _parameter_constraints: dict = {
         "epsilon": [Interval(Real, 0, None, closed="neither")],
         "delta": [DELTA_CONSTRAINT],
-        "feature_norm": [Interval(Real, 0, None, closed="neither")],
+        "feature_norm": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "C": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "fit_intercept": ["boolean"],
         "solver": [StrOptions({"auto", "output", "objective", "noisy_gd"})],
@@ -373,16 +369,18 @@ class DPLogisticRegression(
         def compute(data):
             Xv, classes, y_index, registry, ids = data
             self.classes_ = classes
+            made = self._release_bound(Xv)
             rows = self._rows(Xv, y_index)
             registry.add(ids, rows, chunk=1)
             state = LogisticUnlearningState(registry, self._frozen_params())
-            params, rng = self._params(), release_generator(self.random_state, 0)
+            params, rng = self._params(), release_generator(self.random_state, len(made))
             model, mechanisms = private_fit(params, self._loss(), rows[:, :-1], y_index, rng)
             state.chunks = [model]
             self.unlearning_state_ = state
             self._publish()
             self.deletion_log_ = []
-            return [releases.chunk_release(params, "fit", 1, model.config.solver, mechanisms)]
+            solver = model.config.solver
+            return [*made, releases.chunk_release(params, "fit", 1, solver, mechanisms)]
 
         plan = self._plan_releases(self.get_params(deep=False), PublicSizes())
         self._run_update("fit", plan, validate, compute)
@@ -437,7 +435,8 @@ class DPLogisticRegression(
             chunk_no = len(state.chunks) + 1
         params = self._params()
         planned = releases.planned_release(params, "sgd", chunk_no)
-        plan = ReleasePlan((planned,), exact=False, restart=first)
+        bounds = auto_bounds.planned_bounds(self.get_params(deep=False), _SHARE) if first else ()
+        plan = ReleasePlan((*bounds, planned), exact=False, restart=first)
 
         def validate():
             Xv, yv = validate_data(self, X, y, dtype=[np.float64, np.float32], reset=first)
@@ -463,11 +462,13 @@ class DPLogisticRegression(
 
         def compute(data):
             Xv, yv, labels, registry, ids = data
+            made = []
             if first:
                 self.classes_ = labels
+                made = self._release_bound(Xv)
                 self.unlearning_state_ = LogisticUnlearningState(registry, self._frozen_params())
                 self.deletion_log_ = []
-                n_ledger, theta0 = 0, np.zeros(self._loss().n_params)
+                n_ledger, theta0 = len(made), np.zeros(self._loss().n_params)
             else:  # read the state again: _run_update may hand compute copies of it
                 n_ledger = len(self.privacy_ledger_)
                 theta0 = self.unlearning_state_.chunks[-1].theta
@@ -476,12 +477,12 @@ class DPLogisticRegression(
             rows = self._rows(Xv, y_index)
             rng = release_generator(self.random_state, n_ledger)
             model, mechanisms = private_sgd_pass(
-                params, self._loss(), rows[:, :-1], y_index, theta0, rng
+                self._params(), self._loss(), rows[:, :-1], y_index, theta0, rng
             )
             registry.add(ids, rows, chunk=chunk_no)
             self.unlearning_state_.chunks = [*self.unlearning_state_.chunks, model]
             self._publish()
-            return [releases.chunk_release(params, "sgd", chunk_no, "sgd", mechanisms)]
+            return [*made, releases.chunk_release(params, "sgd", chunk_no, "sgd", mechanisms)]
 
         self._run_update("partial_fit", plan, validate, compute)
         return self
@@ -543,9 +544,14 @@ class DPLogisticRegression(
             registry.remove(slots)
             state.chunks = chunks
             self._publish()
-            return deletion.deletion_outcome(
+            outcome = deletion.deletion_outcome(
                 chunk_plan.decision, fell_back, self.delta, target, (_LABEL_SET_NOTE,)
             )
+            if not hasattr(self, "feature_norm_"):
+                return outcome
+            deleted = sum(report.n_deleted for report in self.deletion_log_) + len(slots)
+            eps_b = _SHARE * state.frozen_params["epsilon"]  # the fit's, not set_params'
+            return auto_bounds.kept_bound_outcome(outcome, eps_b, deleted)
 
         self._run_deletion(len(slots), plan, execute)
         return self
@@ -554,8 +560,10 @@ class DPLogisticRegression(
         """One :meth:`fit`: the noised count and the model, from the parameters
         alone. Not exact: the ledger names the solver ``'auto'`` chose and
         reads the events from the mechanisms that ran (the same events)."""
-        planned = releases.planned_release(releases.ReleaseParams.of(params), "fit", 1)
-        return ReleasePlan((planned,), exact=False, restart=True)
+        model = releases.ReleaseParams.of(auto_bounds.model_params(params, _SHARE, None))
+        planned = releases.planned_release(model, "fit", 1)
+        bounds = auto_bounds.planned_bounds(params, _SHARE)
+        return ReleasePlan((*bounds, planned), exact=False, restart=True)
 
     def _deletion_target(self) -> float:
         return self.epsilon if self.deletion_epsilon is None else self.deletion_epsilon
@@ -609,7 +617,7 @@ class DPLogisticRegression(
 
     def _frozen_params(self) -> dict:
         """Values of the parameters a stream freezes (compared with get_params)."""
-        return {name: getattr(self, name) for name in _FROZEN_PARAMS}
+        return {name: getattr(self, name) for name in releases.FROZEN_PARAMS}
 
     def _one_vs_rest(self) -> bool:
         chunks = self.unlearning_state_.chunks
@@ -633,16 +641,35 @@ class DPLogisticRegression(
         """
         n, d = X.shape
         rows = np.empty((n, self._n_coef(d) + 1))
-        clipped = clip_rows_l2(np.asarray(X, dtype=np.float64), self.feature_norm)
-        np.divide(clipped, self.feature_norm, out=rows[:, :d])
+        norm = self._norm_bound()
+        clipped = clip_rows_l2(np.asarray(X, dtype=np.float64), norm)
+        np.divide(clipped, norm, out=rows[:, :d])
         if self.fit_intercept:
             rows[:, d] = 1.0
         rows[:, -1] = 0.0 if y_index is None else y_index
         return rows
 
     def _params(self) -> releases.ReleaseParams:
-        """The public parameters a release reads."""
-        return releases.ReleaseParams.of(self.get_params(deep=False))
+        """The public parameters a release reads (``'auto'``: the model's share)."""
+        bound = getattr(self, "feature_norm_", None)
+        params = auto_bounds.model_params(self.get_params(deep=False), _SHARE, bound)
+        return releases.ReleaseParams.of(params)
+
+    def _auto(self) -> bool:
+        return auto_bounds.is_auto(self.feature_norm)
+
+    def _norm_bound(self) -> float:
+        """The row norm bound in use: the released one (an 'auto' fit), or the parameter."""
+        return getattr(self, "feature_norm_", self.feature_norm)
+
+    def _release_bound(self, X) -> list:
+        """``'auto'``: draw the bound (release 0), return its record; else forget one."""
+        self.__dict__.pop("feature_norm_", None)
+        if not self._auto():
+            return []
+        mechanism = auto_bounds.norm_bound_mechanism(self.epsilon, _SHARE)
+        self.feature_norm_, made = auto_bounds.draw_bound(X, mechanism, self.random_state)
+        return [made]
 
     def _check_public_params(self, n_classes: int = 2) -> None:
         """Checks that need only the parameters and the label set.
@@ -651,6 +678,7 @@ class DPLogisticRegression(
         the budget is charged once the number of classes is known: one-vs-rest
         objective perturbation splits mu over the classes.
         """
+        auto_bounds.check_auto_params(self.get_params(deep=False))
         releases.check_public_params(self._params(), self._row_norm(), n_classes)
 
     def _publish(self) -> None:
@@ -659,12 +687,12 @@ class DPLogisticRegression(
         last = chunks[-1]
         d = self.n_features_in_
         theta = last.theta.reshape(-1, self._n_coef(d))
-        self.coef_ = theta[:, :d] / self.feature_norm
+        self.coef_ = theta[:, :d] / self._norm_bound()
         self.intercept_ = theta[:, d].copy() if self.fit_intercept else np.zeros(len(theta))
         batch = [c for c in chunks if c.kind == "fit"]
         config = (batch[-1] if batch else last).config
         self.solver_ = config.solver
-        self.C_ = 1.0 / (config.Lambda * self.feature_norm**2)
+        self.C_ = 1.0 / (config.Lambda * self._norm_bound() ** 2)
         self.n_iter_ = int(last.n_iter)
 
     def __sklearn_tags__(self):

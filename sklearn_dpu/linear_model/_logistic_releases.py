@@ -62,6 +62,7 @@ from ._objective_perturbation import (
 )
 
 __all__ = [
+    "FROZEN_PARAMS",
     "SHARES",
     "BudgetShares",
     "ChunkModel",
@@ -91,11 +92,20 @@ class BudgetShares:
     ``gram`` to the released Gram matrix behind its preconditioner. Shares
     of ``mu^2`` add up because Gaussian-DP releases compose exactly
     (Dong, Roth & Su 2022, Cor. 3.3).
+
+    ``bounds`` is a share of ``epsilon`` itself, taken before the rest:
+    with ``feature_norm='auto'`` the row-norm bound is a pure
+    ``(bounds * epsilon, 0)``-DP release
+    (:mod:`sklearn_dpu.linear_model._auto_bounds`) and the release above is
+    calibrated to ``((1 - bounds) epsilon, delta)``; the two compose to
+    ``(epsilon, delta)`` by basic composition (Dwork & Roth 2014, Thm 3.16).
+    Unused with an explicit ``feature_norm``.
     """
 
     count: float = 0.05
     amp: float = 0.01
     gram: float = 0.10
+    bounds: float = 0.1
 
     def count_mu(self, mu: float) -> float:
         return math.sqrt(self.count) * mu
@@ -169,6 +179,21 @@ _NOISY_GD_REFERENCE = (
 _SGD_REFERENCE = (
     "one-pass DP-SGD with per-example clipping (Abadi et al. 2016, Alg. 1), "
     "one noisy batch sum per record"
+)
+
+
+#: Parameters of DPLogisticRegression a stream freezes at its first call.
+FROZEN_PARAMS = (
+    "epsilon",
+    "delta",
+    "feature_norm",
+    "C",
+    "fit_intercept",
+    "solver",
+    "max_iter",
+    "tol",
+    "coef_bound",
+    "batch_size",
 )
 
 
