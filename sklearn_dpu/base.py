@@ -367,6 +367,22 @@ class PrivateEstimatorMixin:
         )
         self._log_deletion(report)
 
+    @contextmanager
+    def _frozen_params_in_effect(self, frozen: Mapping[str, Any]):
+        """Run the block with the parameters the fitted state was made with.
+
+        A deletion re-releases what the fit released: a ``set_params`` since
+        the fit (which a ``partial_fit`` would refuse) must not change its
+        noise, its bounds or what its report states. The current values are
+        put back afterwards.
+        """
+        current = {name: getattr(self, name) for name in frozen}
+        self.__dict__.update(frozen)
+        try:
+            yield
+        finally:
+            self.__dict__.update(current)
+
     def _changed_params(self, frozen: Mapping[str, Any]) -> list[str]:
         """Names of the parameters whose value differs from ``frozen``, the
         values a fitted state was made with (``partial_fit`` refuses them)."""

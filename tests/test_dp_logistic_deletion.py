@@ -377,3 +377,21 @@ def test_infeasible_objective_perturbation_fails_before_charging(tmp_path):
     with pytest.raises(ValueError, match="Jacobian term"):
         clone(clf).fit(X, many)
     assert budget.spent().epsilon == spent
+
+
+def test_a_deletion_uses_the_fit_parameters_not_a_later_set_params():
+    """The registry holds rows normalized by the fit's feature_norm: a deletion
+    after set_params(feature_norm=...) must not rescale the model by the new
+    one, nor re-release at a new epsilon (before: coef_ off by the ratio)."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, (3000, 3))
+    y = (X[:, 0] - X[:, 1] > 0).astype(int)
+    kept = DPLogisticRegression(epsilon=5.0, feature_norm=2.0, random_state=0).fit(X, y)
+    moved = DPLogisticRegression(epsilon=5.0, feature_norm=2.0, random_state=0).fit(X, y)
+    kept.delete_samples([0])
+    moved.set_params(feature_norm=20.0, epsilon=0.01)
+    moved.delete_samples([0])
+    np.testing.assert_array_equal(moved.coef_, kept.coef_)
+    assert moved.privacy_ledger_ == kept.privacy_ledger_
+    assert moved.deletion_log_[-1].deletion_epsilon == kept.deletion_log_[-1].deletion_epsilon
+    assert (moved.feature_norm, moved.epsilon) == (20.0, 0.01)  # the parameters stay as set

@@ -515,7 +515,8 @@ class DPLogisticRegression(
             would be deleted. Nothing changes.
         """
         check_is_fitted(self)
-        with self._atomic():
+        frozen = self.unlearning_state_.frozen_params  # not a later set_params
+        with self._atomic(), self._frozen_params_in_effect(frozen):
             return self._delete_samples(as_id_list(sample_ids))
 
     def _delete_samples(self, sample_ids):
@@ -550,7 +551,7 @@ class DPLogisticRegression(
             if not hasattr(self, "feature_norm_"):
                 return outcome
             deleted = sum(report.n_deleted for report in self.deletion_log_) + len(slots)
-            eps_b = _SHARE * state.frozen_params["epsilon"]  # the fit's, not set_params'
+            eps_b = _SHARE * self.epsilon  # the fit's (frozen while deleting)
             return auto_bounds.kept_bound_outcome(outcome, eps_b, deleted)
 
         self._run_deletion(len(slots), plan, execute)
@@ -655,9 +656,6 @@ class DPLogisticRegression(
         params = auto_bounds.model_params(self.get_params(deep=False), _SHARE, bound)
         return releases.ReleaseParams.of(params)
 
-    def _auto(self) -> bool:
-        return auto_bounds.is_auto(self.feature_norm)
-
     def _norm_bound(self) -> float:
         """The row norm bound in use: the released one (an 'auto' fit), or the parameter."""
         return getattr(self, "feature_norm_", self.feature_norm)
@@ -665,7 +663,7 @@ class DPLogisticRegression(
     def _release_bound(self, X) -> list:
         """``'auto'``: draw the bound (release 0), return its record; else forget one."""
         self.__dict__.pop("feature_norm_", None)
-        if not self._auto():
+        if not auto_bounds.is_auto(self.feature_norm):
             return []
         mechanism = auto_bounds.norm_bound_mechanism(self.epsilon, _SHARE)
         self.feature_norm_, made = auto_bounds.draw_bound(X, mechanism, self.random_state)
