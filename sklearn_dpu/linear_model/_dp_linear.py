@@ -140,14 +140,20 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         one deletion's re-release). ``privacy_spent_`` composes them all.
     delta : float, default=1e-5
         Use ``delta`` well below ``1 / n_samples``.
-    feature_norm : float, default=1.0
+    feature_norm : float or "auto", default=1.0
         Public bound on the L2 norm of a feature row; longer rows are scaled
-        down to it. Never computed from the data. See
-        :class:`~sklearn_dpu.preprocessing.PublicBoundsScaler`.
-    target_bound : float or (float, float), default=1.0
+        down to it. A number is never computed from the data. See
+        :class:`~sklearn_dpu.preprocessing.PublicBoundsScaler`. ``"auto"``:
+        estimate per-feature centers (with an intercept) and scales and a
+        bound on the rescaled rows' norms privately, from a share of
+        ``epsilon`` (see Notes); rows are mapped to
+        ``clip((x - feature_center_) / feature_scale_, -1, 1)`` and clipped to
+        that norm.
+    target_bound : float, (float, float) or "auto", default=1.0
         Public range of the target: ``b`` means ``[-b, b]``; a pair is
         ``(low, high)``. Targets are clipped to it. With an intercept the model
         falls back to the range's midpoint when the noise drowns the data.
+        ``"auto"``: estimate the range privately (``target_interval_``).
     fit_intercept : bool, default=True
     alpha : float, default=0.0
         Ridge penalty ``alpha * ||coef_||^2`` added to the squared error, in
@@ -199,6 +205,27 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Defined only when ``X`` has string feature names.
+    feature_center_, feature_scale_ : ndarray of shape (`n_features_in_`,)
+        ``feature_norm="auto"`` only: the released centers (zeros without an
+        intercept) and scales (DP releases).
+    target_interval_ : (float, float)
+        ``target_bound="auto"`` only: the released target range.
+
+    Notes
+    -----
+    **Bounds you don't have to know.** With ``feature_norm="auto"`` or
+    ``target_bound="auto"``, a share ``eps_b = 0.5 epsilon`` releases the
+    bounds by private quantiles (the exponential mechanism over public
+    geometric grids, Dwork & Roth Thm 3.10, ``eps_b / k`` for each of the
+    ``k`` selections: an ``(eps_b, 0)``-DP release by basic composition), and
+    the Gaussian release of the statistics is calibrated so that both compose
+    to at most ``(epsilon, delta)`` under the accountant. Both are in
+    ``privacy_ledger_`` and planned before the data are read (as the bound
+    ``(epsilon, delta)`` when the number of features is not known). A
+    deletion keeps the bounds and is *certified* at ``deletion_epsilon =
+    eps_b``; a stream keeps the bounds of its first fit. Accurate only with
+    enough rows (about ``4 ln(m) n_features / eps_b`` per selection, ``m``
+    grid values); ``X`` must be in memory (not a Dask array).
 
     See Also
     --------

@@ -23,8 +23,10 @@ so the whole bounds release is ``(eps_b, 0)``-DP by basic composition
 the bounds and a Gaussian mechanism on the statistics clipped to them; its
 noise multiplier is the smallest for which the ``k`` pure-DP events and the
 Gaussian event compose to at most ``(epsilon, delta)`` under the PLD
-accountant (adaptive composition, [DRV10]_; the accountant's composition of
-pure-DP events is tighter than ``eps_b`` plus the Gaussian's epsilon).
+accountant of ``privacy_spent_`` (each pure-DP event is composed as binary
+randomized response, which dominates every pure-DP mechanism under
+composition, [KOV15]_ Thm 3.5; many small selections then cost the
+Gaussian part much less than ``eps_b``).
 
 References
 ----------
@@ -35,8 +37,8 @@ References
    convergence rates", STOC 2011.
 .. [GJK21] J. Gillenwater, M. Joseph and A. Kulesza, "Differentially private
    quantiles", ICML 2021.
-.. [DRV10] C. Dwork, G. N. Rothblum and S. Vadhan, "Boosting and differential
-   privacy", FOCS 2010, Theorem III.3 (adaptive composition).
+.. [KOV15] P. Kairouz, S. Oh and P. Viswanath, "The composition theorem for
+   differential privacy", ICML 2015, Theorem 3.5.
 """
 
 from dataclasses import dataclass
