@@ -69,7 +69,8 @@ GUARANTEES: dict[str, Guarantee] = {
             "DPLinearRegression",
             "ADD_OR_REMOVE_ONE",
             "exact",
-            frozenset({"exact"}),
+            # certified: with bounds estimated from the data ("auto"), which are kept
+            frozenset({"exact", "certified"}),
             _COMMON,
         ),
         Guarantee(

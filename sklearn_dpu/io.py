@@ -24,6 +24,7 @@ __all__ = ["TRUSTED_TYPES", "load", "save"]
 TRUSTED_TYPES = (
     "sklearn_dpu.linear_model._dp_linear.DPLinearRegression",
     "sklearn_dpu.linear_model._linear_state.LinearStatisticsState",
+    "sklearn_dpu.linear_model._linear_bounds.ReleasedBounds",
     # Its name before it moved (the same class, re-exported): files saved then load.
     "sklearn_dpu.linear_model._dp_linear.LinearStatisticsState",
     "sklearn_dpu.linear_model._unlearnable_sgd.UnlearnableSGDClassifier",

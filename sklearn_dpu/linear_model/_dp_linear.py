@@ -16,13 +16,19 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .._compat import DELTA_CONSTRAINT, HasMethods, Interval, StrOptions, _fit_context
 from ..base import PrivateEstimatorMixin, PublicSizes
 from ..privacy.calibration import gaussian_noise_multiplier
-from ..privacy.ledger import ReleasePlan
+from ..privacy.ledger import ApproximateDPBound, ReleasePlan
 from ..privacy.random import release_generator
 from ..privacy.tree_aggregation import TreeAggregator
 from ..unlearning.ids import as_id_list, requested_ids
 from ..unlearning.report import DeletionOutcome, DeletionPlan
 from ..unlearning.state import SampleRegistry
 from ._correlated_rerelease import CorrelatedRerelease
+from ._linear_bounds import (
+    AUTO,
+    auto_noise_multiplier,
+    bounds_recipe,
+    rescale_features,
+)
 from ._linear_releases import (
     NoisyGDRecipe,
     SSPRecipe,
@@ -59,6 +65,15 @@ _FROZEN = (
     "rerelease_correlation",
 )
 _EXACT_REASON = "the sufficient statistics are exact integer sums: subtract, re-noise"
+_BOUNDS_REASON = (
+    _EXACT_REASON + "; the privately estimated bounds are an (eps_b, 0)-DP release, "
+    "kept as they are"
+)
+
+
+def _auto(bound) -> bool:
+    """Whether a ``feature_norm`` / ``target_bound`` value asks for private bounds."""
+    return isinstance(bound, str) and bound == AUTO
 
 
 class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
@@ -125,14 +140,20 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         one deletion's re-release). ``privacy_spent_`` composes them all.
     delta : float, default=1e-5
         Use ``delta`` well below ``1 / n_samples``.
-    feature_norm : float, default=1.0
+    feature_norm : float or "auto", default=1.0
         Public bound on the L2 norm of a feature row; longer rows are scaled
-        down to it. Never computed from the data. See
-        :class:`~sklearn_dpu.preprocessing.PublicBoundsScaler`.
-    target_bound : float or (float, float), default=1.0
+        down to it. A number is never computed from the data. See
+        :class:`~sklearn_dpu.preprocessing.PublicBoundsScaler`. ``"auto"``:
+        estimate per-feature centers (with an intercept) and scales and a
+        bound on the rescaled rows' norms privately, from a share of
+        ``epsilon`` (see Notes); rows are mapped to
+        ``clip((x - feature_center_) / feature_scale_, -1, 1)`` and clipped to
+        that norm.
+    target_bound : float, (float, float) or "auto", default=1.0
         Public range of the target: ``b`` means ``[-b, b]``; a pair is
         ``(low, high)``. Targets are clipped to it. With an intercept the model
         falls back to the range's midpoint when the noise drowns the data.
+        ``"auto"``: estimate the range privately (``target_interval_``).
     fit_intercept : bool, default=True
     alpha : float, default=0.0
         Ridge penalty ``alpha * ||coef_||^2`` added to the squared error, in
@@ -184,6 +205,27 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Defined only when ``X`` has string feature names.
+    feature_center_, feature_scale_ : ndarray of shape (`n_features_in_`,)
+        ``feature_norm="auto"`` only: the released centers (zeros without an
+        intercept) and scales (DP releases).
+    target_interval_ : (float, float)
+        ``target_bound="auto"`` only: the released target range.
+
+    Notes
+    -----
+    **Bounds you don't have to know.** With ``feature_norm="auto"`` or
+    ``target_bound="auto"``, a share ``eps_b = 0.5 epsilon`` releases the
+    bounds by private quantiles (the exponential mechanism over public
+    geometric grids, Dwork & Roth Thm 3.10, ``eps_b / k`` for each of the
+    ``k`` selections: an ``(eps_b, 0)``-DP release by basic composition), and
+    the Gaussian release of the statistics is calibrated so that both compose
+    to at most ``(epsilon, delta)`` under the accountant. Both are in
+    ``privacy_ledger_`` and planned before the data are read (as the bound
+    ``(epsilon, delta)`` when the number of features is not known). A
+    deletion keeps the bounds and is *certified* at ``deletion_epsilon =
+    eps_b``; a stream keeps the bounds of its first fit. Accurate only with
+    enough rows (about ``4 ln(m) n_features / eps_b`` per selection, ``m``
+    grid values); ``X`` must be in memory (not a Dask array).
 
     See Also
     --------
@@ -224,8 +266,13 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
     _parameter_constraints: dict = {
         "epsilon": [Interval(Real, 0, None, closed="neither")],
         "delta": [DELTA_CONSTRAINT],
-        "feature_norm": [Interval(Real, 0, None, closed="neither")],
-        "target_bound": [Interval(Real, 0, None, closed="neither"), tuple, list],
+        "feature_norm": [Interval(Real, 0, None, closed="neither"), StrOptions({AUTO})],
+        "target_bound": [
+            Interval(Real, 0, None, closed="neither"),
+            tuple,
+            list,
+            StrOptions({AUTO}),
+        ],
         "fit_intercept": ["boolean"],
         "alpha": [Interval(Real, 0, None, closed="left")],
         "solver": [StrOptions({"ssp", "noisy_gd"})],
@@ -300,9 +347,18 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
                 "rerelease_correlation > 0 needs solver='ssp' (the noisy-GD release is "
                 f"not one Gaussian statistic); got solver={self.solver!r}"
             )
-        center, half_range = target_interval(self.target_bound, self.fit_intercept)
+        auto_features, auto_target = _auto(self.feature_norm), _auto(self.target_bound)
+        auto = auto_features or auto_target
+        if auto and is_dask_collection(X):
+            raise ValueError(
+                "feature_norm='auto' and target_bound='auto' need X in memory (a NumPy "
+                "array or a DataFrame), not a Dask array; pass public bounds instead"
+            )
+        target = (
+            (None, None) if auto_target else target_interval(self.target_bound, self.fit_intercept)
+        )
         frozen = {name: getattr(self, name) for name in _FROZEN}
-        recipe = self._recipe(frozen)
+        recipe = None if auto else self._recipe(frozen)
 
         def validate():
             X_, y_, n_rows = self._validate(X, y, reset=True)
@@ -312,14 +368,37 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
 
         def compute(data):
             X_, y_, registry, ids = data
-            codes, gram = self._encode(X_, y_, center, half_range)
+            fit_recipe, bounds, releases = recipe, None, []
+            center, half_range = target
+            feature_norm = self.feature_norm
+            if auto:
+                # The bounds are the fit's first release, drawn from its own generator.
+                shares = bounds_recipe(
+                    X_.shape[1],
+                    self.epsilon,
+                    auto_features=auto_features,
+                    auto_target=auto_target,
+                    fit_intercept=self.fit_intercept,
+                )
+                bounds = shares.draw(X_, y_, release_generator(self.random_state, 0))
+                releases.append(shares.release())
+                multiplier = auto_noise_multiplier(shares, self.epsilon, self.delta)
+                fit_recipe = self._recipe(frozen, multiplier)
+                if auto_target:
+                    center, half_range = bounds.target_center, bounds.target_half_range
+                if auto_features:
+                    X_ = rescale_features(X_, bounds.feature_center, bounds.feature_scale)
+                    feature_norm = bounds.row_norm
+            codes, gram = self._encode(X_, y_, feature_norm, center, half_range)
             registry.add(ids, codes, chunk=1)
             state = LinearStatisticsState(
-                registry, None, None, frozen, center, half_range, recipe.noise_multiplier
+                registry, None, None, frozen, center, half_range, fit_recipe.noise_multiplier
             )
-            rng = release_generator(self.random_state, 0)
-            if isinstance(recipe, SSPRecipe):
-                state.statistics = recipe.new_tree()
+            if auto:
+                state.bounds, state.feature_norm = bounds, feature_norm
+            rng = release_generator(self.random_state, len(releases))
+            if isinstance(fit_recipe, SSPRecipe):
+                state.statistics = fit_recipe.new_tree()
                 node = state.statistics.append(gram, rng)
                 if self.rerelease_correlation > 0:
                     # Keep the noise draw itself: the next re-release's noise is
@@ -330,8 +409,11 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
             else:
                 state.exact_gram = gram
             self.unlearning_state_ = state
-            self._release(state, recipe, rng)
+            self._publish_bounds(bounds)
+            self._release(state, fit_recipe, rng)
             self.deletion_log_ = []
+            releases.append(fit_recipe.release(1, 1))
+            return releases
 
         plan = self._plan_releases(self.get_params(deep=False), PublicSizes())
         self._run_update("fit", plan, validate, compute)
@@ -388,7 +470,11 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
 
         def compute(data):
             X_, y_, ids = data
-            codes, gram = self._encode(X_, y_, state.center, state.half_range)
+            bounds, feature_norm = state.bounds, state.frozen_params["feature_norm"]
+            if bounds is not None and bounds.feature_scale is not None:
+                X_ = rescale_features(X_, bounds.feature_center, bounds.feature_scale)
+                feature_norm = state.feature_norm
+            codes, gram = self._encode(X_, y_, feature_norm, state.center, state.half_range)
             rng = release_generator(self.random_state, len(self.privacy_ledger_))
             registry.add(ids, codes, chunk=chunk)
             if isinstance(recipe, SSPRecipe):
@@ -454,7 +540,10 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
             accounting = deleted_exposure_entries(rerelease, k)
         else:
             releases = tuple(recipe.release(first, last) for first, last in ranges)
-        plan = DeletionPlan("exact", releases, _EXACT_REASON, accounting)
+        if state.bounds is None:
+            plan = DeletionPlan("exact", releases, _EXACT_REASON, accounting)
+        else:
+            plan = DeletionPlan("certified", releases, _BOUNDS_REASON, accounting)
 
         def execute() -> DeletionOutcome:
             rng = release_generator(self.random_state, len(self.privacy_ledger_))
@@ -500,9 +589,36 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
     # ------------------------------------------------------------- internals
 
     def _plan_releases(self, params, sizes: PublicSizes) -> ReleasePlan:
-        """One release of the recipe ``params`` make, on chunk 1 (``sizes`` unused:
-        the release does not depend on the number of features)."""
-        return ReleasePlan((self._recipe(params).release(1, 1),), restart=True)
+        """The releases of one fit with ``params``, on chunk 1.
+
+        With public bounds: one release of the recipe ``params`` make
+        (``sizes`` unused). With ``"auto"`` bounds: the bounds release, then
+        the statistics' release calibrated so that both compose to at most
+        ``(epsilon, delta)``. The bounds of the features are one selection per
+        feature: without ``sizes.n_features`` the plan is the bound
+        ``(epsilon, delta)`` that the calibration guarantees for any number
+        of features, and the fit records the exact events.
+        """
+        auto_features, auto_target = _auto(params["feature_norm"]), _auto(params["target_bound"])
+        if not (auto_features or auto_target):
+            return ReleasePlan((self._recipe(params).release(1, 1),), restart=True)
+        epsilon, delta = float(params["epsilon"]), float(params["delta"])
+        if auto_features and sizes.n_features is None:
+            bound = ApproximateDPBound(
+                epsilon,
+                delta,
+                "privately estimated bounds and the Gaussian release calibrated with them",
+            )
+            return ReleasePlan((), bounds=(bound,), restart=True)
+        shares = bounds_recipe(
+            sizes.n_features or 1,
+            epsilon,
+            auto_features=auto_features,
+            auto_target=auto_target,
+            fit_intercept=params["fit_intercept"],
+        )
+        recipe = self._recipe(params, auto_noise_multiplier(shares, epsilon, delta))
+        return ReleasePlan((shares.release(), recipe.release(1, 1)), restart=True)
 
     def _recipe(self, params, noise_multiplier: float | None = None) -> SSPRecipe | NoisyGDRecipe:
         """The mechanisms of one release with ``params`` (calibrated from their
@@ -537,9 +653,24 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
             )
         return X, y, int(n_rows)
 
-    def _encode(self, X, y, center, half_range):
+    def _encode(self, X, y, feature_norm, center, half_range):
         encode = encode_with_gram_dask if is_dask_collection(X) else encode_with_gram
-        return encode(X, y, self.feature_norm, center, half_range, self.fit_intercept)
+        return encode(X, y, feature_norm, center, half_range, self.fit_intercept)
+
+    def _publish_bounds(self, bounds) -> None:
+        """Publish the released bounds (DP releases); a public bound publishes nothing."""
+        for name in ("feature_center_", "feature_scale_", "target_interval_"):
+            self.__dict__.pop(name, None)
+        if bounds is None:
+            return
+        if bounds.feature_scale is not None:
+            self.feature_center_ = bounds.feature_center.copy()
+            self.feature_scale_ = bounds.feature_scale.copy()
+        if bounds.target_half_range is not None:
+            self.target_interval_ = (
+                bounds.target_center - bounds.target_half_range,
+                bounds.target_center + bounds.target_half_range,
+            )
 
     def _release(self, state: LinearStatisticsState, recipe, rng) -> None:
         """Set ``coef_`` and ``intercept_`` from the state (post-processing of
@@ -547,6 +678,13 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         params = state.frozen_params
         n_features, feature_norm = self.n_features_in_, params["feature_norm"]
         n_coef = n_features + params["fit_intercept"]
+        bounds = state.bounds
+        rescaled = bounds is not None and bounds.feature_scale is not None
+        if rescaled:
+            # x = center + scale * z, and z / feature_norm is the normalized row.
+            feature_norm = state.feature_norm * bounds.feature_scale
+        elif state.feature_norm is not None:
+            feature_norm = state.feature_norm
         # alpha ||coef||^2 in data units is (alpha / feature_norm^2) ||w||^2
         # in normalized units (coef = half_range * w / feature_norm).
         ridge = np.zeros(n_coef)
@@ -564,6 +702,8 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         self.intercept_ = float(
             state.center + (state.half_range * w[n_features] if params["fit_intercept"] else 0.0)
         )
+        if rescaled:
+            self.intercept_ -= float(self.coef_ @ bounds.feature_center)
 
 
 def _solve_ssp(statistics: TreeAggregator, n_coef: int, ridge: np.ndarray) -> np.ndarray:

@@ -49,6 +49,14 @@ class LinearStatisticsState(VersionedState):
     released_count : float or None
         ``solver='noisy_gd'``: the noised record count of the last release
         (charged with it), for public cost estimates.
+    bounds : ReleasedBounds or None
+        ``feature_norm="auto"`` or ``target_bound="auto"``: the bounds the fit
+        released (an ``(eps_b, 0)``-DP release), frozen for the stream and kept
+        by deletions.
+    feature_norm : float or None
+        The row-norm bound the statistics were clipped to when it is not the
+        ``feature_norm`` parameter (``sqrt(n_features)`` after the released
+        rescaling).
 
     Notes
     -----
@@ -60,6 +68,8 @@ class LinearStatisticsState(VersionedState):
     n_rereleases = 0
     release_noise = None
     released_count = None
+    bounds = None
+    feature_norm = None
 
     def __init__(
         self, registry, statistics, exact_gram, frozen_params, center, half_range, noise_multiplier

@@ -1,0 +1,254 @@
+"""DPLinearRegression(feature_norm="auto", target_bound="auto"): bounds estimated
+privately, as a planned and charged release."""
+
+import numpy as np
+import pytest
+from sklearn.linear_model import LinearRegression
+
+import sklearn_dpu.linear_model._linear_bounds as linear_bounds
+from sklearn_dpu.base import PublicSizes
+from sklearn_dpu.linear_model import DPLinearRegression
+from sklearn_dpu.linear_model._linear_bounds import (
+    AUTO_BOUNDS,
+    auto_noise_multiplier,
+    bounds_recipe,
+    rescale_features,
+)
+from sklearn_dpu.linear_model._linear_releases import release_recipe
+from sklearn_dpu.linear_model._sufficient_statistics import encode_with_gram
+from sklearn_dpu.privacy import PrivacyBudget
+from sklearn_dpu.privacy.calibration import gaussian_noise_multiplier
+
+AUTO = dict(feature_norm="auto", target_bound="auto")
+BOUNDS = ("feature_center_", "feature_scale_", "target_interval_")
+
+
+def _heterogeneous(n=3000, d=3, seed=0):
+    """Features whose scales differ by 100x, offset, and a target in the thousands."""
+    rng = np.random.default_rng(seed)
+    scales = np.logspace(0, 2, d)
+    X = 50.0 + rng.normal(size=(n, d)) * scales
+    y = 3000.0 + (X - 50.0) @ (100.0 / scales) + 20.0 * rng.normal(size=n)
+    return X, y
+
+
+def _r2(model, X, y):
+    return 1.0 - np.mean((model.predict(X) - y) ** 2) / np.var(y)
+
+
+# ------------------------------------------------------------------ privacy
+
+
+@pytest.mark.parametrize(
+    "epsilon, delta, d, kw",
+    [
+        (0.3, 1e-5, 3, AUTO),
+        (1.0, 1e-7, 1, AUTO),
+        (4.0, 1e-5, 6, AUTO),
+        (1.0, 1e-5, 4, dict(feature_norm="auto")),
+        (1.0, 1e-5, 4, dict(target_bound="auto", fit_intercept=False)),
+        (2.0, 1e-6, 2, dict(AUTO, solver="noisy_gd", max_iter=20)),
+    ],
+)
+def test_privacy_spent_stays_within_epsilon(epsilon, delta, d, kw):
+    X, y = _heterogeneous(n=300, d=d)
+    reg = DPLinearRegression(epsilon=epsilon, delta=delta, random_state=0, **kw).fit(X, y)
+    spent = reg.privacy_spent_
+    assert spent.epsilon <= epsilon
+    assert spent.delta == delta
+    # The split is real: the Gaussian part is noisier than a fit with public bounds.
+    assert reg.unlearning_state_.noise_multiplier > gaussian_noise_multiplier(epsilon, delta)
+
+
+def test_ledger_events_are_those_of_the_mechanisms_that_drew_the_noise():
+    X, y = _heterogeneous(n=400, d=3)
+    reg = DPLinearRegression(epsilon=1.0, random_state=0, **AUTO).fit(X, y)
+    shares = bounds_recipe(3, 1.0, auto_features=True, auto_target=True, fit_intercept=True)
+    multiplier = auto_noise_multiplier(shares, 1.0, reg.delta)
+    ssp = release_recipe("ssp", multiplier, fit_intercept=True, max_iter=1, coef_bound=1.0)
+    assert reg.privacy_ledger_ == [shares.release().to_dict(), ssp.release(1, 1).to_dict()]
+    # 3 centers, 3 scales, the row norm, the target's center and half-range.
+    assert len(shares.mechanisms) == 9
+    assert sum(m.epsilon for m in shares.mechanisms) == pytest.approx(
+        AUTO_BOUNDS.bounds_share * 1.0
+    )
+    # The noise of the statistics came from the mechanism whose event is charged.
+    assert reg.unlearning_state_.statistics.mechanism == ssp.mechanism
+    # The plan with the number of features is exactly the ledger; without it a
+    # bound of (epsilon, delta), refused by a smaller budget before any data is read.
+    params = reg.get_params(deep=False)
+    planned = reg._plan_releases(params, PublicSizes(n_features=3))
+    assert [r.to_dict() for r in planned.releases] == reg.privacy_ledger_
+    unknown = reg._plan_releases(params, PublicSizes())
+    assert not unknown.exact
+    assert [(b.epsilon, b.delta) for b in unknown.bounds] == [(1.0, reg.delta)]
+
+
+def test_budget_refuses_before_reading_data(tmp_path):
+    budget = PrivacyBudget(epsilon=0.5, delta=1e-5, path=tmp_path / "ledger.db")
+    reg = DPLinearRegression(epsilon=1.0, budget=budget, random_state=0, **AUTO)
+    with pytest.raises(Exception, match="budget|exceed"):
+        reg.fit(np.full((10, 2), np.nan), np.zeros(10))  # refused, not a NaN error
+    assert not hasattr(reg, "coef_")
+
+
+def _published_bounds(data, seeds):
+    X, y = data
+    out = []
+    for seed in seeds:
+        reg = DPLinearRegression(epsilon=1.0, random_state=seed, **AUTO).fit(X, y)
+        out.append(np.r_[reg.feature_center_, reg.feature_scale_, reg.target_interval_])
+    return np.array(out)
+
+
+def _leaks(on_d, on_neighbour) -> bool:
+    """A published value constant over seeds on each data set but different
+    between neighbouring data sets depends on the data without noise."""
+    constant = np.all(on_d == on_d[0], axis=0) & np.all(on_neighbour == on_neighbour[0], axis=0)
+    return bool(np.any(constant & (on_d[0] != on_neighbour[0])))
+
+
+def test_published_bounds_differ_between_neighbours_only_through_noise(monkeypatch):
+    X, y = _heterogeneous(n=300, d=2, seed=3)
+    seeds = range(8)
+    data, neighbour = (X, y), (X[:-1], y[:-1])
+    assert not _leaks(_published_bounds(data, seeds), _published_bounds(neighbour, seeds))
+
+    # Negative control: exact quantiles are constant per data set and move
+    # with one row: flagged.
+    def exact(values, mechanisms, rng):
+        return np.array([np.quantile(values[:, j], m.quantile) for j, m in enumerate(mechanisms)])
+
+    monkeypatch.setattr(linear_bounds, "private_column_quantiles", exact)
+    assert _leaks(_published_bounds(data, seeds), _published_bounds(neighbour, seeds))
+
+
+# ---------------------------------------------------------------- accuracy
+
+
+def test_coefficients_are_in_the_data_units():
+    rng = np.random.default_rng(1)
+    X = np.array([1000.0, -5.0, 0.0]) + rng.uniform(-1, 1, size=(20000, 3)) * [10.0, 0.1, 1.0]
+    coef = np.array([3.0, -200.0, 7.0])
+    y = 40.0 + X @ coef + 0.1 * rng.normal(size=len(X))
+    reg = DPLinearRegression(epsilon=1e4, delta=1e-5, random_state=0, **AUTO).fit(X, y)
+    exact = LinearRegression().fit(X, y)
+    np.testing.assert_allclose(reg.coef_, exact.coef_, rtol=0.15)
+    assert _r2(reg, X, y) > 0.95
+    # The published bounds are on the data's scale.
+    assert np.all(
+        np.abs(reg.feature_center_ - X.mean(axis=0)) <= 0.1 * np.abs(X.mean(axis=0)) + 0.1
+    )
+    spread = np.array([10.0, 0.1, 1.0])
+    assert np.all((reg.feature_scale_ > 0.5 * spread) & (reg.feature_scale_ < 4 * spread))
+
+
+def test_auto_bounds_fit_raw_heterogeneous_data_that_defaults_cannot():
+    X, y = _heterogeneous(n=20000, d=3)
+    auto = DPLinearRegression(epsilon=1.0, random_state=0, **AUTO).fit(X, y)
+    default = DPLinearRegression(epsilon=1.0, random_state=0).fit(X, y)
+    assert _r2(auto, X, y) > 0.9
+    assert _r2(default, X, y) < 0.0
+
+
+def test_explicit_bounds_publish_nothing_about_clipping():
+    X, y = _heterogeneous(n=300, d=2)
+    reg = DPLinearRegression(random_state=0, **AUTO).fit(X, y)
+    assert all(hasattr(reg, name) for name in BOUNDS)
+    reg.set_params(feature_norm=1.0, target_bound=1.0).fit(X, y)
+    assert not any(hasattr(reg, name) for name in BOUNDS)
+    assert len(reg.privacy_ledger_) == 1
+    only_target = DPLinearRegression(target_bound="auto", random_state=0).fit(X, y)
+    assert hasattr(only_target, "target_interval_")
+    assert not hasattr(only_target, "feature_scale_")
+
+
+# ---------------------------------------------------------- stream, delete
+
+
+def test_partial_fit_keeps_the_bounds_of_the_first_fit():
+    X, y = _heterogeneous(n=600, d=2)
+    reg = DPLinearRegression(random_state=0, **AUTO).fit(X[:300], y[:300])
+    before = (reg.feature_center_.copy(), reg.feature_scale_.copy(), reg.target_interval_)
+    ledger = list(reg.privacy_ledger_)
+    reg.partial_fit(X[300:] * 100.0, y[300:])  # other units: the bounds stay
+    np.testing.assert_array_equal(reg.feature_center_, before[0])
+    np.testing.assert_array_equal(reg.feature_scale_, before[1])
+    assert reg.target_interval_ == before[2]
+    assert reg.privacy_ledger_[:2] == ledger and len(reg.privacy_ledger_) == 3
+    assert "Gram" in reg.privacy_ledger_[2]["mechanism"]
+
+
+def test_deletion_keeps_the_bounds_and_says_so():
+    X, y = _heterogeneous(n=500, d=2)
+    reg = DPLinearRegression(epsilon=2.0, random_state=0, **AUTO).fit(X, y)
+    scale, interval = reg.feature_scale_.copy(), reg.target_interval_
+    reg.delete_samples([0, 1, 2])
+    report = reg.deletion_log_[-1]
+    eps_b = AUTO_BOUNDS.bounds_share * 2.0
+    assert report.method == "certified"
+    assert report.deletion_epsilon == pytest.approx(eps_b)
+    assert report.deletion_delta == 0.0
+    assert "eps_b" in report.guarantee or "(eps_b, 0)" in report.guarantee
+    assert any(f"eps_b = {eps_b:.4g}" in note and "not recomputed" in note for note in report.notes)
+    np.testing.assert_array_equal(reg.feature_scale_, scale)
+    assert reg.target_interval_ == interval
+    # The statistics are deleted exactly: those of the remaining rows with the same bounds.
+    state = reg.unlearning_state_
+    bounds = state.bounds
+    Z = rescale_features(X[3:], bounds.feature_center, bounds.feature_scale)
+    _, gram = encode_with_gram(Z, y[3:], state.feature_norm, state.center, state.half_range, True)
+    np.testing.assert_array_equal(state.statistics.nodes[0].exact, gram)
+    # Negative control: with the deleted rows, it differs.
+    _, full = encode_with_gram(
+        rescale_features(X, bounds.feature_center, bounds.feature_scale),
+        y,
+        state.feature_norm,
+        state.center,
+        state.half_range,
+        True,
+    )
+    assert not np.array_equal(state.statistics.nodes[0].exact, full)
+
+
+def test_explicit_bounds_deletion_is_still_exact():
+    X, y = _heterogeneous(n=300, d=2)
+    reg = DPLinearRegression(random_state=0).fit(X, y).delete_samples([0])
+    assert reg.deletion_log_[-1].method == "exact"
+    assert reg.deletion_log_[-1].deletion_epsilon is None
+
+
+# ---------------------------------------------------------------- bad input
+
+
+def test_auto_refuses_a_dask_array_and_changes_nothing():
+    da = pytest.importorskip("dask.array")
+    X, y = _heterogeneous(n=200, d=2)
+    reg = DPLinearRegression(random_state=0).fit(X, y)
+    coef = reg.coef_.copy()
+    reg.set_params(**AUTO)
+    with pytest.raises(ValueError, match="Dask"):
+        reg.fit(da.from_array(X, chunks=50), da.from_array(y, chunks=50))
+    np.testing.assert_array_equal(reg.coef_, coef)
+    assert len(reg.privacy_ledger_) == 1 and not hasattr(reg, "feature_scale_")
+
+
+@pytest.mark.parametrize("where", ["X", "y"])
+def test_auto_with_nan_is_a_clear_error_and_changes_nothing(where):
+    X, y = _heterogeneous(n=200, d=2)
+    reg = DPLinearRegression(random_state=0, **AUTO).fit(X, y)
+    scale, coef = reg.feature_scale_.copy(), reg.coef_.copy()
+    X_bad, y_bad = X.copy(), y.copy()
+    (X_bad if where == "X" else y_bad)[5] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        reg.fit(X_bad, y_bad)
+    np.testing.assert_array_equal(reg.feature_scale_, scale)
+    np.testing.assert_array_equal(reg.coef_, coef)
+
+
+def test_bad_bound_strings_are_refused():
+    X, y = _heterogeneous(n=50, d=2)
+    with pytest.raises(ValueError, match="feature_norm"):
+        DPLinearRegression(feature_norm="Auto").fit(X, y)
+    with pytest.raises(ValueError, match="target_bound"):
+        DPLinearRegression(target_bound="max").fit(X, y)
