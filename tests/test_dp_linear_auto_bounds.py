@@ -187,10 +187,11 @@ def test_deletion_keeps_the_bounds_and_says_so():
     report = reg.deletion_log_[-1]
     eps_b = AUTO_BOUNDS.bounds_share * 2.0
     assert report.method == "certified"
-    assert report.deletion_epsilon == pytest.approx(eps_b)
+    # group privacy: the kept (eps_b, 0)-DP bounds are within 3 eps_b for the 3 rows
+    assert report.deletion_epsilon == pytest.approx(3 * eps_b)
     assert report.deletion_delta == 0.0
-    assert "eps_b" in report.guarantee or "(eps_b, 0)" in report.guarantee
-    assert any(f"eps_b = {eps_b:.4g}" in note and "not recomputed" in note for note in report.notes)
+    assert "bounds" in report.guarantee and f"({3 * eps_b:.4g}, 0)" in report.guarantee
+    assert any(f"({eps_b:.4g}, 0)-DP" in note and "not recomputed" in note for note in report.notes)
     np.testing.assert_array_equal(reg.feature_scale_, scale)
     assert reg.target_interval_ == interval
     # The statistics are deleted exactly: those of the remaining rows with the same bounds.
@@ -209,6 +210,8 @@ def test_deletion_keeps_the_bounds_and_says_so():
         True,
     )
     assert not np.array_equal(state.statistics.nodes[0].exact, full)
+    reg.delete_samples([3])  # the group grows across calls
+    assert reg.deletion_log_[-1].deletion_epsilon == pytest.approx(4 * eps_b)
 
 
 def test_explicit_bounds_deletion_is_still_exact():

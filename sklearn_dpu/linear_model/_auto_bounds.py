@@ -36,7 +36,6 @@ References
    for quantiles).
 """
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -46,6 +45,7 @@ import numpy as np
 from ..privacy.ledger import Release
 from ..privacy.quantiles import GeometricGrid, PrivateQuantile, private_norm_bound
 from ..privacy.random import release_generator
+from ..unlearning.report import with_kept_release
 
 __all__ = [
     "AUTO_NORM",
@@ -192,28 +192,7 @@ def check_auto_params(params: Mapping[str, Any]) -> None:
 
 
 def kept_bound_outcome(outcome, bound_epsilon: float, n_deleted_total: int):
-    """A deletion's outcome, its guarantee stated with the kept bound.
-
-    The bound is not recomputed: it is an ``(eps_b, 0)``-DP release, so it is
-    ``(k eps_b, 0)``-indistinguishable from a bound released without the
-    ``k`` rows deleted since it was drawn (group privacy of pure DP,
-    [DR14]_ Thm 2.2); the model's guarantee holds given the bound, and
-    the state as a whole adds the two (basic composition). ``k`` counts every
-    row deleted since the fit (public request sizes), an upper bound on those
-    the bound read.
-    """
-    k = int(n_deleted_total)
-    total = k * float(bound_epsilon)
-    note = (
-        f"feature_norm='auto': the released row-norm bound feature_norm_ is kept, not "
-        f"recomputed; it is an ({bound_epsilon:.4g}, 0)-DP release, so it is "
-        f"({total:.4g}, 0)-indistinguishable from a bound released without the {k} "
-        "row(s) deleted since the fit; the guarantee holds for the model given that "
-        f"bound, and for the whole state with {total:.4g} added to its epsilon"
-    )
-    guarantee = (
-        f"{outcome.guarantee}; given the kept row-norm bound feature_norm_, itself "
-        f"({total:.4g}, 0)-indistinguishable (eps_b = {bound_epsilon:.4g} per row) from "
-        "one released without the deleted rows"
-    )
-    return dataclasses.replace(outcome, guarantee=guarantee, notes=(*outcome.notes, note))
+    """A deletion's outcome, its guarantee stated with the kept bound
+    (:func:`~sklearn_dpu.unlearning.report.with_kept_release`)."""
+    what = "the released row-norm bound feature_norm_"
+    return with_kept_release(outcome, what, bound_epsilon, n_deleted_total)

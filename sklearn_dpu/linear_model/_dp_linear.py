@@ -223,7 +223,8 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
     ``privacy_ledger_`` and planned before the data are read (as the bound
     ``(epsilon, delta)`` when the number of features is not known). A
     deletion keeps the bounds and is *certified* at ``deletion_epsilon =
-    eps_b``; a stream keeps the bounds of its first fit. Accurate only with
+    k eps_b`` for the ``k`` rows deleted since the fit (group privacy); a
+    stream keeps the bounds of its first fit. Accurate only with
     enough rows (about ``4 ln(m) n_features / eps_b`` per selection, ``m``
     grid values); ``X`` must be in memory (not a Dask array).
 
@@ -562,8 +563,9 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
             registry.remove(slots)
             state.n_rereleases += 1
             self._release(state, recipe, rng)
+            total = sum(report.n_deleted for report in self.deletion_log_) + len(slots)
             return deletion_outcome(
-                state, recipe, self.n_features_in_, self.delta, len(slots), releases
+                state, recipe, self.n_features_in_, self.delta, len(slots), releases, total
             )
 
         self._run_deletion(len(slots), plan, execute)

@@ -49,7 +49,7 @@ from ..privacy.ledger import Release
 from ..privacy.mechanisms import GaussianCount, GaussianMechanism, GaussianSteps
 from ..privacy.tree_aggregation import TreeAggregator
 from ..unlearning.planner import gdp_epsilon
-from ..unlearning.report import DeletionCost, DeletionOutcome
+from ..unlearning.report import DeletionCost, DeletionOutcome, with_kept_release
 from ._correlated_rerelease import (
     CorrelatedRerelease,
     deleted_row_precision,
@@ -59,14 +59,12 @@ from ._noisy_gd import gd_mechanisms
 from ._sufficient_statistics import GRAM_SCALE, contribution_bound
 
 __all__ = [
-    "BOUNDS_GUARANTEE",
     "DELETED_ROWS_CHUNK",
     "CorrelatedStatement",
     "NoisyGDRecipe",
     "SSPRecipe",
     "correlated_release",
     "correlated_statement",
-    "bounds_note",
     "deleted_exposure_entries",
     "deletion_cost",
     "deletion_outcome",
@@ -106,27 +104,6 @@ EXACT_GUARANTEE = (
     "The re-release is a new release to the remaining samples "
     "(remaining_epsilon); deleting many ids in one call costs one re-release"
 )
-
-BOUNDS_GUARANTEE = (
-    "certified: the sufficient statistics are deleted exactly (subtracted and "
-    "re-released with fresh noise) and no stored row of the deleted samples is kept, "
-    "but the bounds (feature_center_, feature_scale_, target_interval_) were estimated "
-    "from data that held them and are kept: they are an (eps_b, 0)-DP release, so "
-    "everything published stays within (deletion_epsilon, 0) of a fit without each "
-    "deleted row. The re-release is a new release to the remaining samples "
-    "(remaining_epsilon)"
-)
-
-
-def bounds_note(eps_b: float) -> str:
-    """The report's note on privately estimated bounds kept through a deletion."""
-    return (
-        f"the bounds were estimated privately at eps_b = {eps_b:.4g} from data that held "
-        "the deleted rows and are not recomputed (a stream keeps the bounds of its first "
-        f"fit): each deleted row is within eps_b = {eps_b:.4g} of a fit without it (a "
-        f"group of k rows deleted together: k * {eps_b:.4g}); the statistics hold "
-        "nothing of them"
-    )
 
 
 def target_interval(target_bound, fit_intercept: bool) -> tuple[float, float]:
@@ -404,6 +381,7 @@ def deletion_outcome(
     delta: float,
     n_deleted: int,
     releases: tuple,
+    n_deleted_total: int | None = None,
 ) -> DeletionOutcome:
     """What a deletion did, for its report, once ``state`` holds the re-release.
 
@@ -423,6 +401,9 @@ def deletion_outcome(
         Rows the call removed (public: the caller named them).
     releases : tuple of Release
         The call's re-releases.
+    n_deleted_total : int, default=None
+        Rows deleted since the fit, this call's included (default
+        ``n_deleted``): the group the kept private bounds are stated for.
     """
     params = state.frozen_params
     rho = float(params.get("rerelease_correlation", 0.0))
@@ -438,19 +419,11 @@ def deletion_outcome(
         said = correlated_statement(state.noise_multiplier, delta, state.n_rereleases, rho)
         guarantee += said.guarantee
         deletion_epsilon, notes = said.deletion_epsilon, said.notes
-    bounds = getattr(state, "bounds", None)
-    if bounds is not None:
-        guarantee = BOUNDS_GUARANTEE + (guarantee[len(EXACT_GUARANTEE) :] if rho > 0 else "")
-        # Basic composition with the correlated exposure, if any.
-        deletion_epsilon = bounds.epsilon + (deletion_epsilon or 0.0)
-        notes = (*notes, bounds_note(bounds.epsilon))
     if deletion_epsilon is None:
         deletion_delta = None
-    elif rho > 0:
-        deletion_delta = delta
     else:
-        deletion_delta = 0.0
-    return DeletionOutcome(
+        deletion_delta = delta if rho > 0 else 0.0
+    outcome = DeletionOutcome(
         guarantee=guarantee,
         cost=deletion_cost(recipe, q, n_deleted, len(releases)),
         retrain_cost=retrain_cost(q, released_count),
@@ -458,3 +431,9 @@ def deletion_outcome(
         deletion_delta=deletion_delta,
         notes=notes,
     )
+    bounds = getattr(state, "bounds", None)
+    if bounds is None:
+        return outcome
+    total = n_deleted if n_deleted_total is None else n_deleted_total
+    what = "the privately estimated bounds (feature_center_, feature_scale_, target_interval_)"
+    return with_kept_release(outcome, what, bounds.epsilon, total)

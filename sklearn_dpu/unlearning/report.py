@@ -11,10 +11,17 @@ from parameters, shapes and released counts), never timed; no timing of a fit
 is kept.
 """
 
+import dataclasses
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field, fields
 
-__all__ = ["DeletionCost", "DeletionOutcome", "DeletionPlan", "DeletionReport"]
+__all__ = [
+    "DeletionCost",
+    "DeletionOutcome",
+    "DeletionPlan",
+    "DeletionReport",
+    "with_kept_release",
+]
 
 
 @dataclass(frozen=True)
@@ -276,3 +283,56 @@ class DeletionReport:
             lines.append(f"why: {self.reason}")
         lines.extend(f"note: {note}" for note in self.notes)
         return "\n".join(lines)
+
+
+def with_kept_release(
+    outcome: DeletionOutcome, what: str, epsilon: float, n_deleted: int
+) -> DeletionOutcome:
+    """``outcome`` restated for a pure-DP release that the deletion keeps.
+
+    A release made from data that held the deleted rows (privately estimated
+    bounds, say) and not recomputed is ``(epsilon, 0)``-DP, so by group
+    privacy it is within ``(k epsilon, 0)`` of one made without the ``k``
+    rows deleted since it was drawn ([DR14]_ Thm 2.2). The rest of the
+    state's guarantee holds given it, and the two add (basic composition,
+    [DR14]_ Thm 3.16): the method becomes ``"certified"`` and
+    ``deletion_epsilon`` the rest's (0 for an exact method) plus
+    ``k epsilon``.
+
+    Parameters
+    ----------
+    outcome : DeletionOutcome
+        The guarantee of the rest of the state.
+    what : str
+        The kept release, in words (e.g. ``"the row-norm bound feature_norm_"``).
+    epsilon : float
+        Its pure-DP epsilon (of the fit that drew it).
+    n_deleted : int
+        ``k``: rows requested for deletion since it was drawn, this call's
+        included (public: the requesters named them).
+
+    References
+    ----------
+    .. [DR14] C. Dwork and A. Roth, "The algorithmic foundations of
+       differential privacy", 2014.
+    """
+    k = int(n_deleted)
+    kept = k * float(epsilon)
+    total = kept + (outcome.deletion_epsilon or 0.0)
+    note = (
+        f"{what} is kept, not recomputed: an ({float(epsilon):.4g}, 0)-DP release drawn from "
+        f"data that held the {k} row(s) deleted since the fit, so within ({kept:.4g}, 0) of "
+        "one drawn without them (group privacy); deletion_epsilon adds it to the rest of "
+        "the state's guarantee"
+    )
+    return dataclasses.replace(
+        outcome,
+        method="certified",
+        guarantee=(
+            f"certified: {outcome.guarantee}; this holds given {what}, which is kept and "
+            f"within ({kept:.4g}, 0) of one drawn without the deleted rows"
+        ),
+        deletion_epsilon=total,
+        deletion_delta=outcome.deletion_delta or 0.0,
+        notes=(*outcome.notes, note),
+    )
