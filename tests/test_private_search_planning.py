@@ -123,3 +123,9 @@ def test_a_pipeline_given_as_the_estimator_is_refused_with_the_way_to_do_it():
         PrivateGridSearch(pipe, {"dplinearregression__alpha": [0.0, 1.0]}).fit(
             np.zeros((10, 2)), np.zeros(10)
         )
+
+
+def test_a_private_target_range_cannot_bound_the_validation_loss():
+    search = PrivateGridSearch(DPLinearRegression(target_bound="auto"), {"alpha": [0.0, 1.0]})
+    with pytest.raises(ValueError, match="public target range"):
+        search.fit(np.zeros((10, 2)), np.zeros(10))

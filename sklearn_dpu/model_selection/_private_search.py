@@ -52,6 +52,12 @@ def _loss_bound(estimator) -> tuple[str, float, object]:
     params = estimator.get_params()
     if "target_bound" in params:
         bound = params["target_bound"]
+        if isinstance(bound, str):
+            raise ValueError(
+                f"PrivateGridSearch needs a public target range to bound the validation "
+                f"loss before any data is read; got target_bound={bound!r}. Give the "
+                "candidates an explicit target_bound (feature_norm='auto' is fine)"
+            )
         if isinstance(bound, tuple | list):
             low, high = (float(v) for v in bound)
         else:
