@@ -7,13 +7,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sklearn_dpu.linear_model import DPLinearRegression, _dp_linear
+from sklearn_dpu.linear_model import DPLinearRegression, _dp_linear, _linear_solvers
 from sklearn_dpu.linear_model import _noisy_gd as noisy_gd_module
 from sklearn_dpu.privacy.events import event_from_dict
 from sklearn_dpu.privacy.ledger import Release
 from sklearn_dpu.privacy.mechanisms import GaussianCount, GaussianSteps
 
-MODULES = ["_dp_linear", "_linear_releases", "_noisy_gd", "_correlated_rerelease"]
+MODULES = [
+    "_dp_linear",
+    "_linear_releases",
+    "_linear_solvers",
+    "_noisy_gd",
+    "_correlated_rerelease",
+]
 ROOT = Path(_dp_linear.__file__).parent
 
 
@@ -45,7 +51,7 @@ def test_noisy_gd_ledger_is_read_from_the_mechanisms_the_solver_draws_from(monke
         seen.append((kwargs["steps"], kwargs["count"]))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(_dp_linear, "noisy_projected_gd", spy)
+    monkeypatch.setattr(_linear_solvers, "noisy_projected_gd", spy)
     X, y = _data()
     reg = DPLinearRegression(solver="noisy_gd", max_iter=40, random_state=0).fit(X, y)
     reg.partial_fit(X[:30], y[:30])

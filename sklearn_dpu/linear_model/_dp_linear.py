@@ -1,10 +1,12 @@
 """Differentially private least squares with exact deletion.
 
-The estimator, its state, and its two solvers as functions of explicit
-values: the solver is chosen once from the release recipe, then
-:func:`_solve_ssp` or :func:`_solve_noisy_gd` runs. What each release is
-(its mechanisms, ledger record and reference) and what a deletion costs are
-in :mod:`sklearn_dpu.linear_model._linear_releases`.
+The estimator: its public API and the hooks of the release flow. The solver
+is chosen once from the release recipe, then
+:func:`~sklearn_dpu.linear_model._linear_solvers.solve_ssp` or
+:func:`~sklearn_dpu.linear_model._linear_solvers.solve_noisy_gd` runs. What
+each release is (its mechanisms, ledger record and reference) and what a
+deletion costs are in :mod:`sklearn_dpu.linear_model._linear_releases`;
+privately estimated bounds in :mod:`sklearn_dpu.linear_model._linear_bounds`.
 """
 
 from numbers import Integral, Real
@@ -18,7 +20,6 @@ from ..base import PrivateEstimatorMixin, PublicSizes
 from ..privacy.calibration import gaussian_noise_multiplier
 from ..privacy.ledger import ApproximateDPBound, ReleasePlan
 from ..privacy.random import release_generator
-from ..privacy.tree_aggregation import TreeAggregator
 from ..unlearning.ids import as_id_list, requested_ids
 from ..unlearning.report import DeletionOutcome, DeletionPlan
 from ..unlearning.state import SampleRegistry
@@ -27,6 +28,7 @@ from ._linear_bounds import (
     AUTO,
     auto_noise_multiplier,
     bounds_recipe,
+    published_bounds,
     rescale_features,
 )
 from ._linear_releases import (
@@ -38,15 +40,13 @@ from ._linear_releases import (
     release_recipe,
     target_interval,
 )
+from ._linear_solvers import solve_noisy_gd, solve_ssp
 from ._linear_state import LinearStatisticsState
-from ._noisy_gd import noisy_projected_gd
 from ._sufficient_statistics import (
-    GRAM_SCALE,
     encode_with_gram,
     encode_with_gram_dask,
     gram_of_codes,
     is_dask_collection,
-    solve_noisy_gram,
 )
 
 __all__ = ["DPLinearRegression", "LinearStatisticsState"]
@@ -663,16 +663,7 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         """Publish the released bounds (DP releases); a public bound publishes nothing."""
         for name in ("feature_center_", "feature_scale_", "target_interval_"):
             self.__dict__.pop(name, None)
-        if bounds is None:
-            return
-        if bounds.feature_scale is not None:
-            self.feature_center_ = bounds.feature_center.copy()
-            self.feature_scale_ = bounds.feature_scale.copy()
-        if bounds.target_half_range is not None:
-            self.target_interval_ = (
-                bounds.target_center - bounds.target_half_range,
-                bounds.target_center + bounds.target_half_range,
-            )
+        self.__dict__.update(published_bounds(bounds))
 
     def _release(self, state: LinearStatisticsState, recipe, rng) -> None:
         """Set ``coef_`` and ``intercept_`` from the state (post-processing of
@@ -693,12 +684,12 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         ridge[:n_features] = params["alpha"] / feature_norm**2
         if isinstance(recipe, NoisyGDRecipe):
             n_samples = state.registry.n_samples
-            w, state.released_count = _solve_noisy_gd(
+            w, state.released_count = solve_noisy_gd(
                 state.exact_gram, n_samples, n_coef, ridge, recipe, rng
             )
             self.n_iter_ = int(recipe.steps.steps)
         else:
-            w = _solve_ssp(state.statistics, n_coef, ridge)
+            w = solve_ssp(state.statistics, n_coef, ridge)
             self.n_iter_ = 1
         self.coef_ = state.half_range * w[:n_features] / feature_norm
         self.intercept_ = float(
@@ -706,37 +697,3 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         )
         if rescaled:
             self.intercept_ -= float(self.coef_ @ bounds.feature_center)
-
-
-def _solve_ssp(statistics: TreeAggregator, n_coef: int, ridge: np.ndarray) -> np.ndarray:
-    """AdaSSP-style ridge solve of the released Gram matrix (post-processing).
-
-    The ridge lifts the released ``X^T X`` above the noise level
-    ``statistics.mechanism.sigma``, so the solve is stable at any epsilon.
-    """
-    return solve_noisy_gram(statistics.released_sum(), n_coef, ridge, statistics.mechanism.sigma)
-
-
-def _solve_noisy_gd(
-    gram_codes: np.ndarray,
-    n_samples: int,
-    n_coef: int,
-    ridge: np.ndarray,
-    recipe: NoisyGDRecipe,
-    rng: np.random.Generator,
-) -> tuple[np.ndarray, float]:
-    """Projected noisy GD on the exact statistics, noise from ``recipe``'s mechanisms.
-
-    Returns the averaged iterate and the released (charged) record count.
-    """
-    return noisy_projected_gd(
-        gram_codes * GRAM_SCALE,
-        n_samples,
-        n_coef,
-        row_norm=recipe.row_norm,
-        radius=recipe.radius,
-        steps=recipe.steps,
-        count=recipe.count,
-        ridge=ridge,
-        rng=rng,
-    )

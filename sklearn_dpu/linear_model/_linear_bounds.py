@@ -66,6 +66,7 @@ __all__ = [
     "ReleasedBounds",
     "auto_noise_multiplier",
     "bounds_recipe",
+    "published_bounds",
     "rescale_features",
 ]
 
@@ -315,3 +316,21 @@ def _auto_noise_multiplier(pure: tuple[float, ...], epsilon: float, delta: float
 def rescale_features(X: np.ndarray, center: np.ndarray, scale: np.ndarray) -> np.ndarray:
     """``clip((X - center) / scale, -1, 1)``: rows of L2 norm at most ``sqrt(d)``."""
     return np.clip((np.asarray(X, dtype=np.float64) - center) / scale, -1.0, 1.0)
+
+
+def published_bounds(bounds: "ReleasedBounds | None") -> dict:
+    """The fitted attributes of released bounds (DP releases): ``feature_center_``
+    and ``feature_scale_`` if the features' bounds were estimated,
+    ``target_interval_`` if the target's was; nothing for public bounds."""
+    if bounds is None:
+        return {}
+    attributes = {}
+    if bounds.feature_scale is not None:
+        attributes["feature_center_"] = bounds.feature_center.copy()
+        attributes["feature_scale_"] = bounds.feature_scale.copy()
+    if bounds.target_half_range is not None:
+        attributes["target_interval_"] = (
+            bounds.target_center - bounds.target_half_range,
+            bounds.target_center + bounds.target_half_range,
+        )
+    return attributes
