@@ -10,8 +10,10 @@ privately estimated bounds in :mod:`sklearn_dpu.linear_model._linear_bounds`.
 """
 
 from numbers import Integral, Real
+from typing import Any, Self
 
 import numpy as np
+from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -323,7 +325,7 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
     # ------------------------------------------------------------------ fit
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, *, sample_id=None):
+    def fit(self, X: ArrayLike, y: ArrayLike, *, sample_id: ArrayLike | None = None) -> Self:
         """Fit on ``(X, y)``: one private release.
 
         Parameters
@@ -421,7 +423,9 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         return self
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def partial_fit(self, X, y, *, sample_id=None):
+    def partial_fit(
+        self, X: ArrayLike, y: ArrayLike, *, sample_id: ArrayLike | None = None
+    ) -> Self:
         """Add a chunk of rows and release the updated model.
 
         The first call fits; later calls keep the parameters of the first
@@ -491,7 +495,7 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
 
     # ------------------------------------------------------------- deletion
 
-    def delete_samples(self, sample_ids):
+    def delete_samples(self, sample_ids: Any) -> Self:
         """Exactly remove samples and re-release the model with fresh noise.
 
         Parameters
@@ -573,7 +577,7 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
 
     # ----------------------------------------------------------- prediction
 
-    def predict(self, X):
+    def predict(self, X: ArrayLike) -> np.ndarray:
         """Predict with the released model.
 
         Parameters

@@ -13,8 +13,10 @@ estimator's public API and the hooks of the release procedure of
 import math
 from collections import Counter
 from numbers import Integral, Real
+from typing import Any, Self
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.special import expit, softmax
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
@@ -328,7 +330,7 @@ class DPLogisticRegression(
     # ------------------------------------------------------------------ fit
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, *, sample_id=None):
+    def fit(self, X: ArrayLike, y: ArrayLike, *, sample_id: ArrayLike | None = None) -> Self:
         """Fit on ``(X, y)``: one private release.
 
         Parameters
@@ -387,7 +389,14 @@ class DPLogisticRegression(
         return self
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def partial_fit(self, X, y, classes=None, *, sample_id=None):
+    def partial_fit(
+        self,
+        X: ArrayLike,
+        y: ArrayLike,
+        classes: ArrayLike | None = None,
+        *,
+        sample_id: ArrayLike | None = None,
+    ) -> Self:
         """Add a chunk of rows: one pass of DP-SGD from the released model.
 
         Each call is one release, accounted on its own chunk (parallel
@@ -489,7 +498,7 @@ class DPLogisticRegression(
 
     # ------------------------------------------------------------- deletion
 
-    def delete_samples(self, sample_ids):
+    def delete_samples(self, sample_ids: Any) -> Self:
         """Remove samples with a certified guarantee (or an exact retrain).
 
         The planner picks noise only, noise + fine-tune or retraining (see the
@@ -571,7 +580,7 @@ class DPLogisticRegression(
 
     # ----------------------------------------------------------- prediction
 
-    def decision_function(self, X):
+    def decision_function(self, X: ArrayLike) -> np.ndarray:
         """Signed margins of the released model.
 
         Parameters
@@ -588,7 +597,7 @@ class DPLogisticRegression(
         scores = X @ self.coef_.T + self.intercept_
         return scores.ravel() if scores.shape[1] == 1 else scores
 
-    def predict_proba(self, X):
+    def predict_proba(self, X: ArrayLike) -> np.ndarray:
         """Class probabilities (softmax; one-vs-rest normalized for ``'objective'``).
 
         Parameters

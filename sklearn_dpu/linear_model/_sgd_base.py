@@ -10,6 +10,7 @@ University, 2024, Ch. 4 and App. C).
 """
 
 import numpy as np
+from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -138,7 +139,7 @@ class BaseUnlearnableSGD(
         else:
             self.intercept_ = np.zeros(state.n_outputs)
 
-    def decision_function(self, X):
+    def decision_function(self, X: ArrayLike) -> np.ndarray:
         """Scores of the (clipped) rows.
 
         Parameters
@@ -156,7 +157,7 @@ class BaseUnlearnableSGD(
         return scores[:, 0] if scores.shape[1] == 1 else scores
 
     @available_if(_has_proba)
-    def predict_proba(self, X):
+    def predict_proba(self, X: ArrayLike) -> np.ndarray:
         """Class probabilities (log loss: logistic / softmax; modified Huber:
         as :class:`~sklearn.linear_model.SGDClassifier`).
 

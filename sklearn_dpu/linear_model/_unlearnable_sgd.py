@@ -2,8 +2,10 @@
 and deletions by coupling (dissertation Ch. 4 and App. C)."""
 
 from numbers import Integral, Real
+from typing import Any, Self
 
 import numpy as np
+from numpy.typing import ArrayLike
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -439,7 +441,7 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
     # ---------------------------------------------------------------- fit
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, *, sample_id=None):
+    def fit(self, X: ArrayLike, y: ArrayLike, *, sample_id: ArrayLike | None = None) -> Self:
         """Train on ``(X, y)`` from scratch and store the run.
 
         Parameters
@@ -530,7 +532,14 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
     # ---------------------------------------------------------- insertion
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def partial_fit(self, X, y, classes=None, *, sample_id=None):
+    def partial_fit(
+        self,
+        X: ArrayLike,
+        y: ArrayLike,
+        classes: ArrayLike | None = None,
+        *,
+        sample_id: ArrayLike | None = None,
+    ) -> Self:
         """Insert rows into the training set, exactly.
 
         Unlike :meth:`sklearn.linear_model.SGDClassifier.partial_fit` ("one
@@ -628,7 +637,7 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
 
     # ----------------------------------------------------------- deletion
 
-    def delete_samples(self, sample_ids):
+    def delete_samples(self, sample_ids: Any) -> Self:
         """Remove samples exactly.
 
         Afterwards the whole stored state has the law of :meth:`fit` on the

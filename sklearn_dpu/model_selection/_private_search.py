@@ -3,9 +3,10 @@
 import dataclasses
 from dataclasses import dataclass
 from numbers import Integral, Real
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
+from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
 from sklearn.model_selection import ParameterGrid
 from sklearn.utils import get_tags
@@ -336,7 +337,7 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
                     ) from err
 
     @_fit_context(prefer_skip_nested_validation=False)
-    def fit(self, X, y, *, sample_id=None):
+    def fit(self, X: ArrayLike, y: ArrayLike, *, sample_id: ArrayLike | None = None) -> Self:
         """Search the grid and keep the privately selected candidate.
 
         Parameters
@@ -493,25 +494,25 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
         return self.best_estimator_.classes_
 
     @available_if(_estimator_has("predict"))
-    def predict(self, X):
+    def predict(self, X: ArrayLike) -> np.ndarray:
         """Predict with the selected candidate."""
         check_is_fitted(self)
         return self.best_estimator_.predict(X)
 
     @available_if(_estimator_has("predict_proba"))
-    def predict_proba(self, X):
+    def predict_proba(self, X: ArrayLike) -> np.ndarray:
         """Class probabilities of the selected candidate."""
         check_is_fitted(self)
         return self.best_estimator_.predict_proba(X)
 
     @available_if(_estimator_has("decision_function"))
-    def decision_function(self, X):
+    def decision_function(self, X: ArrayLike) -> np.ndarray:
         """Decision function of the selected candidate."""
         check_is_fitted(self)
         return self.best_estimator_.decision_function(X)
 
     @available_if(_estimator_has("score"))
-    def score(self, X, y, sample_weight=None):
+    def score(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> float:
         """Score of the selected candidate (its estimator's ``score``).
 
         ``sample_weight`` is passed on when given; accepting it lets a
@@ -522,7 +523,7 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
             return self.best_estimator_.score(X, y)
         return self.best_estimator_.score(X, y, sample_weight=sample_weight)
 
-    def delete_samples(self, sample_ids):
+    def delete_samples(self, sample_ids: Any) -> Self:
         """Delete samples from the selected model; state what the selection keeps.
 
         Rows of the training part are deleted from ``best_estimator_`` with its

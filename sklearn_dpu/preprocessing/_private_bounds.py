@@ -2,9 +2,10 @@
 
 from collections.abc import Mapping
 from numbers import Real
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
+from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -245,7 +246,7 @@ class PrivateBoundsScaler(
     # ----------------------------------------------------------------- fit
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y=None):
+    def fit(self, X: ArrayLike, y: None = None) -> Self:
         """Release the private scales (and centers) of ``X``'s features.
 
         Parameters
@@ -283,7 +284,7 @@ class PrivateBoundsScaler(
             self._run_update("fit", plan, validate, compute)
         return self
 
-    def transform(self, X):
+    def transform(self, X: ArrayLike) -> np.ndarray:
         """Map ``(X - center_) / scale_`` and clip it to ``[-1, 1]``.
 
         Parameters
@@ -300,7 +301,7 @@ class PrivateBoundsScaler(
 
     # ------------------------------------------------------------ deletion
 
-    def delete_samples(self, sample_ids):
+    def delete_samples(self, sample_ids: Any) -> Self:
         """Certified deletion: the scales stay, within ``k epsilon`` of a refit
         without the ``k`` rows deleted so far.
 

@@ -1,6 +1,9 @@
 """Feature scaling with public bounds: no state learned from the data."""
 
+from typing import Self
+
 import numpy as np
+from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils.validation import validate_data
 
@@ -86,7 +89,7 @@ class PublicBoundsScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         return low, high
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y=None):
+    def fit(self, X: ArrayLike, y: None = None) -> Self:
         """Check the bounds against ``X``'s shape; learns nothing from its values.
 
         Parameters
@@ -103,7 +106,7 @@ class PublicBoundsScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         self._low_high(X.shape[1])
         return self
 
-    def transform(self, X):
+    def transform(self, X: ArrayLike) -> np.ndarray:
         """Scale ``X`` to ``[-1, 1]`` by the public bounds.
 
         Parameters
@@ -119,7 +122,7 @@ class PublicBoundsScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         scaled = (X - ((low + high) / 2).astype(X.dtype)) / ((high - low) / 2).astype(X.dtype)
         return np.clip(scaled, -1, 1) if self.clip else scaled
 
-    def inverse_transform(self, X):
+    def inverse_transform(self, X: ArrayLike) -> np.ndarray:
         """Map scaled values back to the original units.
 
         Parameters
