@@ -72,6 +72,15 @@ class PublicSizes:
 
     n_features: int | None = None
 
+    @classmethod
+    def of(cls, X: Any) -> "PublicSizes":
+        """The sizes of training data ``X`` from its shape alone (no value is
+        read): the number of columns of a 2-D array-like, else unknown."""
+        shape = getattr(X, "shape", None)
+        if shape is not None and len(shape) == 2 and shape[1] == shape[1]:  # not NaN
+            return cls(n_features=int(shape[1]))
+        return cls()
+
 
 class PrivateEstimatorMixin:
     """Ledger, budget and versioned persistence for sklearn_dpu estimators.

@@ -17,7 +17,9 @@ from sklearn_dpu.linear_model._linear_bounds import (
 from sklearn_dpu.linear_model._linear_releases import release_recipe
 from sklearn_dpu.linear_model._sufficient_statistics import encode_with_gram
 from sklearn_dpu.privacy import PrivacyBudget
+from sklearn_dpu.privacy.accounting import epsilon_spent
 from sklearn_dpu.privacy.calibration import gaussian_noise_multiplier
+from sklearn_dpu.privacy.ledger import Release
 
 AUTO = dict(feature_norm="auto", target_bound="auto")
 BOUNDS = ("feature_center_", "feature_scale_", "target_interval_")
@@ -81,7 +83,12 @@ def test_ledger_events_are_those_of_the_mechanisms_that_drew_the_noise():
     assert [r.to_dict() for r in planned.releases] == reg.privacy_ledger_
     unknown = reg._plan_releases(params, PublicSizes())
     assert not unknown.exact
-    assert [(b.epsilon, b.delta) for b in unknown.bounds] == [(1.0, reg.delta)]
+    # any number of features: the bounds at (eps_b, 0), and a Gaussian release
+    # never noisier than the real one (calibrated to (epsilon, delta) alone)
+    assert [(b.epsilon, b.delta) for b in unknown.bounds] == [(0.5, 0.0)]
+    (upper,) = unknown.releases
+    real = Release.from_dict(reg.privacy_ledger_[1]).event
+    assert upper.event.noise_multiplier <= real.noise_multiplier
 
 
 def test_budget_refuses_before_reading_data(tmp_path):
@@ -255,3 +262,36 @@ def test_bad_bound_strings_are_refused():
         DPLinearRegression(feature_norm="Auto").fit(X, y)
     with pytest.raises(ValueError, match="target_bound"):
         DPLinearRegression(target_bound="max").fit(X, y)
+
+
+def test_correlated_rereleases_count_the_bounds_for_the_deleted_rows():
+    """With rerelease_correlation > 0 the deleted rows' group (chunk 0) can be
+    the most exposed: it must hold the bounds release they were in too
+    (before: privacy_spent_ 2.00 instead of 2.12 after five deletions)."""
+    X = np.random.default_rng(0).normal(size=(400, 3))
+    reg = DPLinearRegression(epsilon=1.0, rerelease_correlation=0.9, random_state=0, **AUTO).fit(
+        X, X.sum(axis=1)
+    )
+    for i in range(5):
+        reg.delete_samples([i])
+    ledger = [Release.from_dict(entry) for entry in reg.privacy_ledger_]
+    bounds = ledger[0]
+    assert "eps_b" in bounds.mechanism
+    deleted_group = [r.event for r in ledger if r.chunks == (0, 0)]
+    assert bounds.event in deleted_group
+    with_bounds = epsilon_spent([r.event for r in ledger if r.chunks == (0, 0)], reg.delta)
+    assert reg.privacy_spent_.epsilon == pytest.approx(with_bounds)
+    without = [e for e in deleted_group if e != bounds.event]
+    assert reg.privacy_spent_.epsilon > epsilon_spent(without, reg.delta)
+
+
+def test_a_budget_at_the_estimators_delta_can_pay_an_auto_fit(tmp_path):
+    """fit plans with the public number of features from X's shape (before:
+    the (epsilon, delta) bound composed at budget.delta - delta = 0 was
+    infinite, so no such budget could ever pay)."""
+    X = np.random.default_rng(0).normal(size=(500, 3))
+    budget = PrivacyBudget(epsilon=100.0, delta=1e-5, path=tmp_path / "ledger.db")
+    reg = DPLinearRegression(epsilon=1.0, delta=1e-5, budget=budget, random_state=0, **AUTO)
+    assert np.isfinite(budget.planned_epsilon(reg))
+    reg.fit(X, X.sum(axis=1))
+    assert budget.spent().epsilon == pytest.approx(reg.privacy_spent_.epsilon)

@@ -9,6 +9,7 @@ deletion costs are in :mod:`sklearn_dpu.linear_model._linear_releases`;
 privately estimated bounds in :mod:`sklearn_dpu.linear_model._linear_bounds`.
 """
 
+from dataclasses import replace
 from numbers import Integral, Real
 from typing import Any, Self
 
@@ -20,7 +21,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .._compat import DELTA_CONSTRAINT, HasMethods, Interval, StrOptions, _fit_context
 from ..base import PrivateEstimatorMixin, PublicSizes
 from ..privacy.calibration import gaussian_noise_multiplier
-from ..privacy.ledger import ApproximateDPBound, ReleasePlan
+from ..privacy.ledger import ApproximateDPBound, Release, ReleasePlan
 from ..privacy.random import release_generator
 from ..unlearning.ids import as_id_list, requested_ids
 from ..unlearning.report import DeletionOutcome, DeletionPlan
@@ -418,7 +419,7 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
             releases.append(fit_recipe.release(1, 1))
             return releases
 
-        plan = self._plan_releases(self.get_params(deep=False), PublicSizes())
+        plan = self._plan_releases(self.get_params(deep=False), PublicSizes.of(X))
         self._run_update("fit", plan, validate, compute)
         return self
 
@@ -543,6 +544,9 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
             rerelease = CorrelatedRerelease(state.statistics.mechanism, rho)
             releases = (correlated_release(rerelease, k, state.n_chunks),)
             accounting = deleted_exposure_entries(rerelease, k)
+            if k == 1 and state.bounds is not None:  # the deleted rows were in them too
+                bounds_release = Release.from_dict(self.privacy_ledger_[0])
+                accounting = (replace(bounds_release, chunks=(0, 0)), *accounting)
         else:
             releases = tuple(recipe.release(first, last) for first, last in ranges)
         if state.bounds is None:
@@ -601,21 +605,25 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         (``sizes`` unused). With ``"auto"`` bounds: the bounds release, then
         the statistics' release calibrated so that both compose to at most
         ``(epsilon, delta)``. The bounds of the features are one selection per
-        feature: without ``sizes.n_features`` the plan is the bound
-        ``(epsilon, delta)`` that the calibration guarantees for any number
-        of features, and the fit records the exact events.
+        feature: without ``sizes.n_features`` the plan bounds them for any
+        number of features (the bounds as ``(eps_b, 0)``, the statistics as a
+        release calibrated to ``(epsilon, delta)`` alone, never noisier than
+        the real one), and the fit records the exact events.
         """
         auto_features, auto_target = _auto(params["feature_norm"]), _auto(params["target_bound"])
         if not (auto_features or auto_target):
             return ReleasePlan((self._recipe(params).release(1, 1),), restart=True)
         epsilon, delta = float(params["epsilon"]), float(params["delta"])
         if auto_features and sizes.n_features is None:
-            bound = ApproximateDPBound(
-                epsilon,
-                delta,
-                "privately estimated bounds and the Gaussian release calibrated with them",
-            )
-            return ReleasePlan((), bounds=(bound,), restart=True)
+            # For any number of features: the bounds are (eps_b, 0)-DP, and the
+            # Gaussian release is at least as noisy as one calibrated to
+            # (epsilon, delta) alone (composing it with the bounds needs more).
+            eps_b = bounds_recipe(
+                1, epsilon, auto_features=True, auto_target=auto_target, fit_intercept=True
+            ).epsilon
+            bound = ApproximateDPBound(eps_b, 0.0, "privately estimated bounds")
+            upper = self._recipe(params).release(1, 1)
+            return ReleasePlan((upper,), bounds=(bound,), restart=True)
         shares = bounds_recipe(
             sizes.n_features or 1,
             epsilon,

@@ -384,7 +384,7 @@ class DPLogisticRegression(
             solver = model.config.solver
             return [*made, releases.chunk_release(params, "fit", 1, solver, mechanisms)]
 
-        plan = self._plan_releases(self.get_params(deep=False), PublicSizes())
+        plan = self._plan_releases(self.get_params(deep=False), PublicSizes.of(X))
         self._run_update("fit", plan, validate, compute)
         return self
 

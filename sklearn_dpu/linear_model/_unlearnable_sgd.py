@@ -33,14 +33,6 @@ from ._sgd_releases import count_mechanism, deletion_outcome, fit_ledger, fit_re
 __all__ = ["UnlearnableSGDClassifier", "schedule_run", "size_bucket"]
 
 
-def _num_features(X) -> int | None:
-    """Number of columns from the shape alone (no values read), or None."""
-    shape = getattr(X, "shape", None)
-    if shape is not None and len(shape) == 2:
-        return int(shape[1])
-    return None
-
-
 class UnlearnableSGDClassifier(BaseUnlearnableSGD):
     """Linear classifier by noisy mini-batch SGD, with exact deletion and insertion.
 
@@ -466,7 +458,7 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
         # Only a budget reads the plan: without one, skip planning the run
         # (a PLD computation with an explicit noise_multiplier).
         if self.budget is not None:
-            plan = self._plan_releases(params.as_dict(), PublicSizes(_num_features(X)))
+            plan = self._plan_releases(params.as_dict(), PublicSizes.of(X))
         else:
             plan = ReleasePlan((), exact=False, restart=True)
 

@@ -261,7 +261,7 @@ class PrivateBoundsScaler(
         """
         params = self.get_params(deep=False)
         self._grids(params)  # bad limits fail before anything else
-        plan = self._plan_releases(params, PublicSizes())
+        plan = self._plan_releases(params, PublicSizes.of(X))
 
         def validate():
             return validate_data(self, X, dtype=np.float64)
