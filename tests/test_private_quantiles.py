@@ -330,3 +330,24 @@ def test_scaler_round_trips_through_pickle_and_skops(tmp_path):
 def _skops_round_trip(estimator, path):
     io.save(estimator, path)
     return io.load(path)
+
+
+@pytest.mark.parametrize("value", [1e200, 1.7e308, -1.7e308])
+def test_one_extreme_finite_row_raises_and_warns_nothing(value):
+    """Whether a fit fails or warns must not depend on one row's magnitude
+    (before: a norm overflowing to inf raised 'values must be finite' in the
+    logistic's bound, and the linear rescaling warned of an overflow)."""
+    from sklearn_dpu.linear_model import DPLinearRegression, DPLogisticRegression
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(50, 3))
+    y = X[:, 0]
+    X[0, 0] = value
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        DPLogisticRegression(feature_norm="auto", random_state=0).fit(X, y > 0)
+        DPLinearRegression(feature_norm="auto", target_bound="auto", random_state=0).fit(X, y)
+        PrivateBoundsScaler(random_state=0).fit(X)
+        assert np.isfinite(
+            private_norm_bound(X, PrivateQuantile(1.0, 0.5, GeometricGrid(1e-3, 1e6)), rng)
+        )

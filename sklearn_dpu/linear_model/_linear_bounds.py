@@ -314,8 +314,12 @@ def _auto_noise_multiplier(pure: tuple[float, ...], epsilon: float, delta: float
 
 
 def rescale_features(X: np.ndarray, center: np.ndarray, scale: np.ndarray) -> np.ndarray:
-    """``clip((X - center) / scale, -1, 1)``: rows of L2 norm at most ``sqrt(d)``."""
-    return np.clip((np.asarray(X, dtype=np.float64) - center) / scale, -1.0, 1.0)
+    """``clip((X - center) / scale, -1, 1)``: rows of L2 norm at most ``sqrt(d)``.
+
+    An overflow to infinity is clipped like any large value, without a
+    warning (whose presence would depend on the data)."""
+    with np.errstate(over="ignore"):
+        return np.clip((np.asarray(X, dtype=np.float64) - center) / scale, -1.0, 1.0)
 
 
 def published_bounds(bounds: "ReleasedBounds | None") -> dict:

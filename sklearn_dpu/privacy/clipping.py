@@ -11,7 +11,7 @@ the loss at zero (labels clipped to a public interval).
 
 import numpy as np
 
-__all__ = ["clip_rows_l2", "clip_to_interval", "to_fixed_point", "FIXED_POINT_BITS"]
+__all__ = ["clip_rows_l2", "clip_to_interval", "row_norms", "to_fixed_point", "FIXED_POINT_BITS"]
 
 #: Bits after the binary point of the fixed-point code. With values in [-1, 1]
 #: a code fits in int16, a product of two codes in 2**28, and 2**24 products sum
@@ -21,6 +21,24 @@ FIXED_POINT_BITS = 14
 # Rounding the scaling factor could push a clipped norm a few ulps above the
 # bound; aiming slightly inside keeps ``norm <= max_norm`` exact.
 _INSIDE = 1.0 - 1e-12
+
+
+def row_norms(X: np.ndarray) -> np.ndarray:
+    """Euclidean norms of the rows of a finite float64 ``X``, without overflow
+    or warning: rows with entries above ~1e154 (whose squares overflow) are
+    rescaled by their largest entry first; a norm above the largest float is
+    returned as the largest float. No warning depends on the values."""
+    with np.errstate(over="ignore"):
+        norms = np.sqrt(np.einsum("ij,ij->i", X, X))
+    overflowed = np.isinf(norms)
+    if np.any(overflowed):
+        rows = X[overflowed]
+        largest = np.max(np.abs(rows), axis=1)
+        with np.errstate(over="ignore"):
+            norms[overflowed] = largest * np.sqrt(
+                np.einsum("ij,ij->i", *(2 * [rows / largest[:, None]]))
+            )
+    return np.minimum(norms, np.finfo(np.float64).max)
 
 
 def clip_rows_l2(X: np.ndarray, max_norm: float) -> np.ndarray:
@@ -41,15 +59,7 @@ def clip_rows_l2(X: np.ndarray, max_norm: float) -> np.ndarray:
         bound.
     """
     X = np.asarray(X, dtype=np.float64)
-    norms = np.sqrt(np.einsum("ij,ij->i", X, X))
-    overflowed = np.isinf(norms)
-    if np.any(overflowed):
-        # Squares of entries above ~1e154 overflow; rescale those rows first.
-        rows = X[overflowed]
-        largest = np.max(np.abs(rows), axis=1)
-        norms[overflowed] = largest * np.sqrt(
-            np.einsum("ij,ij->i", *(2 * [rows / largest[:, None]]))
-        )
+    norms = row_norms(X)
     target = max_norm * _INSIDE
     long = norms > target
     scale = np.ones_like(norms)

@@ -56,6 +56,7 @@ import numpy as np
 from dp_accounting import dp_event
 from numpy.typing import ArrayLike
 
+from .clipping import row_norms
 from .mechanisms import ExponentialMechanism, pure_dp_event
 
 __all__ = [
@@ -298,4 +299,5 @@ def private_norm_bound(X: ArrayLike, mechanism: PrivateQuantile, rng: np.random.
     -------
     float
     """
-    return mechanism.release(np.linalg.norm(_as_matrix(X), axis=1), rng)
+    # overflow-safe: whether a row's norm overflows must not decide an error
+    return mechanism.release(row_norms(_as_matrix(X)), rng)
