@@ -41,6 +41,7 @@ from .privacy.accounting import epsilon_spent
 from .privacy.budget import pending_entries
 from .privacy.events import event_to_dict
 from .privacy.ledger import (
+    PrivacySpent,
     Release,
     ReleasePlan,
     charge_increment,
@@ -420,7 +421,7 @@ class PrivateEstimatorMixin:
         self.privacy_ledger_ = ledger
 
     @property
-    def privacy_spent_(self):
+    def privacy_spent_(self) -> PrivacySpent:
         """(epsilon, delta) of everything released, composed from ``privacy_ledger_``.
 
         Computed on access by the accountant (parallel composition over the
@@ -447,7 +448,9 @@ class PrivateEstimatorMixin:
         super().__setstate__(state)
 
 
-def planned_fit(estimator, sizes: PublicSizes | None = None) -> ReleasePlan:
+def planned_fit(
+    estimator: "PrivateEstimatorMixin", sizes: PublicSizes | None = None
+) -> ReleasePlan:
     """What one ``fit`` of ``estimator`` adds to its ledger, before any data is read.
 
     The estimator's planning hook
@@ -459,7 +462,8 @@ def planned_fit(estimator, sizes: PublicSizes | None = None) -> ReleasePlan:
 
     Parameters
     ----------
-    estimator : sklearn_dpu estimator
+    estimator : PrivateEstimatorMixin
+        An sklearn_dpu estimator.
     sizes : PublicSizes, default=None
         Public sizes (the number of features when the caller knows it);
         ``None`` for none.

@@ -41,11 +41,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..privacy.ledger import Release
 from ..privacy.quantiles import GeometricGrid, PrivateQuantile, private_norm_bound
 from ..privacy.random import release_generator
-from ..unlearning.report import with_kept_release
+from ..unlearning.report import DeletionOutcome, with_kept_release
 
 __all__ = [
     "AUTO_NORM",
@@ -120,13 +121,16 @@ def norm_bound_mechanism(
     return PrivateQuantile(float(share) * float(epsilon), setting.quantile, setting.grid)
 
 
-def release_norm_bound(X, mechanism: PrivateQuantile, rng: np.random.Generator) -> float:
+def release_norm_bound(X: ArrayLike, mechanism: PrivateQuantile, rng: np.random.Generator) -> float:
     """Draw the bound: the mechanism's quantile of the L2 norms of ``X``'s rows."""
     return float(private_norm_bound(np.asarray(X, dtype=np.float64), mechanism, rng))
 
 
 def draw_bound(
-    X, mechanism: PrivateQuantile, random_state, chunk: int = 1
+    X: ArrayLike,
+    mechanism: PrivateQuantile,
+    random_state: int | np.random.RandomState | None,
+    chunk: int = 1,
 ) -> tuple[float, Release]:
     """Draw the bound as an estimator's first release (generator 0) and give
     its ledger record."""
@@ -191,7 +195,9 @@ def check_auto_params(params: Mapping[str, Any]) -> None:
         )
 
 
-def kept_bound_outcome(outcome, bound_epsilon: float, n_deleted_total: int):
+def kept_bound_outcome(
+    outcome: DeletionOutcome, bound_epsilon: float, n_deleted_total: int
+) -> DeletionOutcome:
     """A deletion's outcome, its guarantee stated with the kept bound
     (:func:`~sklearn_dpu.unlearning.report.with_kept_release`)."""
     what = "the released row-norm bound feature_norm_"

@@ -22,8 +22,11 @@ privacy proof, so the released point's sensitivity holds whatever the path
 """
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.optimize import minimize
 from scipy.sparse.linalg import LinearOperator, cg
+
+from ._losses import LinearModelLoss
 
 __all__ = ["CertifiedSolution", "certified_minimize"]
 
@@ -57,15 +60,15 @@ class CertifiedSolution:
 
 
 def certified_minimize(
-    loss,
+    loss: LinearModelLoss,
     A: np.ndarray,
     y: np.ndarray,
     Lambda: float,
     tol: float,
     *,
-    linear=None,
-    radius=None,
-    theta0=None,
+    linear: ArrayLike | None = None,
+    radius: float | None = None,
+    theta0: ArrayLike | None = None,
     max_iter: int = 2000,
 ) -> CertifiedSolution:
     """Minimize ``loss + Lambda/2 ||theta||^2 + <linear, theta>``, over ``B(radius)``.
@@ -81,11 +84,11 @@ def certified_minimize(
         Ridge on all parameters, > 0 (the strong convexity the certificate uses).
     tol : float
         Target: ``Lambda * distance_bound <= tol``.
-    linear : ndarray of shape (n_params,), default=None
+    linear : array-like of shape (n_params,), default=None
         Linear term (objective perturbation).
     radius : float, default=None
         Constraint ball ``B(radius)``; ``None``: unconstrained.
-    theta0 : ndarray, default=None
+    theta0 : array-like of shape (n_params,), default=None
         Starting point (warm start); zeros by default.
     max_iter : int, default=2000
         Cap on solver iterations.

@@ -67,7 +67,7 @@ from ..unlearning.coupling import (
     uniform_subsets,
 )
 from ..unlearning.state import VersionedState
-from ._losses import get_loss
+from ._losses import MarginLoss, get_loss
 from ._sgd_plan import SGDSchedule
 
 __all__ = ["CoupledSGDState", "EditOutcome", "InsertionRecord"]
@@ -233,7 +233,7 @@ class CoupledSGDState(VersionedState):
         return self.n_features + self.fit_intercept
 
     @property
-    def loss(self):
+    def loss(self) -> MarginLoss:
         return get_loss(self.loss_name)
 
     def live_slots(self) -> np.ndarray:
@@ -466,7 +466,7 @@ class CoupledSGDState(VersionedState):
             evaluated + evaluations,
         )
 
-    def delete_poisson(self, slots: np.ndarray, rng) -> EditOutcome:
+    def delete_poisson(self, slots: np.ndarray, rng: np.random.Generator) -> EditOutcome:
         """Delete ``slots`` as one edit (Poisson batches): drop them from their
         batches, test each step that used one, recompute from the first rejection.
         """
@@ -483,7 +483,7 @@ class CoupledSGDState(VersionedState):
         self.forget_slots(slots)
         return self._resolve(steps, first, new_grad, rng, len(positions))
 
-    def insert_poisson(self, slots: np.ndarray, rng) -> EditOutcome:
+    def insert_poisson(self, slots: np.ndarray, rng: np.random.Generator) -> EditOutcome:
         """Insert registry ``slots`` (already added) as one edit (Poisson batches):
         each joins each batch with probability q; test the steps they join."""
         member_steps, which = poisson_subsample(self.n_steps, len(slots), self.inclusion_prob, rng)
@@ -504,7 +504,7 @@ class CoupledSGDState(VersionedState):
         self.batch_ptr[1:] += np.cumsum(added)
         return self._resolve(steps, first, new_grad, rng, len(member_slots))
 
-    def delete_fixed(self, slot: int, rng) -> EditOutcome:
+    def delete_fixed(self, slot: int, rng: np.random.Generator) -> EditOutcome:
         """Delete one slot (fixed-size batches): Alg. 22 with Claim 5's coupling."""
         m = int(self.batch_size)
         positions = np.flatnonzero(self.batch_slots == slot)
@@ -524,7 +524,7 @@ class CoupledSGDState(VersionedState):
         self.forget_slots(np.array([slot]))
         return self._resolve(steps, first, new_grad, rng, 2 * len(steps))
 
-    def insert_fixed(self, slot: int, rng) -> EditOutcome:
+    def insert_fixed(self, slot: int, rng: np.random.Generator) -> EditOutcome:
         """Insert one slot (already added; fixed-size batches): Alg. 22 with
         Claim 6's coupling: each batch swaps a uniform member for the new record
         with probability m / (n + 1)."""

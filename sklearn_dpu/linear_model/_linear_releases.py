@@ -55,6 +55,7 @@ from ._correlated_rerelease import (
     deleted_row_precision,
     remaining_row_precision,
 )
+from ._linear_state import LinearStatisticsState
 from ._noisy_gd import gd_mechanisms
 from ._sufficient_statistics import GRAM_SCALE, contribution_bound
 
@@ -106,7 +107,9 @@ EXACT_GUARANTEE = (
 )
 
 
-def target_interval(target_bound, fit_intercept: bool) -> tuple[float, float]:
+def target_interval(
+    target_bound: float | tuple[float, float] | list[float], fit_intercept: bool
+) -> tuple[float, float]:
     """Center and half-range of the public target interval.
 
     Raises
@@ -375,7 +378,7 @@ def retrain_cost(n_coef_rows: int, released_count: float | None) -> DeletionCost
 
 
 def deletion_outcome(
-    state,
+    state: LinearStatisticsState,
     recipe: SSPRecipe | NoisyGDRecipe,
     n_features: int,
     delta: float,

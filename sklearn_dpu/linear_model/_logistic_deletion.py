@@ -256,7 +256,7 @@ def rerelease_chunks(
     registry: SampleRegistry,
     slots: np.ndarray,
     plan: ChunkDeletionPlan,
-    random_state,
+    random_state: int | np.random.RandomState | None,
     n_ledger: int,
 ) -> tuple[list[releases.ChunkModel], bool]:
     """The chunk records after deleting the registry's ``slots``, and whether

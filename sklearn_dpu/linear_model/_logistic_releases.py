@@ -552,7 +552,7 @@ def configure_sgd(params: ReleaseParams, loss: LinearModelLoss, n_public: float)
     )
 
 
-def model_mechanisms(params: ReleaseParams, config: ReleaseConfig, loss) -> tuple:
+def model_mechanisms(params: ReleaseParams, config: ReleaseConfig, loss: LinearModelLoss) -> tuple:
     """The mechanism objects of a model release: they draw its noise and give
     its ledger events.
 
@@ -581,7 +581,7 @@ def model_mechanisms(params: ReleaseParams, config: ReleaseConfig, loss) -> tupl
     return (DisjointBatchSums(config.mu_model, steps),)
 
 
-def release_parts(params: ReleaseParams, config: ReleaseConfig, loss) -> tuple:
+def release_parts(params: ReleaseParams, config: ReleaseConfig, loss: LinearModelLoss) -> tuple:
     """The Gaussian-DP components of a release (count first), for group privacy."""
     count = GaussianPart("count", SHARES.count_mu(params.mu))
     if config.solver == "output":

@@ -112,7 +112,7 @@ def batch_model(
     A: np.ndarray,
     y_index: np.ndarray,
     n_noisy: float,
-    rng,
+    rng: np.random.Generator,
     theta0: np.ndarray | None = None,
     max_iter: int | None = None,
 ) -> tuple[ChunkModel, tuple]:
@@ -148,7 +148,7 @@ def sgd_model(
     y_index: np.ndarray,
     n_noisy: float,
     theta0: np.ndarray,
-    rng,
+    rng: np.random.Generator,
 ) -> tuple[ChunkModel, tuple]:
     """One DP-SGD pass with per-example clipping (Abadi et al. 2016, Alg. 1) on
     a streamed chunk, from ``theta0``; returns the model and its mechanisms."""
@@ -172,7 +172,13 @@ def sgd_model(
     return model, mechanisms
 
 
-def private_fit(params: ReleaseParams, loss: LinearModelLoss, A, y_index, rng):
+def private_fit(
+    params: ReleaseParams,
+    loss: LinearModelLoss,
+    A: np.ndarray,
+    y_index: np.ndarray,
+    rng: np.random.Generator,
+) -> tuple[ChunkModel, tuple]:
     """Everything a fit releases from normalized rows: the noised count, then
     the batch model. Returns the model and the mechanisms that ran, count first."""
     count = count_mechanism(params)
@@ -181,7 +187,14 @@ def private_fit(params: ReleaseParams, loss: LinearModelLoss, A, y_index, rng):
     return model, (count, *mechanisms)
 
 
-def private_sgd_pass(params: ReleaseParams, loss: LinearModelLoss, A, y_index, theta0, rng):
+def private_sgd_pass(
+    params: ReleaseParams,
+    loss: LinearModelLoss,
+    A: np.ndarray,
+    y_index: np.ndarray,
+    theta0: np.ndarray,
+    rng: np.random.Generator,
+) -> tuple[ChunkModel, tuple]:
     """Everything a stream chunk releases: the noised count, then one DP-SGD
     pass from ``theta0``. Returns the model and the mechanisms, count first."""
     count = count_mechanism(params)

@@ -186,17 +186,17 @@ class LogLoss(MarginLoss):
     name = "log_loss"
     has_proba = True
 
-    def constants(self, n_outputs):
+    def constants(self, n_outputs: int) -> LossConstants:
         if n_outputs == 1:
             return LossConstants(1.0, 0.25, float(np.log(2.0)))
         return LossConstants(math.sqrt(2.0), 0.5, float(np.log(n_outputs)))
 
-    def value(self, Z, y):
+    def value(self, Z: np.ndarray, y: np.ndarray) -> np.ndarray:
         if Z.shape[1] == 1:
             return -log_expit(_signs(y, 1) * Z)[:, 0]
         return logsumexp(Z, axis=1) - Z[np.arange(len(y)), y]
 
-    def dz(self, Z, y):
+    def dz(self, Z: np.ndarray, y: np.ndarray) -> np.ndarray:
         if Z.shape[1] == 1:
             s = _signs(y, 1)
             return -s * expit(-s * Z)
@@ -204,14 +204,16 @@ class LogLoss(MarginLoss):
         D[np.arange(len(y)), y] -= 1.0
         return D
 
-    def hessian_z(self, Z, y):
+    def hessian_z(self, Z: np.ndarray, y: np.ndarray) -> np.ndarray:
         if Z.shape[1] == 1:
             m = _signs(y, 1) * Z
             return (expit(m) * expit(-m))[:, :, None]
         P = _softmax(Z)
         return P[:, :, None] * (np.eye(Z.shape[1])[None] - P[:, None, :])
 
-    def hessian_z_operator(self, Z, y):
+    def hessian_z_operator(
+        self, Z: np.ndarray, y: np.ndarray
+    ) -> Callable[[np.ndarray], np.ndarray]:
         if Z.shape[1] == 1:
             m = _signs(y, 1) * Z
             weights = expit(m) * expit(-m)
@@ -233,13 +235,13 @@ class Hinge(MarginLoss):
 
     name = "hinge"
 
-    def constants(self, n_outputs):
+    def constants(self, n_outputs: int) -> LossConstants:
         return LossConstants(math.sqrt(n_outputs), math.inf, float(n_outputs))
 
-    def value(self, Z, y):
+    def value(self, Z: np.ndarray, y: np.ndarray) -> np.ndarray:
         return np.maximum(0.0, 1.0 - _signs(y, Z.shape[1]) * Z).sum(axis=1)
 
-    def dz(self, Z, y):
+    def dz(self, Z: np.ndarray, y: np.ndarray) -> np.ndarray:
         s = _signs(y, Z.shape[1])
         return -s * (s * Z < 1.0)
 
@@ -251,14 +253,14 @@ class ModifiedHuber(MarginLoss):
     name = "modified_huber"
     has_proba = True
 
-    def constants(self, n_outputs):
+    def constants(self, n_outputs: int) -> LossConstants:
         return LossConstants(4.0 * math.sqrt(n_outputs), 2.0, float(n_outputs))
 
-    def value(self, Z, y):
+    def value(self, Z: np.ndarray, y: np.ndarray) -> np.ndarray:
         m = _signs(y, Z.shape[1]) * Z
         return np.where(m >= -1.0, np.maximum(0.0, 1.0 - m) ** 2, -4.0 * m).sum(axis=1)
 
-    def dz(self, Z, y):
+    def dz(self, Z: np.ndarray, y: np.ndarray) -> np.ndarray:
         s = _signs(y, Z.shape[1])
         m = s * Z
         return np.where(m >= -1.0, -2.0 * s * np.maximum(0.0, 1.0 - m), -4.0 * s)
@@ -376,7 +378,7 @@ class LinearModelLoss:
         """Class indices to the integer codes the loss uses."""
         return np.asarray(y_index).astype(np.intp)
 
-    def decision(self, theta, A) -> np.ndarray:
+    def decision(self, theta: np.ndarray, A: np.ndarray) -> np.ndarray:
         """Margins: ``(n,)`` (binary) or ``(n, K)``."""
         if self.binary:
             return A @ theta
@@ -393,24 +395,28 @@ class LinearModelLoss:
             return A.T @ D[:, 0]
         return (D.T @ A).ravel()
 
-    def value_and_grad(self, theta, A, y) -> tuple[float, np.ndarray]:
+    def value_and_grad(
+        self, theta: np.ndarray, A: np.ndarray, y: np.ndarray
+    ) -> tuple[float, np.ndarray]:
         """Summed loss and its gradient (flattened)."""
         Z = self._scores(theta, A)
         value = float(np.sum(self.base_loss.value(Z, y)))
         return value, self._backproject(self.base_loss.dz(Z, y), A)
 
-    def gradient(self, theta, A, y) -> np.ndarray:
+    def gradient(self, theta: np.ndarray, A: np.ndarray, y: np.ndarray) -> np.ndarray:
         """Gradient of the summed loss only (no loss value: cheaper)."""
         return self._backproject(self.base_loss.dz(self._scores(theta, A), y), A)
 
-    def per_example_grads(self, theta, A, y) -> np.ndarray:
+    def per_example_grads(self, theta: np.ndarray, A: np.ndarray, y: np.ndarray) -> np.ndarray:
         """Gradients of each row's loss, shape ``(n, n_params)``."""
         D = self.base_loss.dz(self._scores(theta, A), y)
         if self.binary:
             return D * A
         return (D[:, :, None] * A[:, None, :]).reshape(len(y), self.n_params)
 
-    def hessian_operator(self, theta, A, y) -> Callable[[np.ndarray], np.ndarray]:
+    def hessian_operator(
+        self, theta: np.ndarray, A: np.ndarray, y: np.ndarray
+    ) -> Callable[[np.ndarray], np.ndarray]:
         """A function ``v -> H v`` for the Hessian of the summed loss at ``theta``."""
         hz = self.base_loss.hessian_z_operator(self._scores(theta, A), y)
         K, p = self.n_outputs, self.n_coef
@@ -422,7 +428,7 @@ class LinearModelLoss:
 
         return hvp
 
-    def hessian(self, theta, A, y) -> np.ndarray:
+    def hessian(self, theta: np.ndarray, A: np.ndarray, y: np.ndarray) -> np.ndarray:
         """Dense Hessian of the summed loss (``n_params x n_params``)."""
         Hz = self.base_loss.hessian_z(self._scores(theta, A), y)
         K, p = self.n_outputs, self.n_coef

@@ -51,6 +51,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..privacy.mechanisms import GaussianDP, GaussianMechanism, GaussianSteps
+from ._losses import LinearModelLoss
 
 __all__ = [
     "DisjointBatchSums",
@@ -128,7 +129,7 @@ def _project(theta, radius):
 
 
 def released_preconditioner(
-    loss,
+    loss: LinearModelLoss,
     A: np.ndarray,
     Lambda: float,
     mechanism: GaussianMechanism,
@@ -161,7 +162,7 @@ def released_preconditioner(
 
 
 def noisy_projected_gd_glm(
-    loss,
+    loss: LinearModelLoss,
     A: np.ndarray,
     y: np.ndarray,
     *,
@@ -213,7 +214,7 @@ def noisy_projected_gd_glm(
 
 
 def dp_sgd_pass(
-    loss,
+    loss: LinearModelLoss,
     A: np.ndarray,
     y: np.ndarray,
     theta0: np.ndarray,

@@ -17,7 +17,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..base import PrivateEstimatorMixin
 from ..privacy.clipping import clip_rows_l2
-from ..privacy.ledger import privacy_spent
+from ..privacy.ledger import PrivacySpent, privacy_spent
 from ._losses import get_loss
 from ._scores import ScoresToLabelsMixin
 from ._sgd_edits import SGDEditLedger
@@ -111,12 +111,12 @@ class BaseUnlearnableSGD(
         return cache[key]
 
     @property
-    def privacy_spent_(self):
+    def privacy_spent_(self) -> PrivacySpent:
         """(epsilon, delta) of everything published (composed over the ledger)."""
         return self._cached_privacy("spent", privacy_spent)
 
     @property
-    def privacy_per_model_(self):
+    def privacy_per_model_(self) -> PrivacySpent:
         """(epsilon, delta) of the published model on its own: it has the law of
         a fit on the current data, so this is a fit's releases (count and run)."""
         schedule = self.unlearning_state_.schedule

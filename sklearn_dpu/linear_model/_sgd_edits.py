@@ -26,7 +26,7 @@ import numpy as np
 
 from ..privacy.ledger import Release
 from ..privacy.random import release_generator
-from ..unlearning.state import VersionedState
+from ..unlearning.state import SampleRegistry, VersionedState
 from ._coupled_sgd import CoupledSGDState, EditOutcome
 from ._losses import get_loss
 from ._sgd_plan import SGDParams, SGDSchedule, schedule_run, size_bucket
@@ -112,7 +112,7 @@ class SGDEditLedger(VersionedState):
             return self.n_noisy
         return self.n_noisy + k
 
-    def generator(self, random_state) -> np.random.Generator:
+    def generator(self, random_state: int | np.random.RandomState | None) -> np.random.Generator:
         """The generator of the next edit (its own stream)."""
         rng = release_generator(random_state, self.n_streams)
         self.n_streams += 1
@@ -120,7 +120,11 @@ class SGDEditLedger(VersionedState):
 
 
 def start_run(
-    registry, n_classes: int, n_features: int, params: SGDParams, schedule: SGDSchedule
+    registry: SampleRegistry,
+    n_classes: int,
+    n_features: int,
+    params: SGDParams,
+    schedule: SGDSchedule,
 ) -> CoupledSGDState:
     """An untrained run on ``registry`` with the schedule ``schedule``.
 
@@ -161,7 +165,11 @@ def _new_schedule(ledger: SGDEditLedger, state: CoupledSGDState, n_noisy: float)
 
 
 def insert_into_run(
-    ledger: SGDEditLedger, state: CoupledSGDState, ids, rows: np.ndarray, random_state
+    ledger: SGDEditLedger,
+    state: CoupledSGDState,
+    ids: np.ndarray,
+    rows: np.ndarray,
+    random_state: int | np.random.RandomState | None,
 ) -> list[EditOutcome]:
     """Insert ``rows`` (validated and encoded) with their ``ids``.
 
@@ -192,7 +200,10 @@ def insert_into_run(
 
 
 def delete_from_run(
-    ledger: SGDEditLedger, state: CoupledSGDState, slots: np.ndarray, random_state
+    ledger: SGDEditLedger,
+    state: CoupledSGDState,
+    slots: np.ndarray,
+    random_state: int | np.random.RandomState | None,
 ) -> list[EditOutcome]:
     """Delete registry ``slots`` (validated).
 
@@ -230,7 +241,7 @@ def _edit_entry(
     )
 
 
-def worst_insertion(ledger: SGDEditLedger, state: CoupledSGDState, k: int | None):
+def worst_insertion(ledger: SGDEditLedger, state: CoupledSGDState, k: int | None) -> Release | None:
     """The most an insertion of ``k`` rows (None: unknown) can release, from
     public quantities: a refit if the shifted count leaves its class, else
     every step tested and recomputed. None if it cannot release anything."""

@@ -22,9 +22,15 @@ References
    ICML 2017.
 """
 
+from typing import TYPE_CHECKING
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..privacy.clipping import FIXED_POINT_BITS, clip_rows_l2, to_fixed_point
+
+if TYPE_CHECKING:
+    import dask.array as da
 
 __all__ = [
     "GRAM_SCALE",
@@ -51,7 +57,9 @@ def contribution_bound(fit_intercept: bool) -> float:
     return 3.0 if fit_intercept else 2.0
 
 
-def encode_rows(X, y, feature_norm, center, half_range) -> np.ndarray:
+def encode_rows(
+    X: ArrayLike, y: ArrayLike, feature_norm: float, center: float, half_range: float
+) -> np.ndarray:
     """Clip, normalize and fixed-point code rows as ``[x / feature_norm, y_normalized]``.
 
     Returns
@@ -63,7 +71,14 @@ def encode_rows(X, y, feature_norm, center, half_range) -> np.ndarray:
     return to_fixed_point(np.column_stack([x, t]))
 
 
-def encode_with_gram(X, y, feature_norm, center, half_range, fit_intercept):
+def encode_with_gram(
+    X: np.ndarray,
+    y: np.ndarray,
+    feature_norm: float,
+    center: float,
+    half_range: float,
+    fit_intercept: bool,
+) -> tuple[np.ndarray, np.ndarray]:
     """:func:`encode_rows` and :func:`gram_of_codes` in one pass over row blocks.
 
     Working block by block keeps every temporary in cache; at a million rows
@@ -88,7 +103,7 @@ def encode_with_gram(X, y, feature_norm, center, half_range, fit_intercept):
     return codes, _with_intercept(inner, sums, n) if fit_intercept else inner
 
 
-def is_dask_collection(data) -> bool:
+def is_dask_collection(data: object) -> bool:
     """True for Dask arrays (checked without importing Dask)."""
     return type(data).__module__.split(".")[0] == "dask"
 
@@ -99,7 +114,14 @@ def _encode_block(X, y, feature_norm, center, half_range, fit_intercept):
     return encode_with_gram(X, y, feature_norm, center, half_range, fit_intercept)
 
 
-def encode_with_gram_dask(X, y, feature_norm, center, half_range, fit_intercept):
+def encode_with_gram_dask(
+    X: "da.Array",
+    y: ArrayLike,
+    feature_norm: float,
+    center: float,
+    half_range: float,
+    fit_intercept: bool,
+) -> tuple[np.ndarray, np.ndarray]:
     """:func:`encode_with_gram` on a Dask array, block by block on the workers.
 
     Each row block is clipped, coded and reduced where it lives; only the
@@ -183,7 +205,9 @@ def noise_spectral_bound(sigma: float, size: int, failure: float = 1e-3) -> floa
     return sigma * (np.sqrt(2.0 * size) + np.sqrt(2.0 * np.log(1.0 / failure)))
 
 
-def solve_noisy_gram(noisy_gram, n_coef, ridge, sigma) -> np.ndarray:
+def solve_noisy_gram(
+    noisy_gram: np.ndarray, n_coef: int, ridge: np.ndarray, sigma: float
+) -> np.ndarray:
     """Least squares from a released Gram matrix, safe against indefinite noise.
 
     With ``A`` the released ``X^T X`` block and ``b`` the ``X^T y`` block,

@@ -234,7 +234,7 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
         self.budget = budget
 
     @property
-    def delta(self):
+    def delta(self) -> float:
         """The delta at which ``privacy_spent_`` is reported: the estimator's."""
         return self.estimator.get_params().get("delta", 1e-5)
 
@@ -482,13 +482,13 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
         return made
 
     @property
-    def n_features_in_(self):
+    def n_features_in_(self) -> int:
         """Number of features seen during fit."""
         check_is_fitted(self)
         return self.best_estimator_.n_features_in_
 
     @property
-    def classes_(self):
+    def classes_(self) -> np.ndarray:
         """Class labels (classifiers only)."""
         check_is_fitted(self)
         return self.best_estimator_.classes_

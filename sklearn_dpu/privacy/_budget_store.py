@@ -249,7 +249,7 @@ class LedgerStore:
         return self._events(rows)
 
 
-def upgrade_format_1(path: str, key=None) -> None:
+def upgrade_format_1(path: str, key: str | bytes | None = None) -> None:
     """Add the hash chain to the format-1 ledger at ``path`` (absolute), in
     place, in one transaction (see :func:`sklearn_dpu.privacy.budget.upgrade_ledger`)."""
     if not os.path.exists(path):

@@ -28,9 +28,10 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from dp_accounting import dp_event
 
@@ -47,6 +48,11 @@ from .accounting import epsilon_spent, epsilon_upper_bound
 from .calibration import check_epsilon_delta
 from .events import event_from_dict, event_to_dict
 from .ledger import PrivacySpent, worst_case_events
+
+if TYPE_CHECKING:  # base imports this module
+    from sklearn.pipeline import Pipeline
+
+    from ..base import PrivateEstimatorMixin
 
 __all__ = ["Charge", "PrivacyBudget", "upgrade_ledger"]
 
@@ -320,7 +326,9 @@ class PrivacyBudget(LedgerStore):
         """
         self._commit([(events, f"{description} [over cap]", False)], timeout=timeout)
 
-    def charge_pending(self, estimator, moved_from=None) -> int:
+    def charge_pending(
+        self, estimator: "PrivateEstimatorMixin", moved_from: str | os.PathLike | None = None
+    ) -> int:
         """Record the charges ``estimator`` kept pending while this ledger was unreachable.
 
         A deletion is never blocked: when its re-release could not be
@@ -333,7 +341,8 @@ class PrivacyBudget(LedgerStore):
 
         Parameters
         ----------
-        estimator : sklearn_dpu estimator
+        estimator : PrivateEstimatorMixin
+            An sklearn_dpu estimator.
         moved_from : str or os.PathLike, default=None
             If the ledger file was moved here, its old path: the charges kept
             pending for the ledger at that path are recorded in this one
@@ -367,7 +376,9 @@ class PrivacyBudget(LedgerStore):
         """
         return max(self.epsilon - self.spent().epsilon, 0.0)
 
-    def planned_epsilon(self, estimator, n_fits: int = 1) -> float:
+    def planned_epsilon(
+        self, estimator: "PrivateEstimatorMixin | Pipeline", n_fits: int = 1
+    ) -> float:
         """Epsilon the budget would show after ``n_fits`` more fits of ``estimator``.
 
         Built from the estimator's planning hook
@@ -407,7 +418,7 @@ class PrivacyBudget(LedgerStore):
             [*stored, *pending, *per_fit * n_fits], bounds * n_fits, self.delta
         )
 
-    def can_afford(self, estimator, n_fits: int = 1) -> bool:
+    def can_afford(self, estimator: "PrivateEstimatorMixin | Pipeline", n_fits: int = 1) -> bool:
         """Whether ``n_fits`` more fits of ``estimator`` fit under the cap.
 
         Ask before a search: ``GridSearchCV`` fits ``n_candidates * n_splits``
@@ -452,7 +463,7 @@ class PrivacyBudget(LedgerStore):
         ]
 
 
-def pending_entries(pending, ledger: str) -> list[tuple]:
+def pending_entries(pending: Iterable[dict], ledger: str) -> list[tuple]:
     """``(events, description, checked=False)`` entries of the pending charge
     records kept for the ledger at path ``ledger``."""
     entries = []
@@ -464,7 +475,7 @@ def pending_entries(pending, ledger: str) -> list[tuple]:
     return entries
 
 
-def upgrade_ledger(path, key=None) -> None:
+def upgrade_ledger(path: str | os.PathLike, key: str | bytes | None = None) -> None:
     """Add the hash chain to a format-1 ledger, in place, in one transaction.
 
     The chain certifies the charges the file holds *now*: an edit made

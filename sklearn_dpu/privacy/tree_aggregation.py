@@ -74,7 +74,7 @@ class TreeAggregator:
             return self.mechanism.release_symmetric(value, rng)
         return self.mechanism.release(value, rng)
 
-    def append(self, chunk_sum: np.ndarray, rng) -> TreeNode:
+    def append(self, chunk_sum: np.ndarray, rng: np.random.Generator) -> TreeNode:
         """Add the next chunk's exact sum; noise the node it completes.
 
         Parameters
@@ -107,11 +107,11 @@ class TreeAggregator:
                 return node
         raise KeyError(chunk)
 
-    def renoise(self, node: TreeNode, rng) -> None:
+    def renoise(self, node: TreeNode, rng: np.random.Generator) -> None:
         """Replace ``node``'s noise by a fresh draw (after its exact sum changed)."""
         node.noisy = self._noised(node.exact, rng)
 
-    def draw_noise(self, shape: tuple, rng) -> np.ndarray:
+    def draw_noise(self, shape: tuple, rng: np.random.Generator) -> np.ndarray:
         """A fresh draw of the noise one node receives (no data involved)."""
         return self._noised(np.zeros(shape, dtype=np.int64), rng)
 

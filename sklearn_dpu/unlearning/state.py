@@ -13,6 +13,7 @@ that was never added get the same error.
 from collections.abc import Iterable
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..exceptions import StateVersionError, UnlearningError
 from .ids import IdRequest, as_id_list, describe_ids, requested_ids
@@ -115,7 +116,7 @@ class SampleRegistry(VersionedState):
         """Ids for ``n`` new rows when the user gives none: arrival numbers."""
         return np.arange(self.n_seen, self.n_seen + n, dtype=np.int64)
 
-    def check_new_ids(self, ids, n_rows: int) -> np.ndarray:
+    def check_new_ids(self, ids: IdRequest | ArrayLike | None, n_rows: int) -> np.ndarray:
         """Validate ids for rows about to be added; returns them as an array.
 
         Parameters
