@@ -377,6 +377,19 @@ class PrivateEstimatorMixin:
         )
         self._log_deletion(report)
 
+    def _check_deletable(self, sample_ids: list) -> None:
+        """Raise :class:`~sklearn_dpu.exceptions.UnlearningError` if
+        ``delete_samples(sample_ids)`` would refuse, changing nothing.
+
+        :func:`sklearn_dpu.unlearning.delete_samples` asks every step of a
+        pipeline before any step deletes. By default the ids are checked
+        against ``unlearning_state_.registry``, if the estimator keeps one
+        (unknown, already deleted, repeated, or every sample).
+        """
+        registry = getattr(getattr(self, "unlearning_state_", None), "registry", None)
+        if registry is not None:
+            registry.slots_of(sample_ids)
+
     @contextmanager
     def _frozen_params_in_effect(self, frozen: Mapping[str, Any]):
         """Run the block with the parameters the fitted state was made with.

@@ -129,3 +129,38 @@ def test_a_private_target_range_cannot_bound_the_validation_loss():
     search = PrivateGridSearch(DPLinearRegression(target_bound="auto"), {"alpha": [0.0, 1.0]})
     with pytest.raises(ValueError, match="public target range"):
         search.fit(np.zeros((10, 2)), np.zeros(10))
+
+
+def test_the_search_report_covers_what_the_selected_model_states():
+    """The search publishes the selected model's re-releases: its deletion
+    epsilon composes the selection's group bound with the model's own
+    statement (before: 1.10 for the search against 2.51 inside it)."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, (400, 3))
+    base = DPLinearRegression(feature_norm=3.0, rerelease_correlation=0.9)
+    search = PrivateGridSearch(base, {"alpha": [0.0, 1.0]}, random_state=0).fit(X, X.sum(axis=1))
+    train_id = search.best_estimator_.unlearning_state_.registry.live()[1][0]
+    search.delete_samples([train_id])
+    inner = search.best_estimator_.deletion_log_[-1]
+    outer = search.deletion_log_[-1]
+    assert inner.deletion_epsilon is not None
+    assert outer.deletion_epsilon > inner.deletion_epsilon
+
+
+def test_a_pipeline_checks_the_search_before_any_step_deletes():
+    from sklearn.pipeline import make_pipeline
+
+    from sklearn_dpu.exceptions import UnlearningError
+    from sklearn_dpu.preprocessing import PrivateBoundsScaler
+    from sklearn_dpu.unlearning import delete_samples
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, (400, 3))
+    pipe = make_pipeline(
+        PrivateBoundsScaler(random_state=0),
+        PrivateGridSearch(DPLinearRegression(feature_norm=2.0), {"alpha": [0.0, 1.0]}),
+    ).fit(X, X.sum(axis=1))
+    for refused in ([10_000], [1, 1]):
+        with pytest.raises(UnlearningError):
+            delete_samples(pipe, refused, positions=True)
+    assert pipe[0].deletion_log_ == [] and pipe[-1].deletion_log_ == []

@@ -555,11 +555,19 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
         with self._atomic():
             return self._delete(as_id_list(sample_ids))
 
-    def _delete(self, sample_ids):
+    def _check_deletable(self, sample_ids: list) -> None:
+        """Refuse a request the search would refuse: no ids, repeated ids, or
+        training ids the selected model does not know (or all of them)."""
         if not sample_ids:
             raise UnlearningError("no sample ids given")
         if len(set(sample_ids)) != len(sample_ids):
             raise UnlearningError("the same sample id is requested more than once")
+        in_train = [i for i in sample_ids if i not in self._validation_ids]
+        if in_train:
+            self.best_estimator_._check_deletable(in_train)
+
+    def _delete(self, sample_ids):
+        self._check_deletable(sample_ids)
         in_validation = [i for i in sample_ids if i in self._validation_ids]
         in_train = [i for i in sample_ids if i not in self._validation_ids]
         plan = DeletionPlan(
@@ -617,8 +625,10 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
             retrain_cost=_retrain_cost(inner.retrain_cost) if inner is not None else DeletionCost(),
             releases=rereleased,
             method=None if inner is None else f"{inner.method}+certified",
-            deletion_epsilon=retained,
-            deletion_delta=self.delta,
+            # basic composition with what the selected model's re-releases show
+            # of the deleted rows (a correlated or certified deletion states it)
+            deletion_epsilon=retained + (inner.deletion_epsilon or 0.0 if inner else 0.0),
+            deletion_delta=self.delta + (inner.deletion_delta or 0.0 if inner else 0.0),
             # the inner model's, whose new ledger entries may also hold accounting entries
             rerelease_epsilon=None if inner is None else inner.rerelease_epsilon,
         )

@@ -195,17 +195,18 @@ def _check_ids_survived(estimator, deletable, positions: bool) -> None:
 
 
 def _check_ids_known(deletable: list, sample_ids: list) -> None:
-    """Refuse the request before any step deletes, if a step that keeps ids
-    would refuse it (unknown, already deleted, repeated, or every sample): a
-    step that stores no ids (a scaler whose release certifies any deletion)
-    must not log a deletion that a later step then refuses."""
+    """Refuse the request before any step deletes, if a step would refuse it
+    (unknown, already deleted, repeated, or every sample): a step that stores
+    no ids (a scaler whose release certifies any deletion) must not log a
+    deletion that a later step then refuses."""
     for path, step in deletable:
-        registry = getattr(getattr(step, "unlearning_state_", None), "registry", None)
-        if registry is not None:
-            try:
-                registry.slots_of(sample_ids)
-            except UnlearningError as err:
-                raise UnlearningError(f"{path or type(step).__name__}: {err}") from err
+        check = getattr(step, "_check_deletable", None)
+        if check is None:
+            continue
+        try:
+            check(sample_ids)
+        except UnlearningError as err:
+            raise UnlearningError(f"{path or type(step).__name__}: {err}") from err
 
 
 def delete_samples(
