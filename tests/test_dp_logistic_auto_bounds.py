@@ -230,3 +230,25 @@ def test_objective_with_fixed_c_needs_an_explicit_bound():
         est.fit(X, y)
     assert not hasattr(est, "privacy_ledger_")
     DPLogisticRegression(feature_norm="auto", solver="objective", random_state=0).fit(X, y)
+
+
+def test_a_deletion_target_below_the_kept_bound_is_said_to_be_out_of_reach():
+    """deletion_epsilon asks for a certified epsilon per deletion; a kept
+    bound alone is k eps_b: the model gets what remains of the target (here
+    nothing: a retrain) and the report says the target is out of reach
+    (before: silently reported 2x and 6x the target)."""
+    X, y = _data()
+    est = DPLogisticRegression(
+        epsilon=1.0, feature_norm="auto", deletion_epsilon=0.05, random_state=0
+    ).fit(X, y)
+    est.delete_samples([0])
+    report = est.deletion_log_[-1]
+    assert report.cost["action"] == "retrain"
+    assert report.deletion_epsilon == pytest.approx(0.1)  # the kept bound alone
+    assert any("out of reach" in note for note in report.notes)
+    roomy = DPLogisticRegression(
+        epsilon=1.0, feature_norm="auto", deletion_epsilon=5.0, random_state=0
+    ).fit(X, y)
+    roomy.delete_samples([0])
+    assert roomy.deletion_log_[-1].deletion_epsilon <= 5.0
+    assert not any("out of reach" in note for note in roomy.deletion_log_[-1].notes)

@@ -36,6 +36,7 @@ References
    for quantiles).
 """
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -196,9 +197,18 @@ def check_auto_params(params: Mapping[str, Any]) -> None:
 
 
 def kept_bound_outcome(
-    outcome: DeletionOutcome, bound_epsilon: float, n_deleted_total: int
+    outcome: DeletionOutcome, bound_epsilon: float, n_deleted_total: int, target: float
 ) -> DeletionOutcome:
     """A deletion's outcome, its guarantee stated with the kept bound
-    (:func:`~sklearn_dpu.unlearning.report.with_kept_release`)."""
+    (:func:`~sklearn_dpu.unlearning.report.with_kept_release`); a note says
+    when the requested ``target`` deletion epsilon is out of reach while the
+    bound is kept (the planner gave the model ``target - k eps_b``)."""
     what = "the released row-norm bound feature_norm_"
-    return with_kept_release(outcome, what, bound_epsilon, n_deleted_total)
+    outcome = with_kept_release(outcome, what, bound_epsilon, n_deleted_total)
+    if outcome.deletion_epsilon <= target * (1 + 1e-9):
+        return outcome
+    note = (
+        f"the requested deletion_epsilon={target:.4g} is out of reach while the bound is "
+        f"kept ({n_deleted_total} deleted rows x {bound_epsilon:.4g}); refit to redraw it"
+    )
+    return dataclasses.replace(outcome, notes=(*outcome.notes, note))

@@ -533,11 +533,17 @@ class DPLogisticRegression(
         registry = state.registry
         slots = registry.slots_of(sample_ids)
         params, loss, target = self._params(), self._loss(), self._deletion_target()
+        kept = 0.0  # what a kept 'auto' bound adds for the rows deleted since the fit
+        if hasattr(self, "feature_norm_"):
+            deleted = sum(report.n_deleted for report in self.deletion_log_) + len(slots)
+            kept = deleted * _SHARE * self.epsilon  # the fit's (frozen while deleting)
+        # The model's share of the target (a tiny one leaves only the retrain).
+        target_model = max(target - kept, 1e-12)
         deleted_per_chunk = Counter(registry.chunks[slots].tolist())
         chunk_plan = deletion.plan_chunk_deletion(
-            params, loss, state.chunks, deleted_per_chunk, target
+            params, loss, state.chunks, deleted_per_chunk, target_model
         )
-        plan = deletion.deletion_plan(params, loss, state.chunks, chunk_plan, target)
+        plan = deletion.deletion_plan(params, loss, state.chunks, chunk_plan, target_model)
 
         def execute():
             # Re-releases read the remaining rows; the registry changes only after.
@@ -555,13 +561,11 @@ class DPLogisticRegression(
             state.chunks = chunks
             self._publish()
             outcome = deletion.deletion_outcome(
-                chunk_plan.decision, fell_back, self.delta, target, (_LABEL_SET_NOTE,)
+                chunk_plan.decision, fell_back, self.delta, target_model, (_LABEL_SET_NOTE,)
             )
-            if not hasattr(self, "feature_norm_"):
+            if not kept:
                 return outcome
-            deleted = sum(report.n_deleted for report in self.deletion_log_) + len(slots)
-            eps_b = _SHARE * self.epsilon  # the fit's (frozen while deleting)
-            return auto_bounds.kept_bound_outcome(outcome, eps_b, deleted)
+            return auto_bounds.kept_bound_outcome(outcome, _SHARE * self.epsilon, deleted, target)
 
         self._run_deletion(len(slots), plan, execute)
         return self
