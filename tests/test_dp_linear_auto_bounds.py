@@ -295,3 +295,14 @@ def test_a_budget_at_the_estimators_delta_can_pay_an_auto_fit(tmp_path):
     assert np.isfinite(budget.planned_epsilon(reg))
     reg.fit(X, X.sum(axis=1))
     assert budget.spent().epsilon == pytest.approx(reg.privacy_spent_.epsilon)
+
+
+@pytest.mark.parametrize("n_features", [1, 5])
+def test_noisy_gd_with_auto_bounds_stays_within_epsilon(n_features):
+    """The calibration composes the events noisy GD records (steps and a
+    count), not the single Gaussian they equal in theory (which overshot
+    epsilon = 0.01 by the PLD's discretization)."""
+    X = np.random.default_rng(0).normal(size=(300, n_features))
+    reg = DPLinearRegression(epsilon=0.01, solver="noisy_gd", random_state=0, **AUTO)
+    reg.fit(X, X.sum(axis=1))
+    assert reg.privacy_spent_.epsilon <= 0.01

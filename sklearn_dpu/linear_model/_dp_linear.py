@@ -74,6 +74,11 @@ _BOUNDS_REASON = (
 )
 
 
+def _gd_steps(params) -> int:
+    """Gradient steps whose events the statistics' release records (0: SSP)."""
+    return int(params["max_iter"]) if params["solver"] == "noisy_gd" else 0
+
+
 def _auto(bound) -> bool:
     """Whether a ``feature_norm`` / ``target_bound`` value asks for private bounds."""
     return isinstance(bound, str) and bound == AUTO
@@ -386,7 +391,9 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
                 )
                 bounds = shares.draw(X_, y_, release_generator(self.random_state, 0))
                 releases.append(shares.release())
-                multiplier = auto_noise_multiplier(shares, self.epsilon, self.delta)
+                multiplier = auto_noise_multiplier(
+                    shares, self.epsilon, self.delta, _gd_steps(frozen)
+                )
                 fit_recipe = self._recipe(frozen, multiplier)
                 if auto_target:
                     center, half_range = bounds.target_center, bounds.target_half_range
@@ -631,7 +638,8 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
             auto_target=auto_target,
             fit_intercept=params["fit_intercept"],
         )
-        recipe = self._recipe(params, auto_noise_multiplier(shares, epsilon, delta))
+        multiplier = auto_noise_multiplier(shares, epsilon, delta, _gd_steps(params))
+        recipe = self._recipe(params, multiplier)
         return ReleasePlan((shares.release(), recipe.release(1, 1)), restart=True)
 
     def _recipe(self, params, noise_multiplier: float | None = None) -> SSPRecipe | NoisyGDRecipe:

@@ -57,6 +57,7 @@ from ..privacy.quantiles import (
     private_column_quantiles,
     private_norm_bound,
 )
+from ._noisy_gd import gd_mechanisms
 
 __all__ = [
     "AUTO",
@@ -272,27 +273,45 @@ def bounds_recipe(
     return BoundsRecipe(eps_b, centers, scales, norm, target)
 
 
-def auto_noise_multiplier(recipe: BoundsRecipe, epsilon: float, delta: float) -> float:
+def auto_noise_multiplier(
+    recipe: BoundsRecipe, epsilon: float, delta: float, gd_steps: int = 0
+) -> float:
     """Gaussian noise multiplier of the statistics' release after ``recipe``.
 
     The smallest multiplier ``m`` (to a relative 1e-4, rounded up) such that
-    the bounds' pure-DP events and one Gaussian event of multiplier ``m``
-    compose to at most ``(epsilon, delta)`` under the accountant that states
+    the bounds' pure-DP events and the statistics' events at ``m`` compose to
+    at most ``(epsilon, delta)`` under the accountant that states
     ``privacy_spent_`` (:func:`~sklearn_dpu.privacy.accounting.epsilon_spent`,
-    PLD). ``calibrate_noise_multiplier`` solves the same problem with a
-    fixed fine PLD grid, whose memory explodes at a large epsilon.
+    PLD): one Gaussian event for ``'ssp'``, or the events noisy GD records
+    (``gd_steps`` gradient sums and a count, which split ``m``) — calibrating
+    those on the single Gaussian they equal in theory overshot epsilon by
+    the PLD's discretization. ``calibrate_noise_multiplier`` solves the same
+    problem with a fixed fine PLD grid, whose memory explodes at a large
+    epsilon.
     """
     return _auto_noise_multiplier(
-        tuple(float(m.epsilon) for m in recipe.mechanisms), float(epsilon), float(delta)
+        tuple(float(m.epsilon) for m in recipe.mechanisms),
+        float(epsilon),
+        float(delta),
+        int(gd_steps),
     )
 
 
+def _statistics_events(multiplier: float, gd_steps: int) -> list:
+    if not gd_steps:
+        return [dp_event.GaussianDpEvent(multiplier)]
+    steps, count = gd_mechanisms(multiplier, gd_steps, 1.0, 1.0)
+    return [steps.dp_event, count.dp_event]
+
+
 @lru_cache(maxsize=64)
-def _auto_noise_multiplier(pure: tuple[float, ...], epsilon: float, delta: float) -> float:
+def _auto_noise_multiplier(
+    pure: tuple[float, ...], epsilon: float, delta: float, gd_steps: int
+) -> float:
     pure_events = [pure_dp_event(e) for e in pure]
 
     def spent(multiplier):
-        return epsilon_spent([*pure_events, dp_event.GaussianDpEvent(multiplier)], delta)
+        return epsilon_spent([*pure_events, *_statistics_events(multiplier, gd_steps)], delta)
 
     # Bisection on the accountant that states privacy_spent_ (its PLD step is
     # chosen for the composed events, so a large epsilon stays cheap), from a
