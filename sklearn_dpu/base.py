@@ -78,9 +78,9 @@ class PublicSizes:
         """The sizes of training data ``X`` from its shape alone (no value is
         read): the number of columns of a 2-D array-like, else unknown."""
         shape = getattr(X, "shape", None)
-        if shape is not None and len(shape) == 2 and shape[1] == shape[1]:  # not NaN
+        if shape is not None and len(shape) == 2 and shape[1] == shape[1] and shape[1] >= 1:
             return cls(n_features=int(shape[1]))
-        return cls()
+        return cls()  # unknown, or no feature: validation will say what is wrong
 
 
 class PrivateEstimatorMixin:
