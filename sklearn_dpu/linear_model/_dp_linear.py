@@ -50,6 +50,7 @@ from ._sufficient_statistics import (
     encode_with_gram_dask,
     gram_of_codes,
     is_dask_collection,
+    validate_training_data,
 )
 
 __all__ = ["DPLinearRegression", "LinearStatisticsState"]
@@ -370,7 +371,7 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         recipe = None if auto else self._recipe(frozen)
 
         def validate():
-            X_, y_, n_rows = self._validate(X, y, reset=True)
+            X_, y_, n_rows = validate_training_data(self, X, y, reset=True)
             registry = SampleRegistry(self.n_features_in_ + 1)
             ids = registry.default_ids(n_rows) if sample_id is None else sample_id
             return X_, y_, registry, registry.check_new_ids(ids, n_rows)
@@ -477,7 +478,7 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         registry = state.registry
 
         def validate():
-            X_, y_, n_rows = self._validate(X, y, reset=False)
+            X_, y_, n_rows = validate_training_data(self, X, y, reset=False)
             ids = registry.default_ids(n_rows) if sample_id is None else sample_id
             return X_, y_, registry.check_new_ids(ids, n_rows)
 
@@ -654,26 +655,6 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
             max_iter=params["max_iter"],
             coef_bound=params["coef_bound"],
         )
-
-    def _validate(self, X, y, reset: bool):
-        """Validate training data; Dask arrays are checked block-wise when encoded."""
-        if not is_dask_collection(X):
-            X, y = validate_data(
-                self, X, y, dtype=[np.float64, np.float32], y_numeric=True, reset=reset
-            )
-            return X, y, len(X)
-        n_rows, n_features = X.shape
-        if np.isnan(n_rows):
-            raise ValueError("X has unknown chunk sizes; call X.compute_chunk_sizes() first")
-        if reset:
-            self.__dict__.pop("feature_names_in_", None)
-            self.n_features_in_ = int(n_features)
-        elif n_features != self.n_features_in_:
-            raise ValueError(
-                f"X has {n_features} features, but {type(self).__name__} is expecting "
-                f"{self.n_features_in_} features as input."
-            )
-        return X, y, int(n_rows)
 
     def _encode(self, X, y, feature_norm, center, half_range):
         encode = encode_with_gram_dask if is_dask_collection(X) else encode_with_gram

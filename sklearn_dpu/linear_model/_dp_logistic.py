@@ -24,7 +24,6 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._compat import DELTA_CONSTRAINT, HasMethods, Interval, StrOptions, _fit_context
 from ..base import PrivateEstimatorMixin, PublicSizes
-from ..privacy.clipping import clip_rows_l2
 from ..privacy.ledger import ReleasePlan
 from ..privacy.random import release_generator
 from ..unlearning.ids import as_id_list, requested_ids
@@ -33,7 +32,7 @@ from . import _auto_bounds as auto_bounds
 from . import _logistic_deletion as deletion
 from . import _logistic_releases as releases
 from ._logistic_deletion import LogisticUnlearningState
-from ._logistic_solvers import private_fit, private_sgd_pass
+from ._logistic_solvers import normalized_rows, private_fit, private_sgd_pass
 from ._losses import LinearModelLoss
 from ._scores import ScoresToLabelsMixin
 
@@ -533,11 +532,10 @@ class DPLogisticRegression(
         registry = state.registry
         slots = registry.slots_of(sample_ids)
         params, loss, target = self._params(), self._loss(), self._deletion_target()
-        kept = 0.0  # what a kept 'auto' bound adds for the rows deleted since the fit
-        if hasattr(self, "feature_norm_"):
-            deleted = sum(report.n_deleted for report in self.deletion_log_) + len(slots)
-            kept = deleted * _SHARE * self.epsilon  # the fit's (frozen while deleting)
-        # The model's share of the target (a tiny one leaves only the retrain).
+        # What a kept 'auto' bound adds (the fit's epsilon: frozen while deleting);
+        # the model gets what remains of the target (a tiny one: a retrain).
+        deleted = sum(report.n_deleted for report in self.deletion_log_) + len(slots)
+        kept = deleted * _SHARE * self.epsilon if hasattr(self, "feature_norm_") else 0.0
         target_model = max(target - kept, 1e-12)
         deleted_per_chunk = Counter(registry.chunks[slots].tolist())
         chunk_plan = deletion.plan_chunk_deletion(
@@ -647,21 +645,8 @@ class DPLogisticRegression(
         return np.ascontiguousarray(self._rows(X, None)[:, :-1])
 
     def _rows(self, X, y_index) -> np.ndarray:
-        """Registry rows ``[a, class index]`` with ``a`` the normalized row.
-
-        One allocation: at n = 1e5 each copy of the data costs as much as a
-        gradient step. ``rows[:, :-1]`` is the design matrix (a strided view
-        BLAS reads directly).
-        """
-        n, d = X.shape
-        rows = np.empty((n, self._n_coef(d) + 1))
-        norm = self._norm_bound()
-        clipped = clip_rows_l2(np.asarray(X, dtype=np.float64), norm)
-        np.divide(clipped, norm, out=rows[:, :d])
-        if self.fit_intercept:
-            rows[:, d] = 1.0
-        rows[:, -1] = 0.0 if y_index is None else y_index
-        return rows
+        """Registry rows ``[a, class index]`` with ``a`` the normalized row."""
+        return normalized_rows(X, y_index, self._norm_bound(), bool(self.fit_intercept))
 
     def _params(self) -> releases.ReleaseParams:
         """The public parameters a release reads (``'auto'``: the model's share)."""

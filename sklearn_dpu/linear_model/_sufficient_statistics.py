@@ -22,10 +22,12 @@ References
    ICML 2017.
 """
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import ArrayLike
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import validate_data
 
 from ..privacy.clipping import FIXED_POINT_BITS, clip_rows_l2, to_fixed_point
 
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
     import dask.array as da
 
 __all__ = [
+    "validate_training_data",
     "GRAM_SCALE",
     "contribution_bound",
     "encode_rows",
@@ -240,3 +243,30 @@ def solve_noisy_gram(
     shifted = eigenvalues + lift
     safe = np.where(shifted > 0, shifted, np.inf)  # only when sigma = 0 and A is singular
     return eigenvectors @ ((eigenvectors.T @ b) / safe)
+
+
+def validate_training_data(
+    estimator: BaseEstimator, X: Any, y: Any, reset: bool
+) -> tuple[Any, Any, int]:
+    """Validate training data for ``estimator``: returns ``(X, y, n_rows)``.
+
+    In-memory data go through scikit-learn's ``validate_data``; a Dask array
+    is checked for its shape here and block-wise when encoded.
+    """
+    if not is_dask_collection(X):
+        X, y = validate_data(
+            estimator, X, y, dtype=[np.float64, np.float32], y_numeric=True, reset=reset
+        )
+        return X, y, len(X)
+    n_rows, n_features = X.shape
+    if np.isnan(n_rows):
+        raise ValueError("X has unknown chunk sizes; call X.compute_chunk_sizes() first")
+    if reset:
+        estimator.__dict__.pop("feature_names_in_", None)
+        estimator.n_features_in_ = int(n_features)
+    elif n_features != estimator.n_features_in_:
+        raise ValueError(
+            f"X has {n_features} features, but {type(estimator).__name__} is expecting "
+            f"{estimator.n_features_in_} features as input."
+        )
+    return X, y, int(n_rows)
