@@ -267,8 +267,13 @@ class PrivateEstimatorMixin:
         plan: ReleasePlan,
         validate: Callable[[], Any],
         compute: Callable[[Any], Any],
+        sizes: PublicSizes | None = None,
     ) -> None:
         """Run ``fit`` or ``partial_fit``: plan, check, validate, charge, compute, ledger.
+
+        ``sizes`` are the public sizes ``plan`` was made with: after
+        validation the data must have them (an array-like whose ``shape``
+        disagrees with its values is refused before any charge).
 
         1. ``plan`` (from :meth:`_plan_releases`, or from the fitted state for
            ``partial_fit``) is checked against the budget before any data is read;
@@ -295,6 +300,12 @@ class PrivateEstimatorMixin:
         """
         self._check_plan(plan, what)
         data = validate()
+        planned_features = None if sizes is None else sizes.n_features
+        if planned_features is not None and planned_features != self.n_features_in_:
+            raise ValueError(
+                f"X's shape says {planned_features} features, but its values have "
+                f"{self.n_features_in_}: the releases were planned from the shape"
+            )
         if plan.exact:
             self._charge_budgets(self._budget_increment(plan.releases, plan.restart), what)
             compute(data)

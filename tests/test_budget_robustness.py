@@ -664,3 +664,32 @@ def test_a_partial_fit_refused_after_its_run_leaves_the_stored_run_as_it_was(tmp
     after = pickle.dumps((est.unlearning_state_, est.edit_ledger_, est.privacy_ledger_))
     assert after == before
     assert est.unlearning_state_.registry.n_samples == 400
+
+
+class _LyingShape:
+    """An array-like whose shape disagrees with its values."""
+
+    shape = (300, 1)
+
+    def __init__(self, values):
+        self.values = values
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self.values, dtype=dtype)
+
+    def __len__(self):
+        return len(self.values)
+
+
+def test_a_shape_that_lies_about_the_features_is_refused_before_any_charge(tmp_path):
+    """Releases planned from X's shape must be those drawn: a shape of 1
+    feature over 20-feature values recorded a noise multiplier of 5.47 while
+    4.12 was drawn, so the ledger understated later re-releases."""
+    X = np.random.default_rng(0).normal(size=(300, 20))
+    budget = PrivacyBudget(50.0, DELTA, tmp_path / "shape.sqlite")
+    reg = DPLinearRegression(
+        feature_norm="auto", target_bound="auto", budget=budget, random_state=0
+    )
+    with pytest.raises(ValueError, match="shape says 1 features"):
+        reg.fit(_LyingShape(X), X.sum(axis=1))
+    assert budget.history() == [] and not hasattr(reg, "privacy_ledger_")

@@ -1003,3 +1003,16 @@ def test_release_generator_random_state():
 def test_release_generator_rejects_other_types(bad):
     with pytest.raises(TypeError):
         release_generator(bad, 0)
+
+
+@pytest.mark.parametrize("d", [2, 100])
+def test_rows_whose_norm_exceeds_the_largest_float_are_clipped_to_the_bound(d):
+    """A finite row whose true norm is above ~1.8e308 must still end on the
+    sphere (a norm capped at the largest float left it sqrt(d) / sqrt(2)
+    times too long), and nothing warns."""
+    X = np.vstack([np.full(d, 1.5e308 / np.sqrt(d / 2)), np.full(d, 1e200), np.zeros(d)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        clipped = clip_rows_l2(X, 2.0)
+    norms = np.sqrt((clipped**2).sum(axis=1))
+    assert np.all(norms <= 2.0) and norms[0] > 1.99 and norms[2] == 0.0

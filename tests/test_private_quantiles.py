@@ -351,3 +351,20 @@ def test_one_extreme_finite_row_raises_and_warns_nothing(value):
         assert np.isfinite(
             private_norm_bound(X, PrivateQuantile(1.0, 0.5, GeometricGrid(1e-3, 1e6)), rng)
         )
+
+
+def test_a_refusal_of_the_sgd_after_a_scaler_leaves_both_logs_unchanged():
+    """The SGD with fixed batches refuses to go below batch_size rows: the
+    pipeline asks it (through _check_deletable) before the scaler logs."""
+    from sklearn_dpu.linear_model import UnlearnableSGDClassifier
+
+    X = _data(40)
+    pipe = make_pipeline(
+        PrivateBoundsScaler(random_state=0),
+        UnlearnableSGDClassifier(
+            epsilon=np.inf, batch_sampling="fixed", batch_size=35, max_iter=5, random_state=0
+        ),
+    ).fit(X, X[:, 0] > 0)
+    with pytest.raises(UnlearningError, match="batch_sampling='fixed'"):
+        delete_samples(pipe, list(range(10)), positions=True)
+    assert pipe[0].deletion_log_ == [] and pipe[-1].deletion_log_ == []

@@ -7,6 +7,8 @@ import pytest
 from sklearn_dpu import PrivacyBudget
 from sklearn_dpu.linear_model import DPLinearRegression
 from sklearn_dpu.model_selection import PrivateGridSearch, _private_search
+from sklearn_dpu.model_selection._group_privacy import group_epsilon
+from sklearn_dpu.privacy.ledger import Release
 from sklearn_dpu.unlearning.report import DeletionCost
 
 
@@ -164,3 +166,24 @@ def test_a_pipeline_checks_the_search_before_any_step_deletes():
         with pytest.raises(UnlearningError):
             delete_samples(pipe, refused, positions=True)
     assert pipe[0].deletion_log_ == [] and pipe[-1].deletion_log_ == []
+
+
+def test_a_validation_only_deletion_keeps_the_selected_models_statement():
+    """The search's figure covers every row deleted so far: a later call that
+    touches only validation rows must still include what the selected model
+    states (before: 5.19 where 7.70 was due)."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, (400, 3))
+    base = DPLinearRegression(feature_norm=3.0, rerelease_correlation=0.9)
+    search = PrivateGridSearch(base, {"alpha": [0.0, 1.0]}, random_state=0).fit(X, X.sum(axis=1))
+    train_id = search.best_estimator_.unlearning_state_.registry.live()[1][0]
+    search.delete_samples([train_id])
+    inner = search.best_estimator_.deletion_log_[-1].deletion_epsilon
+    validation_id = next(iter(search._validation_ids))
+    search.delete_samples([validation_id])
+    assert search.best_estimator_.deletion_log_[-1].deletion_epsilon == inner  # untouched
+    fit_events = [
+        Release.from_dict(e).event for e in search.privacy_ledger_[: search._n_fit_releases]
+    ]
+    retained = group_epsilon(fit_events, 2, search.delta)
+    assert search.deletion_log_[-1].deletion_epsilon == pytest.approx(retained + inner)

@@ -428,7 +428,7 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
             return releases
 
         plan = self._plan_releases(self.get_params(deep=False), PublicSizes.of(X))
-        self._run_update("fit", plan, validate, compute)
+        self._run_update("fit", plan, validate, compute, PublicSizes.of(X))
         return self
 
     @_fit_context(prefer_skip_nested_validation=True)

@@ -658,21 +658,26 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
         with self._atomic():
             return self._delete(as_id_list(sample_ids))
 
-    def _delete(self, sample_ids):
-        state, ledger = self.unlearning_state_, self.edit_ledger_
-        registry = state.registry
-        if not isinstance(sample_ids, np.ndarray):
-            sample_ids = list(sample_ids)
-        slots = registry.slots_of(sample_ids)  # validates every id first
-        n_deleted, n_after = len(slots), registry.n_samples - len(slots)
+    def _check_deletable(self, sample_ids: list) -> None:
+        """Every refusal of :meth:`delete_samples`, before anything changes
+        (a pipeline asks every step first)."""
+        state = self.unlearning_state_
+        n_after = state.registry.n_samples - len(state.registry.slots_of(sample_ids))
         if state.sampling == "fixed" and n_after <= state.batch_size:
             raise UnlearningError(
                 "batch_sampling='fixed' needs more than "
                 f"batch_size={int(state.batch_size)} "
                 "samples left; fit a new estimator with a smaller batch_size"
             )
-        if n_after == 0:
-            raise UnlearningError("cannot delete every sample; nothing changed")
+
+    def _delete(self, sample_ids):
+        state, ledger = self.unlearning_state_, self.edit_ledger_
+        registry = state.registry
+        if not isinstance(sample_ids, np.ndarray):
+            sample_ids = list(sample_ids)
+        self._check_deletable(sample_ids)
+        slots = registry.slots_of(sample_ids)
+        n_deleted = len(slots)
         # The label set is public and kept: a class may lose its last row.
         plan = DeletionPlan(
             method="exact",

@@ -620,15 +620,16 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
             f"hyper-parameter choice: not recomputed, ({retained:.3g}, {self.delta:g})-"
             f"indistinguishable from a search without the {group} samples deleted so far"
         )
+        stated = best.deletion_log_[-1] if best.deletion_log_ else None
         return DeletionOutcome(
             guarantee=guarantee,
             retrain_cost=_retrain_cost(inner.retrain_cost) if inner is not None else DeletionCost(),
             releases=rereleased,
             method=None if inner is None else f"{inner.method}+certified",
-            # basic composition with what the selected model's re-releases show
-            # of the deleted rows (a correlated or certified deletion states it)
-            deletion_epsilon=retained + (inner.deletion_epsilon or 0.0 if inner else 0.0),
-            deletion_delta=self.delta + (inner.deletion_delta or 0.0 if inner else 0.0),
+            # basic composition with what the selected model states of the rows
+            # deleted so far (its latest report, also when this call left it alone)
+            deletion_epsilon=retained + ((stated.deletion_epsilon or 0.0) if stated else 0.0),
+            deletion_delta=self.delta + ((stated.deletion_delta or 0.0) if stated else 0.0),
             # the inner model's, whose new ledger entries may also hold accounting entries
             rerelease_epsilon=None if inner is None else inner.rerelease_epsilon,
         )

@@ -281,7 +281,7 @@ class PrivateBoundsScaler(
             return [self._release_of(centers, scales)]
 
         with self._atomic():
-            self._run_update("fit", plan, validate, compute)
+            self._run_update("fit", plan, validate, compute, PublicSizes.of(X))
         return self
 
     def transform(self, X: ArrayLike) -> np.ndarray:

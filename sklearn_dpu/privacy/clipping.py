@@ -24,21 +24,31 @@ _INSIDE = 1.0 - 1e-12
 
 
 def row_norms(X: np.ndarray) -> np.ndarray:
-    """Euclidean norms of the rows of a finite float64 ``X``, without overflow
-    or warning: rows with entries above ~1e154 (whose squares overflow) are
-    rescaled by their largest entry first; a norm above the largest float is
-    returned as the largest float. No warning depends on the values."""
+    """Euclidean norms of the rows of a finite float64 ``X``, without a warning.
+
+    Rows with entries above ~1e154 (whose squares overflow) are rescaled by
+    their largest entry first; a norm above the largest float is ``inf``
+    (never a smaller number: a clipping scale computed from it must not
+    leave the row longer than its bound). No warning depends on the values.
+    """
+    norms, _ = _norms_and_parts(X)
+    return norms
+
+
+def _norms_and_parts(X: np.ndarray) -> tuple[np.ndarray, tuple]:
+    """Row norms, and for the rows whose squares overflow their index,
+    largest entry and norm relative to it (``norm = largest * relative``)."""
     with np.errstate(over="ignore"):
         norms = np.sqrt(np.einsum("ij,ij->i", X, X))
-    overflowed = np.isinf(norms)
-    if np.any(overflowed):
-        rows = X[overflowed]
-        largest = np.max(np.abs(rows), axis=1)
-        with np.errstate(over="ignore"):
-            norms[overflowed] = largest * np.sqrt(
-                np.einsum("ij,ij->i", *(2 * [rows / largest[:, None]]))
-            )
-    return np.minimum(norms, np.finfo(np.float64).max)
+    overflowed = np.flatnonzero(np.isinf(norms))
+    if not overflowed.size:
+        return norms, (overflowed, None, None)
+    rows = X[overflowed]
+    largest = np.max(np.abs(rows), axis=1)
+    relative = np.sqrt(np.einsum("ij,ij->i", *(2 * [rows / largest[:, None]])))
+    with np.errstate(over="ignore"):
+        norms[overflowed] = largest * relative
+    return norms, (overflowed, largest, relative)
 
 
 def clip_rows_l2(X: np.ndarray, max_norm: float) -> np.ndarray:
@@ -59,13 +69,15 @@ def clip_rows_l2(X: np.ndarray, max_norm: float) -> np.ndarray:
         bound.
     """
     X = np.asarray(X, dtype=np.float64)
-    norms = row_norms(X)
+    norms, (huge, largest, relative) = _norms_and_parts(X)
     target = max_norm * _INSIDE
     long = norms > target
     scale = np.ones_like(norms)
     # Dividing only where the norm is large avoids overflow warnings on zero
     # rows: a warning's presence would depend on private values.
     scale[long] = target / norms[long]
+    if huge.size:  # norms that overflowed: target / (largest * relative), exactly
+        scale[huge] = (target / largest) / relative
     return X * scale[:, None]
 
 

@@ -300,4 +300,5 @@ def private_norm_bound(X: ArrayLike, mechanism: PrivateQuantile, rng: np.random.
     float
     """
     # overflow-safe: whether a row's norm overflows must not decide an error
-    return mechanism.release(row_norms(_as_matrix(X)), rng)
+    norms = np.minimum(row_norms(_as_matrix(X)), np.finfo(np.float64).max)  # inf: the top cell
+    return mechanism.release(norms, rng)
