@@ -417,6 +417,12 @@ class PrivateEstimatorMixin:
         finally:
             self.__dict__.update(current)
 
+    def _n_deleted_since_fit(self, n_new: int) -> int:
+        """Rows deleted since the fit, ``n_new`` of this call included: the
+        group a release kept through deletions is stated for (public: the
+        requesters named them)."""
+        return sum(report.n_deleted for report in self.deletion_log_) + int(n_new)
+
     def _changed_params(self, frozen: Mapping[str, Any]) -> list[str]:
         """Names of the parameters whose value differs from ``frozen``, the
         values a fitted state was made with (``partial_fit`` refuses them)."""

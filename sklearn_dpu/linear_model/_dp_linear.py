@@ -579,7 +579,7 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
             registry.remove(slots)
             state.n_rereleases += 1
             self._release(state, recipe, rng)
-            total = sum(report.n_deleted for report in self.deletion_log_) + len(slots)
+            total = self._n_deleted_since_fit(len(slots))
             return deletion_outcome(
                 state, recipe, self.n_features_in_, self.delta, len(slots), releases, total
             )

@@ -534,7 +534,7 @@ class DPLogisticRegression(
         params, loss, target = self._params(), self._loss(), self._deletion_target()
         # What a kept 'auto' bound adds (the fit's epsilon: frozen while deleting);
         # the model gets what remains of the target (a tiny one: a retrain).
-        deleted = sum(report.n_deleted for report in self.deletion_log_) + len(slots)
+        deleted = self._n_deleted_since_fit(len(slots))
         kept = deleted * _SHARE * self.epsilon if hasattr(self, "feature_norm_") else 0.0
         target_model = max(target - kept, 1e-12)
         deleted_per_chunk = Counter(registry.chunks[slots].tolist())

@@ -16,11 +16,11 @@ from sklearn.utils.validation import check_is_fitted, indexable
 
 from .._compat import HasMethods, Interval, InvalidParameterError, _fit_context
 from ..base import PrivateEstimatorMixin, PublicSizes, planned_fit
-from ..exceptions import BudgetExceededError, UnlearningError
+from ..exceptions import BudgetExceededError
 from ..privacy.ledger import Release, ReleasePlan, worst_case_events
 from ..privacy.mechanisms import GeneralizedExponentialMechanism, PermuteAndFlip
 from ..privacy.random import release_generator
-from ..unlearning.ids import as_id_list, requested_ids
+from ..unlearning.ids import as_id_list, check_request, requested_ids
 from ..unlearning.report import DeletionCost, DeletionOutcome, DeletionPlan
 from ._group_privacy import group_epsilon
 
@@ -558,10 +558,7 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
     def _check_deletable(self, sample_ids: list) -> None:
         """Refuse a request the search would refuse: no ids, repeated ids, or
         training ids the selected model does not know (or all of them)."""
-        if not sample_ids:
-            raise UnlearningError("no sample ids given")
-        if len(set(sample_ids)) != len(sample_ids):
-            raise UnlearningError("the same sample id is requested more than once")
+        sample_ids = check_request(sample_ids)
         in_train = [i for i in sample_ids if i not in self._validation_ids]
         if in_train:
             self.best_estimator_._check_deletable(in_train)

@@ -11,7 +11,6 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._compat import DELTA_CONSTRAINT, HasMethods, Interval, _fit_context
 from ..base import PrivateEstimatorMixin, PublicSizes
-from ..exceptions import UnlearningError
 from ..privacy.ledger import ApproximateDPBound, Release, ReleasePlan
 from ..privacy.quantiles import (
     GeometricGrid,
@@ -19,7 +18,7 @@ from ..privacy.quantiles import (
     private_column_quantiles,
 )
 from ..privacy.random import release_generator
-from ..unlearning.ids import as_id_list
+from ..unlearning.ids import check_request
 from ..unlearning.report import DeletionCost, DeletionOutcome, DeletionPlan
 
 __all__ = ["PrivateBoundsScaler"]
@@ -321,17 +320,7 @@ class PrivateBoundsScaler(
             No ids, unhashable or repeated ids. Nothing changes.
         """
         check_is_fitted(self, "scale_")
-        ids = as_id_list(sample_ids)
-        if not ids:
-            raise UnlearningError("no sample ids given")
-        try:
-            n_distinct = len(set(ids))
-        except TypeError as err:
-            raise UnlearningError(f"sample ids must be hashable: {err}") from err
-        if n_distinct != len(ids):
-            raise UnlearningError(
-                f"{len(ids) - n_distinct} sample id(s) are requested more than once"
-            )
+        ids = check_request(sample_ids)  # the form only: no id is stored
         plan = DeletionPlan(
             "certified",
             releases=(),

@@ -28,11 +28,14 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from ..exceptions import UnlearningError
+
 __all__ = [
     "POSITIONS_NOTE",
     "IdRequest",
     "as_id_list",
     "check_id_array",
+    "check_request",
     "describe_ids",
     "requested_ids",
     "sample_id_kind",
@@ -145,6 +148,29 @@ def as_id_list(sample_ids: Any) -> list:
             "id would name another sample; pass the ids themselves"
         )
     return values
+
+
+def check_request(sample_ids: Any) -> list:
+    """The ids of a deletion request as a list, refused if it names none or
+    repeats one (or an id is unhashable): the form every estimator checks
+    before looking the ids up (a step that stores no ids checks only this).
+
+    Raises
+    ------
+    UnlearningError
+    """
+    requested = as_id_list(sample_ids)
+    if not requested:
+        raise UnlearningError("no sample ids given")
+    try:
+        n_distinct = len(set(requested))
+    except TypeError as err:
+        raise UnlearningError(f"sample ids must be hashable: {err}") from err
+    if n_distinct != len(requested):
+        raise UnlearningError(
+            f"{len(requested) - n_distinct} sample id(s) are requested more than once"
+        )
+    return requested
 
 
 def _missing(value) -> bool:

@@ -16,7 +16,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ..exceptions import StateVersionError, UnlearningError
-from .ids import IdRequest, as_id_list, describe_ids, requested_ids
+from .ids import IdRequest, check_request, describe_ids, requested_ids
 
 __all__ = ["SampleRegistry", "VersionedState"]
 
@@ -197,17 +197,7 @@ class SampleRegistry(VersionedState):
         a bare string or scalar is one id. Error messages show at most a few
         ids, truncated.
         """
-        requested = as_id_list(sample_ids)
-        if not requested:
-            raise UnlearningError("no sample ids given")
-        try:
-            n_distinct = len(set(requested))
-        except TypeError as err:
-            raise UnlearningError(f"sample ids must be hashable: {err}") from err
-        if n_distinct != len(requested):
-            raise UnlearningError(
-                f"{len(requested) - n_distinct} sample id(s) are requested more than once"
-            )
+        requested = check_request(sample_ids)
         slots = np.array(list(map(self._slot_of.get, requested)), dtype=object)
         unknown = np.flatnonzero(slots == None)  # noqa: E711 (elementwise)
         if len(unknown):
