@@ -42,11 +42,13 @@ with ``a = x / feature_norm`` clipped to ``||a|| <= 1``, ``|t| <= 1``;
    (a public condition on ``n~``; the paper needs ``s >> sqrt(K) alpha``) the
    search is skipped and ``gamma_t`` is the grid's top.
 4. **Step.** ``zeta_t = R_z gamma_t`` (the paper's ``R_x gamma_t log^a N``;
-   ``R_z`` is about twice the typical whitened norm); the per-row gradients ``z (<z, w_t> - t)`` of the
-   gradient part are clipped to ``zeta_t`` (the clip scales by ``min(1, zeta /
+   ``R_z`` is about twice the typical whitened norm); the per-row gradients
+   ``z (<z, w_t> - t)`` of the gradient part are clipped to ``zeta_t`` (the clip scales by ``min(1, zeta /
    ||g||)``, not the appendix's ``max``: erratum), **summed**, noised with
    ``N(0, (alpha_g zeta_t)^2 I)`` and divided by the public nominal ``b``:
-   ``w_(t+1) = w_t - eta (sum + noise) / b``. The output is
+   ``w_(t+1) = w_t - eta (sum + noise) / b``, projected onto ``||w|| <= 1``
+   (not in the paper: without it the iterates diverge when Lemma 13's
+   noise-domination condition fails, e.g. ``n = 10^4``). The output is
    ``M^(-1/2)`` times the average of ``w_(T - T//2 + 1) .. w_T``.
 
 Privacy (add/remove one record). Fix the data but one record ``r``. Its
@@ -126,6 +128,11 @@ MARGIN = 3.0
 CLIP_FACTOR = 1.0
 #: Whitened rows are clipped to ``ROW_FACTOR * sqrt(q)`` (at most their worst-case norm).
 ROW_FACTOR = 2.0
+#: Radius of the ball the whitened iterates are projected onto. With ``M >= H``
+#: the best whitened coefficients have norm about the RMS prediction, at most
+#: ``sqrt(E t^2) <= 1``; the projection (post-processing) stops the divergence
+#: of the unprojected algorithm when Lemma 13's noise-domination condition fails.
+COEF_RADIUS = 1.0
 #: Shares of one release's Gaussian precision: Gram, histogram, gradient step.
 PRECISION_SHARES = (0.1, 0.45, 0.45)
 #: Bound on ``||(a, 1)||^2``, the Gram release's contribution bound.
@@ -335,6 +342,7 @@ def run_ambssgd(
             clipped_gradient_sum(Z, t, w, zeta), rng
         )
         w = w - eta * (noisy_sum / b_nominal + penalty @ w)
+        w *= COEF_RADIUS / max(float(np.linalg.norm(w)), COEF_RADIUS)
         zetas[b] = zeta
         if b >= tail_start:
             total += w
