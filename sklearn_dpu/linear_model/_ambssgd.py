@@ -43,12 +43,13 @@ with ``a = x / feature_norm`` clipped to ``||a|| <= 1``, ``|t| <= 1``;
    search is skipped and ``gamma_t`` is the grid's top.
 4. **Step.** ``zeta_t = R_z gamma_t`` (the paper's ``R_x gamma_t log^a N``;
    ``R_z`` is about twice the typical whitened norm); the per-row gradients
-   ``z (<z, w_t> - t)`` of the gradient part are clipped to ``zeta_t`` (the clip scales by ``min(1, zeta /
-   ||g||)``, not the appendix's ``max``: erratum), **summed**, noised with
-   ``N(0, (alpha_g zeta_t)^2 I)`` and divided by the public nominal ``b``:
-   ``w_(t+1) = w_t - eta (sum + noise) / b``, projected onto ``||w|| <= 1``
-   (not in the paper: without it the iterates diverge when Lemma 13's
-   noise-domination condition fails, e.g. ``n = 10^4``). The output is
+   ``z (<z, w_t> - t)`` of the gradient part are clipped to ``zeta_t`` (the
+   clip scales by ``min(1, zeta / ||g||)``, not the appendix's ``max``:
+   erratum), **summed**, noised with ``N(0, (alpha_g zeta_t)^2 I)`` and
+   divided by the public nominal ``b``: ``w_(t+1) = w_t - eta (sum + noise) /
+   b``, projected onto ``||w|| <= 1`` (not in the paper, post-processing:
+   without it the iterates diverge when Lemma 13's noise-domination condition
+   fails, e.g. at ``n = 10^4``; with it they stay bounded). The output is
    ``M^(-1/2)`` times the average of ``w_(T - T//2 + 1) .. w_T``.
 
 Privacy (add/remove one record). Fix the data but one record ``r``. Its
