@@ -83,7 +83,7 @@ epsilon is at most the target.
 References
 ----------
 .. [VTJ22] P. Varshney, A. Thakurta and P. Jain, "(Nearly) optimal private
-   linear regression for sub-Gaussian data via adaptive clipping", COLT 2022,
+   linear regression via adaptive clipping", COLT 2022,
    Algorithm 2 (DP-AMBSSGD), Algorithm 3 (DP-STAT), Theorem 9 (privacy),
    Theorem 10 and Lemma 13 (parameters); errata used: clip with ``min``,
    ``K`` tests calibrated for ``K``, finite ``K``, a stopping margin, the

@@ -263,7 +263,7 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
        JRSS-B 2022, Thm 2.7 and Cor. 3.3 (the correlated re-release bound is
        our derivation from them).
     .. [6] P. Varshney, A. Thakurta and P. Jain, "(Nearly) optimal private
-       linear regression for sub-Gaussian data via adaptive clipping", COLT
+       linear regression via adaptive clipping", COLT
        2022, Algorithms 2 and 3.
 
     Examples

@@ -44,7 +44,7 @@ References
    Journal of the Royal Statistical Society Series B 84(1), 2022, Thm 2.7 and
    Cor. 3.3.
 .. [VTJ22] P. Varshney, A. Thakurta and P. Jain, "(Nearly) optimal private
-   linear regression for sub-Gaussian data via adaptive clipping", COLT 2022,
+   linear regression via adaptive clipping", COLT 2022,
    Algorithms 2 and 3, Theorem 9.
 """
 
