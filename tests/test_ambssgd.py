@@ -153,6 +153,9 @@ def test_deletion_retrains_on_the_remaining_rows_and_charges_a_release():
     np.testing.assert_array_equal(ids, fresh_ids)
     report = reg.deletion_log_[-1]
     assert report.method == "exact"
+    # the work of the retrain, sized by its released (charged) count
+    assert abs(report.cost["released_count"] - 1997) < 200
+    assert report.cost["flops"] >= report.cost["released_count"] * 5**2
     assert len(reg.privacy_ledger_) == 2  # the retrain is a new release
     assert reg.privacy_ledger_[1]["event"] == reg.privacy_ledger_[0]["event"]
     assert reg.privacy_spent_.epsilon > fresh.privacy_spent_.epsilon

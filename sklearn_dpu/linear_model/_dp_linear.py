@@ -208,7 +208,8 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
     coef_ : ndarray of shape (n_features,)
     intercept_ : float
     n_iter_ : int
-        Gradient steps of the last release (1 for ``'ssp'``, a direct solve).
+        Gradient steps of the last release (1 for ``'ssp'``, a direct solve;
+        for ``'ambssgd'`` its number of blocks, from its released count).
     privacy_spent_ : PrivacySpent
         ``(epsilon, delta)`` of everything released, parallel composition over
         chunks included.

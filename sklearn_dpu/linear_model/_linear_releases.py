@@ -350,7 +350,11 @@ def correlated_statement(
 
 
 def deletion_cost(
-    recipe: SSPRecipe | NoisyGDRecipe, n_coef_rows: int, n_deleted: int, n_renoised: int
+    recipe: SSPRecipe | NoisyGDRecipe | AMBSSGDRecipe,
+    n_coef_rows: int,
+    n_deleted: int,
+    n_renoised: int,
+    released_count: float | None = None,
 ) -> DeletionCost:
     """Work of one deletion, counted from public sizes.
 
@@ -363,10 +367,13 @@ def deletion_cost(
         Rows removed (public: the caller named them).
     n_renoised : int
         Released sums given fresh noise (``'ssp'``).
+    released_count : float, default=None
+        ``'ambssgd'``: the retrain's released (charged) count, which sizes
+        its pass over the rows.
     """
     q = n_coef_rows
     if isinstance(recipe, AMBSSGDRecipe):  # a retrain: one pass over the rows
-        return DeletionCost(flops_per_row=q * q, flops=n_deleted * q * q + q**3)
+        return retrain_cost(q, released_count)
     if isinstance(recipe, NoisyGDRecipe):
         n_steps = int(recipe.steps.steps)
         return DeletionCost(gradient_steps=n_steps, flops=n_deleted * q * q + n_steps * q * q)
@@ -441,7 +448,7 @@ def deletion_outcome(
         deletion_delta = delta if rho > 0 else 0.0
     outcome = DeletionOutcome(
         guarantee=guarantee,
-        cost=deletion_cost(recipe, q, n_deleted, len(releases)),
+        cost=deletion_cost(recipe, q, n_deleted, len(releases), released_count),
         retrain_cost=retrain_cost(q, released_count),
         deletion_epsilon=deletion_epsilon,
         deletion_delta=deletion_delta,
