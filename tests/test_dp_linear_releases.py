@@ -19,6 +19,7 @@ MODULES = [
     "_linear_solvers",
     "_noisy_gd",
     "_correlated_rerelease",
+    "_ambssgd",
 ]
 ROOT = Path(_dp_linear.__file__).parent
 

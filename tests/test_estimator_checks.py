@@ -18,6 +18,7 @@ from sklearn_dpu.preprocessing import PrivateBoundsScaler, PublicBoundsScaler
 ESTIMATORS = [
     DPLinearRegression(),
     DPLinearRegression(solver="noisy_gd", max_iter=50),
+    DPLinearRegression(solver="ambssgd"),
     DPLinearRegression(feature_norm="auto", target_bound="auto"),
     DPLogisticRegression(),
     DPLogisticRegression(solver="output"),

@@ -35,6 +35,7 @@ from ._linear_bounds import (
     rescale_features,
 )
 from ._linear_releases import (
+    AMBSSGDRecipe,
     NoisyGDRecipe,
     SSPRecipe,
     correlated_release,
@@ -43,7 +44,7 @@ from ._linear_releases import (
     release_recipe,
     target_interval,
 )
-from ._linear_solvers import solve_noisy_gd, solve_ssp
+from ._linear_solvers import solve_ambssgd, solve_noisy_gd, solve_ssp
 from ._linear_state import LinearStatisticsState
 from ._sufficient_statistics import (
     encode_with_gram,
@@ -102,6 +103,9 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
     it cannot blow up at any epsilon. ``solver='noisy_gd'`` runs projected noisy
     gradient descent (dissertation Alg. 1 / Thm 8 [1]_, with the errata of its
     errata listed in the algorithms page) on the same statistics.
+    ``solver='ambssgd'`` runs DP-AMBSSGD [6]_ (one pass of mini-batch SGD on
+    privately whitened rows, each step's clip norm set by DP-STAT from the
+    current residuals; see the algorithms page for the errata used).
 
     :meth:`partial_fit` streams chunks and releases after each one. With
     ``'ssp'`` the releases use the binary tree mechanism [3]_: after ``t``
@@ -167,9 +171,11 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
     alpha : float, default=0.0
         Ridge penalty ``alpha * ||coef_||^2`` added to the squared error, in
         the units of ``X`` and ``y`` (as :class:`~sklearn.linear_model.Ridge`).
-    solver : {"ssp", "noisy_gd"}, default="ssp"
+    solver : {"ssp", "noisy_gd", "ambssgd"}, default="ssp"
     max_iter : int, default=1000
-        Gradient steps of ``solver='noisy_gd'``.
+        Gradient steps of ``solver='noisy_gd'``; cap on the blocks (steps)
+        of ``solver='ambssgd'``, which takes ``floor(4 ln n~)`` of them
+        (``n~`` its released count).
     coef_bound : float, default=5.0
         ``solver='noisy_gd'``: radius of the ball the normalized coefficients
         (those of the model from ``x / feature_norm`` to the normalized target,
@@ -202,7 +208,8 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
     coef_ : ndarray of shape (n_features,)
     intercept_ : float
     n_iter_ : int
-        Gradient steps of the last release (1 for ``'ssp'``, a direct solve).
+        Gradient steps of the last release (1 for ``'ssp'``, a direct solve;
+        for ``'ambssgd'`` its number of blocks, from its released count).
     privacy_spent_ : PrivacySpent
         ``(epsilon, delta)`` of everything released, parallel composition over
         chunks included.
@@ -256,6 +263,9 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
     .. [5] J. Dong, A. Roth and W. J. Su, "Gaussian differential privacy",
        JRSS-B 2022, Thm 2.7 and Cor. 3.3 (the correlated re-release bound is
        our derivation from them).
+    .. [6] P. Varshney, A. Thakurta and P. Jain, "(Nearly) optimal private
+       linear regression via adaptive clipping", COLT
+       2022, Algorithms 2 and 3.
 
     Examples
     --------
@@ -285,7 +295,7 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         ],
         "fit_intercept": ["boolean"],
         "alpha": [Interval(Real, 0, None, closed="left")],
-        "solver": [StrOptions({"ssp", "noisy_gd"})],
+        "solver": [StrOptions({"ssp", "noisy_gd", "ambssgd"})],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "coef_bound": [Interval(Real, 0, None, closed="neither")],
         "rerelease_correlation": [Interval(Real, 0, 1, closed="left")],
@@ -573,7 +583,7 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
                     state.statistics.set_noise(node, state.release_noise)
                 else:
                     state.statistics.renoise(node, rng)
-            if isinstance(recipe, NoisyGDRecipe):
+            if not isinstance(recipe, SSPRecipe):
                 state.exact_gram = state.exact_gram - gram_of_codes(removed, fit_intercept)
             del removed
             registry.remove(slots)
@@ -689,6 +699,10 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
                 state.exact_gram, n_samples, n_coef, ridge, recipe, rng
             )
             self.n_iter_ = int(recipe.steps.steps)
+        elif isinstance(recipe, AMBSSGDRecipe):
+            codes = state.registry.live()[0]
+            run = solve_ambssgd(codes, n_features, params["fit_intercept"], ridge, recipe, rng)
+            w, state.released_count, self.n_iter_ = run.coef, run.released_count, run.n_blocks
         else:
             w = solve_ssp(state.statistics, n_coef, ridge)
             self.n_iter_ = 1

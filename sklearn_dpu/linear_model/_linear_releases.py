@@ -14,6 +14,10 @@ was drawn:
   Gaussian record count (projected noisy GD, [U24]_ Alg. 1 / Thm 8 with the
   errata of :mod:`sklearn_dpu.linear_model._noisy_gd`), calibrated to compose
   exactly to one release ([DRS22]_ Cor. 3.3);
+* :class:`~sklearn_dpu.linear_model._ambssgd.AMBSSGDRecipe` -- DP-AMBSSGD
+  with DP-STAT adaptive clipping ([VTJ22]_ Alg. 2 and 3, see
+  :mod:`sklearn_dpu.linear_model._ambssgd`), also composing exactly to one
+  release;
 * a deletion's correlated re-release and the deleted rows' exposure
   (:class:`~sklearn_dpu.linear_model._correlated_rerelease.CorrelatedRerelease`,
   on [DRS22]_ Thm 2.7 and Cor. 3.3).
@@ -39,6 +43,9 @@ References
 .. [DRS22] J. Dong, A. Roth and W. J. Su, "Gaussian differential privacy",
    Journal of the Royal Statistical Society Series B 84(1), 2022, Thm 2.7 and
    Cor. 3.3.
+.. [VTJ22] P. Varshney, A. Thakurta and P. Jain, "(Nearly) optimal private
+   linear regression via adaptive clipping", COLT 2022,
+   Algorithms 2 and 3, Theorem 9.
 """
 
 from dataclasses import dataclass
@@ -50,6 +57,7 @@ from ..privacy.mechanisms import GaussianCount, GaussianMechanism, GaussianSteps
 from ..privacy.tree_aggregation import TreeAggregator
 from ..unlearning.planner import gdp_epsilon
 from ..unlearning.report import DeletionCost, DeletionOutcome, with_kept_release
+from ._ambssgd import AMBSSGDRecipe
 from ._correlated_rerelease import (
     CorrelatedRerelease,
     deleted_row_precision,
@@ -60,6 +68,7 @@ from ._noisy_gd import gd_mechanisms
 from ._sufficient_statistics import GRAM_SCALE, contribution_bound
 
 __all__ = [
+    "AMBSSGDRecipe",
     "DELETED_ROWS_CHUNK",
     "CorrelatedStatement",
     "NoisyGDRecipe",
@@ -204,26 +213,28 @@ def release_recipe(
     fit_intercept: bool,
     max_iter: int,
     coef_bound: float,
-) -> SSPRecipe | NoisyGDRecipe:
+) -> SSPRecipe | NoisyGDRecipe | AMBSSGDRecipe:
     """The recipe of one release, from parameters and the calibrated multiplier.
 
     Parameters
     ----------
-    solver : {"ssp", "noisy_gd"}
+    solver : {"ssp", "noisy_gd", "ambssgd"}
     noise_multiplier : float
         Gaussian noise multiplier of one release at the target (epsilon, delta).
     fit_intercept : bool
     max_iter : int
-        Gradient steps of noisy GD.
+        Gradient steps of noisy GD; cap on DP-AMBSSGD's blocks.
     coef_bound : float
         Radius of noisy GD's projection ball.
 
     Returns
     -------
-    SSPRecipe or NoisyGDRecipe
+    SSPRecipe, NoisyGDRecipe or AMBSSGDRecipe
     """
     if solver == "ssp":
         return SSPRecipe(GaussianMechanism(contribution_bound(fit_intercept), noise_multiplier))
+    if solver == "ambssgd":
+        return AMBSSGDRecipe.of(noise_multiplier, max_iter)
     row_norm = float(np.sqrt(1.0 + fit_intercept))
     steps, count = gd_mechanisms(noise_multiplier, max_iter, row_norm, coef_bound)
     return NoisyGDRecipe(noise_multiplier, steps, count, row_norm, coef_bound)
@@ -339,7 +350,11 @@ def correlated_statement(
 
 
 def deletion_cost(
-    recipe: SSPRecipe | NoisyGDRecipe, n_coef_rows: int, n_deleted: int, n_renoised: int
+    recipe: SSPRecipe | NoisyGDRecipe | AMBSSGDRecipe,
+    n_coef_rows: int,
+    n_deleted: int,
+    n_renoised: int,
+    released_count: float | None = None,
 ) -> DeletionCost:
     """Work of one deletion, counted from public sizes.
 
@@ -352,8 +367,13 @@ def deletion_cost(
         Rows removed (public: the caller named them).
     n_renoised : int
         Released sums given fresh noise (``'ssp'``).
+    released_count : float, default=None
+        ``'ambssgd'``: the retrain's released (charged) count, which sizes
+        its pass over the rows.
     """
     q = n_coef_rows
+    if isinstance(recipe, AMBSSGDRecipe):  # a retrain: one pass over the rows
+        return retrain_cost(q, released_count)
     if isinstance(recipe, NoisyGDRecipe):
         n_steps = int(recipe.steps.steps)
         return DeletionCost(gradient_steps=n_steps, flops=n_deleted * q * q + n_steps * q * q)
@@ -411,7 +431,7 @@ def deletion_outcome(
     params = state.frozen_params
     rho = float(params.get("rerelease_correlation", 0.0))
     q = n_features + 1 + params["fit_intercept"]
-    if isinstance(recipe, NoisyGDRecipe):
+    if isinstance(recipe, NoisyGDRecipe | AMBSSGDRecipe):
         released_count = state.released_count
     elif params["fit_intercept"]:
         released_count = float(state.statistics.released_sum()[n_features, n_features])
@@ -428,7 +448,7 @@ def deletion_outcome(
         deletion_delta = delta if rho > 0 else 0.0
     outcome = DeletionOutcome(
         guarantee=guarantee,
-        cost=deletion_cost(recipe, q, n_deleted, len(releases)),
+        cost=deletion_cost(recipe, q, n_deleted, len(releases), released_count),
         retrain_cost=retrain_cost(q, released_count),
         deletion_epsilon=deletion_epsilon,
         deletion_delta=deletion_delta,

@@ -9,11 +9,12 @@ mechanism objects, whose events are the ones in the ledger.
 import numpy as np
 
 from ..privacy.tree_aggregation import TreeAggregator
+from ._ambssgd import AMBSSGDRecipe, AMBSSGDRun, run_ambssgd
 from ._linear_releases import NoisyGDRecipe
 from ._noisy_gd import noisy_projected_gd
 from ._sufficient_statistics import GRAM_SCALE, solve_noisy_gram
 
-__all__ = ["solve_noisy_gd", "solve_ssp"]
+__all__ = ["solve_ambssgd", "solve_noisy_gd", "solve_ssp"]
 
 
 def solve_ssp(statistics: TreeAggregator, n_coef: int, ridge: np.ndarray) -> np.ndarray:
@@ -48,3 +49,16 @@ def solve_noisy_gd(
         ridge=ridge,
         rng=rng,
     )
+
+
+def solve_ambssgd(
+    codes: np.ndarray,
+    n_features: int,
+    fit_intercept: bool,
+    ridge: np.ndarray,
+    recipe: AMBSSGDRecipe,
+    rng: np.random.Generator,
+) -> AMBSSGDRun:
+    """DP-AMBSSGD on the live coded rows, noise from ``recipe``'s mechanisms
+    (:func:`~sklearn_dpu.linear_model._ambssgd.run_ambssgd`)."""
+    return run_ambssgd(codes, n_features, fit_intercept, ridge, recipe, rng)

@@ -26,7 +26,8 @@ class LinearStatisticsState(VersionedState):
         ``floor(log2 t) + 1`` nodes of ``(n_features + 2)^2`` int64 and float64
         values after ``t`` chunks.
     exact_gram : ndarray of int64 or None
-        ``solver='noisy_gd'``: the exact Gram matrix ((n_features + 2)^2).
+        ``solver='noisy_gd'`` (and ``'ambssgd'``, which retrains from
+        ``registry``): the exact Gram matrix ((n_features + 2)^2).
     frozen_params : dict
         The parameters of the first fit of the stream.
     center, half_range : float
@@ -47,8 +48,8 @@ class LinearStatisticsState(VersionedState):
         ``privacy_spent_``. A fresh fit holds its own draw too, so the state
         keeps the law of a fresh fit.
     released_count : float or None
-        ``solver='noisy_gd'``: the noised record count of the last release
-        (charged with it), for public cost estimates.
+        ``solver='noisy_gd'`` or ``'ambssgd'``: the noised record count of the
+        last release (charged with it), for public cost estimates.
     bounds : ReleasedBounds or None
         ``feature_norm="auto"`` or ``target_bound="auto"``: the bounds the fit
         released (an ``(eps_b, 0)``-DP release), frozen for the stream and kept

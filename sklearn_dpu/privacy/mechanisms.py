@@ -18,7 +18,7 @@ References
    JRSS B 2022, Definition 2.6 (mu-GDP), Corollary 3.3 (composition).
 .. [DR14] C. Dwork and A. Roth, "The algorithmic foundations of differential
    privacy", 2014, Theorem 3.6 (Laplace), Theorem 3.10 (exponential mechanism),
-   Claim 3.9 (report noisy max).
+   Claim 3.9 (report noisy max), Theorem 3.16 (composition).
 .. [MS20] R. McKenna and D. Sheldon, "Permute-and-flip: a new mechanism for
    differentially private selection", NeurIPS 2020, Algorithm 1, Theorem 1.
 .. [RS16] S. Raskhodnikova and A. Smith, "Lipschitz extensions for node-private
@@ -39,6 +39,7 @@ from dp_accounting import dp_event
 from numpy.typing import ArrayLike
 
 __all__ = [
+    "DisjointBlocks",
     "ExponentialMechanism",
     "GaussianCount",
     "GaussianDP",
@@ -260,6 +261,42 @@ class GaussianSteps:
         """Standard normal draws of shape ``(steps, *shape)``, for a caller that
         scales them itself (e.g. a coupling that splits each step's noise)."""
         return rng.standard_normal((int(self.steps), *shape))
+
+
+@dataclass(frozen=True)
+class DisjointBlocks:
+    """A run over disjoint blocks of records, each block releasing ``per_block``.
+
+    Every record lies in exactly one block, and the block it lies in is chosen
+    independently of the other records (so adding or removing a record changes
+    no other record's block). Each block's mechanisms may depend on what the
+    earlier blocks released. Adding or removing one record then changes only
+    the mechanisms of its own block, given the past: by adaptive parallel
+    composition the whole run is exactly as private as one block, i.e. the
+    composition of ``per_block`` ([DR14]_ Thm 3.16 for the composition within
+    a block; parallel composition: a record outside a block leaves that
+    block's output distribution unchanged given the past). The number of
+    blocks does not enter the event.
+
+    Parameters
+    ----------
+    per_block : tuple of mechanisms
+        The mechanisms one block runs (objects with a ``dp_event``), each
+        calibrated to the add/remove sensitivity of one record of the block.
+
+    Examples
+    --------
+    >>> run = DisjointBlocks((GaussianMechanism(1.0, 3.0), GaussianMechanism(1.0, 4.0)))
+    >>> run.dp_event  # doctest: +NORMALIZE_WHITESPACE
+    ComposedDpEvent(events=[GaussianDpEvent(noise_multiplier=3.0),
+                            GaussianDpEvent(noise_multiplier=4.0)])
+    """
+
+    per_block: tuple
+
+    @property
+    def dp_event(self) -> dp_event.DpEvent:
+        return dp_event.ComposedDpEvent([m.dp_event for m in self.per_block])
 
 
 @dataclass(frozen=True)
