@@ -1,0 +1,90 @@
+"""The fused kernels of the fits (issue 11) give the values of the code they replace.
+
+Speed is measured in ``benchmarks/bench_solver_speed.py``; these tests only
+check that each faster path computes the same bits as the reference path it
+stands for (nothing here is timed).
+"""
+
+import numpy as np
+import pytest
+
+from sklearn_dpu import UnlearnableSGDClassifier
+from sklearn_dpu.linear_model import _coupled_sgd
+from sklearn_dpu.privacy.clipping import clip_rows_l2
+
+
+def _rows(seed=0, n=200, d=7):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d)) * rng.exponential(3.0, size=(n, 1))
+    X[0] = 0.0  # a zero row
+    X[1] = 1e200  # a row whose squared norm overflows
+    return X
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_clip_rows_l2_out_equals_assigning_the_result(dtype):
+    X = _rows()
+    expected = np.empty(X.shape, dtype=dtype)
+    expected[:] = clip_rows_l2(X, 2.5)
+    out = np.full(X.shape, np.nan, dtype=dtype)
+    returned = clip_rows_l2(X, 2.5, out=out)
+    assert returned is out
+    assert np.array_equal(out, expected)
+    # a strided destination (a column block of a wider array) works too
+    wide = np.zeros((len(X), X.shape[1] + 2), dtype=dtype)
+    clip_rows_l2(X, 2.5, out=wide[:, 1:-1])
+    assert np.array_equal(wide[:, 1:-1], expected)
+    assert not wide[:, [0, -1]].any()
+
+
+@pytest.mark.parametrize("fit_intercept", [True, False])
+@pytest.mark.parametrize("solver", ["sgd", "nesterov"])
+def test_gathered_chunks_and_eval_point_match_the_reference(monkeypatch, fit_intercept, solver):
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((600, 5))
+    y = rng.integers(0, 3, size=600)
+    # Small chunks: several chunks of a few steps each, and a spare buffer
+    # tail that a later, smaller chunk must not read.
+    monkeypatch.setattr(_coupled_sgd, "_CHUNK_VALUES", 300)
+    est = UnlearnableSGDClassifier(
+        solver=solver,
+        max_iter=23,
+        batch_size=40,
+        fit_intercept=fit_intercept,
+        feature_norm=3.0,
+        random_state=0,
+    ).fit(X, y)
+    state = est.unlearning_state_
+    covered, n_chunks = [], 0
+    # The buffers are reused: read each chunk before asking for the next.
+    for first, last, Xc, yc in state._gathered_chunks(0):
+        n_chunks += 1
+        covered.extend(range(first, last))
+        slots = state.batch_slots[state.batch_ptr[first] : state.batch_ptr[last]]
+        X_ref, y_ref = state._rows(slots)
+        assert Xc.shape == X_ref.shape and Xc.flags.c_contiguous
+        assert np.array_equal(Xc, X_ref)
+        assert np.array_equal(yc, y_ref)
+    assert covered == list(range(state.n_steps))
+    assert n_chunks > 3
+    # a later start gives the same rows for the steps it covers
+    first, last, Xc, _ = next(state._gathered_chunks(11))
+    assert first == 11
+    slots = state.batch_slots[state.batch_ptr[11] : state.batch_ptr[last]]
+    assert np.array_equal(Xc, state._rows(slots)[0])
+    steps = np.arange(state.n_steps)
+    reference = state.eval_points(steps)
+    for s in steps.tolist():
+        assert np.array_equal(state._eval_point(s), reference[s])
+
+
+def test_training_in_small_chunks_gives_the_same_run(monkeypatch):
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((500, 4))
+    y = (X[:, 0] > 0).astype(int)
+    params = dict(max_iter=17, batch_size=30, feature_norm=2.0, random_state=3)
+    reference = UnlearnableSGDClassifier(**params).fit(X, y).unlearning_state_
+    monkeypatch.setattr(_coupled_sgd, "_CHUNK_VALUES", 1)  # one step per chunk
+    chunked = UnlearnableSGDClassifier(**params).fit(X, y).unlearning_state_
+    for name in ("path", "grad", "coupled", "noisy", "batch_slots"):
+        assert np.array_equal(getattr(chunked, name), getattr(reference, name)), name
