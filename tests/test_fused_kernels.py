@@ -88,3 +88,37 @@ def test_training_in_small_chunks_gives_the_same_run(monkeypatch):
     chunked = UnlearnableSGDClassifier(**params).fit(X, y).unlearning_state_
     for name in ("path", "grad", "coupled", "noisy", "batch_slots"):
         assert np.array_equal(getattr(chunked, name), getattr(reference, name)), name
+
+
+def test_serial_optimizer_keeps_the_objective_threaded_and_restores():
+    from threadpoolctl import ThreadpoolController
+
+    from sklearn_dpu.linear_model._certified_minimize import _SerialOptimizer
+
+    def threads():
+        return [
+            lib.num_threads
+            for lib in ThreadpoolController().select(user_api="blas").lib_controllers
+        ]
+
+    before = threads()
+    seen = {}
+
+    def fun(theta):
+        seen["inside"] = threads()
+        if theta is None:
+            raise KeyError("boom")
+        return theta
+
+    with _SerialOptimizer() as serial:
+        assert all(count == 1 for count in threads())
+        assert serial.threaded(fun)(3.0) == 3.0
+        assert seen["inside"] == before  # the objective runs as the caller set it
+        assert all(count == 1 for count in threads())
+        with pytest.raises(KeyError):
+            serial.threaded(fun)(None)
+        assert all(count == 1 for count in threads())
+    assert threads() == before
+    with pytest.raises(ValueError), _SerialOptimizer():
+        raise ValueError
+    assert threads() == before

@@ -25,6 +25,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.optimize import minimize
 from scipy.sparse.linalg import LinearOperator, cg
+from threadpoolctl import ThreadpoolController
 
 from ._losses import LinearModelLoss
 
@@ -138,22 +139,59 @@ def _unconstrained(fun, loss, A, y, Lambda, tol, theta, max_iter, counter):
     dim = theta.size
     if dim <= _DENSE_NEWTON and A.shape[0] * dim * dim <= _NEWTON_ONLY_WORK:
         return _newton_polish(fun, loss, A, y, Lambda, tol, theta, counter, max_steps=100)
-    result = minimize(
-        fun,
-        theta,
-        jac=True,
-        method="L-BFGS-B",
-        options={
-            # max |g_i| <= tol / (2 sqrt(dim)) implies ||g|| <= tol / 2.
-            "gtol": 0.5 * tol / np.sqrt(dim),
-            "ftol": 0.0,
-            "maxiter": max_iter,
-            "maxcor": 20,
-        },
-    )
+    options = {
+        # max |g_i| <= tol / (2 sqrt(dim)) implies ||g|| <= tol / 2.
+        "gtol": 0.5 * tol / np.sqrt(dim),
+        "ftol": 0.0,
+        "maxiter": max_iter,
+        "maxcor": 20,
+    }
+    with _SerialOptimizer() as serial:
+        result = minimize(serial.threaded(fun), theta, jac=True, method="L-BFGS-B", options=options)
     counter["iter"] += int(result.nit)
     theta = result.x
     return _newton_polish(fun, loss, A, y, Lambda, tol, theta, counter)
+
+
+class _SerialOptimizer:
+    """Run the BLAS libraries on one thread, except inside the objective.
+
+    L-BFGS-B's own linear algebra is on ``dim x maxcor`` matrices, far below
+    the size where threads pay; yet a threaded BLAS wakes its threads for
+    them, which costs milliseconds per iteration when the cores are busy
+    (more than an objective evaluation on 1e5 rows). The objective itself
+    (products with the data) keeps the caller's thread counts, so its
+    values, hence the iterates, are unchanged.
+    """
+
+    _libraries = None  # the BLAS libraries, found once (after numpy and scipy load)
+
+    def __enter__(self):
+        if _SerialOptimizer._libraries is None:
+            _SerialOptimizer._libraries = ThreadpoolController().select(user_api="blas")
+        self._controllers = _SerialOptimizer._libraries.lib_controllers
+        self._threads = [lib.num_threads for lib in self._controllers]
+        self._set([1] * len(self._controllers))
+        return self
+
+    def __exit__(self, *exc):
+        self._set(self._threads)
+
+    def _set(self, counts):
+        for lib, count in zip(self._controllers, counts, strict=True):
+            lib.set_num_threads(count)
+
+    def threaded(self, fun):
+        """``fun`` run with the caller's thread counts."""
+
+        def call(theta):
+            self._set(self._threads)
+            try:
+                return fun(theta)
+            finally:
+                self._set([1] * len(self._controllers))
+
+        return call
 
 
 def _newton_polish(fun, loss, A, y, Lambda, tol, theta, counter, max_steps=50):
