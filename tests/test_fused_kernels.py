@@ -122,3 +122,19 @@ def test_serial_optimizer_keeps_the_objective_threaded_and_restores():
     with pytest.raises(ValueError), _SerialOptimizer():
         raise ValueError
     assert threads() == before
+
+
+@pytest.mark.parametrize("name", ["log_loss", "hinge", "modified_huber"])
+@pytest.mark.parametrize("n_outputs", [1, 3])
+def test_value_and_dz_equals_value_and_dz_separately(name, n_outputs):
+    from sklearn_dpu.linear_model._losses import get_loss
+
+    rng = np.random.default_rng(4)
+    Z = rng.standard_normal((300, n_outputs)) * 20.0  # saturated margins too
+    y = rng.integers(0, max(2, n_outputs), size=300)
+    loss = get_loss(name)
+    labels = [y, 2 * y - 1] if n_outputs == 1 else [y]  # binary: codes or signs
+    for y_ in labels:
+        values, D = loss.value_and_dz(Z, y_)
+        assert np.array_equal(values, loss.value(Z, y_))
+        assert np.array_equal(D, loss.dz(Z, y_))

@@ -168,6 +168,10 @@ class MarginLoss:
         """``dl/dz`` for each row: ``Z`` of shape (n, K), ``y`` int codes (n,)."""
         raise NotImplementedError
 
+    def value_and_dz(self, Z: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(value(Z, y), dz(Z, y))``; a loss may share their work."""
+        return self.value(Z, y), self.dz(Z, y)
+
     def hessian_z(self, Z: np.ndarray, y: np.ndarray) -> np.ndarray:
         """Hessians in ``z`` of each row, shape (n, K, K)."""
         raise NotImplementedError(f"{self.name} has no Hessian here")
@@ -203,6 +207,15 @@ class LogLoss(MarginLoss):
         D = _softmax(Z)
         D[np.arange(len(y)), y] -= 1.0
         return D
+
+    def value_and_dz(self, Z: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if Z.shape[1] != 1:
+            return self.value(Z, y), self.dz(Z, y)
+        # Binary: the signs and margins once; the same operations, hence the
+        # same bits, as value and dz (``-s * Z`` is ``-(s * Z)`` exactly).
+        s = _signs(y, 1)
+        margin = s * Z
+        return -log_expit(margin)[:, 0], -s * expit(-margin)
 
     def hessian_z(self, Z: np.ndarray, y: np.ndarray) -> np.ndarray:
         if Z.shape[1] == 1:
@@ -399,9 +412,8 @@ class LinearModelLoss:
         self, theta: np.ndarray, A: np.ndarray, y: np.ndarray
     ) -> tuple[float, np.ndarray]:
         """Summed loss and its gradient (flattened)."""
-        Z = self._scores(theta, A)
-        value = float(np.sum(self.base_loss.value(Z, y)))
-        return value, self._backproject(self.base_loss.dz(Z, y), A)
+        values, D = self.base_loss.value_and_dz(self._scores(theta, A), y)
+        return float(np.sum(values)), self._backproject(D, A)
 
     def gradient(self, theta: np.ndarray, A: np.ndarray, y: np.ndarray) -> np.ndarray:
         """Gradient of the summed loss only (no loss value: cheaper)."""
