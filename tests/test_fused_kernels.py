@@ -138,3 +138,35 @@ def test_value_and_dz_equals_value_and_dz_separately(name, n_outputs):
         values, D = loss.value_and_dz(Z, y_)
         assert np.array_equal(values, loss.value(Z, y_))
         assert np.array_equal(D, loss.dz(Z, y_))
+
+
+def test_registry_builds_its_id_index_on_the_first_lookup():
+    import pickle
+
+    from sklearn_dpu.exceptions import UnlearningError
+    from sklearn_dpu.unlearning.state import SampleRegistry
+
+    reg = SampleRegistry(2, dtype=np.float32)
+    ids = reg.check_new_ids(np.array(["a", "b", "c", "d", "e"]), 5)
+    reg.add(ids, np.arange(10, dtype=np.float32).reshape(5, 2), chunk=1)
+    assert reg._index is None  # a fit builds no index
+    assert reg.n_samples == 5
+    assert reg.slots_of(["d", "b"]).tolist() == [3, 1]
+    assert reg._index == {"a": 0, "b": 1, "c": 2, "d": 3, "e": 4}
+    reg.remove(np.array([1]))
+    assert "b" not in reg._slot_of and reg.n_samples == 4
+    with pytest.raises(UnlearningError, match="not in the training set"):
+        reg.slots_of(["b"])
+    with pytest.raises(ValueError, match="already in the training set"):
+        reg.check_new_ids(np.array(["f", "c"]), 2)
+    reg.add(reg.check_new_ids(np.array(["f"]), 1), np.ones((1, 2), dtype=np.float32), chunk=2)
+    assert reg.slots_of(["f"]).tolist() == [5]
+    # Compaction (more than half deleted) and unpickling renumber the slots:
+    # the index is rebuilt from the live rows.
+    reg.remove(reg.slots_of(["a", "c", "d"]))
+    assert reg.size == 2 and reg._index is None
+    assert [reg.slots_of([i]).item() for i in "ef"] == [0, 1]
+    loaded = pickle.loads(pickle.dumps(reg))
+    assert loaded._index is None and loaded.n_samples == 2
+    assert [loaded.slots_of([i]).item() for i in "fe"] == [1, 0]
+    assert np.array_equal(loaded.rows[1], np.ones(2))
