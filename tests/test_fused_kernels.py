@@ -170,3 +170,22 @@ def test_registry_builds_its_id_index_on_the_first_lookup():
     assert loaded._index is None and loaded.n_samples == 2
     assert [loaded.slots_of([i]).item() for i in "fe"] == [1, 0]
     assert np.array_equal(loaded.rows[1], np.ones(2))
+
+
+def test_registry_adopts_the_rows_of_a_fit_without_a_copy():
+    from sklearn_dpu.unlearning.state import SampleRegistry
+
+    rows = np.arange(12, dtype=np.float32).reshape(4, 3)
+    reg = SampleRegistry(3, dtype=np.float32)
+    reg.add(reg.check_new_ids(None, 4), rows, chunk=1, adopt=True)
+    assert reg.rows is rows and reg.n_samples == 4
+    more = np.ones((2, 3), dtype=np.float32)
+    reg.add(reg.check_new_ids(None, 2), more, chunk=2, adopt=True)  # not empty: copied
+    assert reg.rows is not more and not np.shares_memory(reg.rows, more)
+    assert np.array_equal(reg.live()[0], np.vstack([rows, more]))
+    # another dtype or width is copied (converted), never adopted
+    for wrong in (rows.astype(np.float64), np.zeros((4, 3), dtype=np.float32)[:, :2]):
+        fresh = SampleRegistry(wrong.shape[1], dtype=np.float32)
+        fresh.add(fresh.check_new_ids(None, 4), wrong, chunk=1, adopt=True)
+        assert fresh.rows is not wrong and fresh.rows.dtype == np.float32
+        assert np.array_equal(fresh.live()[0], wrong)

@@ -166,10 +166,22 @@ class SampleRegistry(VersionedState):
             self.id_kind = request.kind
         return values
 
-    def add(self, ids: np.ndarray, rows: np.ndarray, chunk: int) -> None:
-        """Append rows (ids already checked by :meth:`check_new_ids`)."""
+    def add(self, ids: np.ndarray, rows: np.ndarray, chunk: int, *, adopt: bool = False) -> None:
+        """Append rows (ids already checked by :meth:`check_new_ids`).
+
+        ``adopt=True``: ``rows`` is a new array nothing else will write to;
+        an empty registry keeps it as its storage instead of copying it.
+        """
         start, stop = self.size, self.size + len(ids)
-        if stop > len(self.alive):
+        storage = (self.rows.dtype, self.rows.shape[1:])
+        if (
+            adopt
+            and start == 0
+            and (rows.dtype, rows.shape[1:]) == storage
+            and rows.flags.c_contiguous
+        ):
+            self._reserve(stop, rows=rows)
+        elif stop > len(self.alive):
             self._reserve(max(stop, 2 * len(self.alive)))
         if start == 0:
             self.ids = np.zeros(len(self.alive), dtype=ids.dtype)
@@ -177,7 +189,8 @@ class SampleRegistry(VersionedState):
             self.ids = _concat_ids(self.ids, np.zeros(0, dtype=ids.dtype))
         elif self.ids.dtype.kind in "US" and ids.dtype.itemsize > self.ids.dtype.itemsize:
             self.ids = self.ids.astype(ids.dtype)
-        self.rows[start:stop] = rows
+        if self.rows is not rows:
+            self.rows[start:stop] = rows
         self.ids[start:stop] = ids
         self.chunks[start:stop] = chunk
         self.alive[start:stop] = True
@@ -186,13 +199,14 @@ class SampleRegistry(VersionedState):
         self.size = stop
         self.n_seen += len(ids)
 
-    def _reserve(self, capacity: int) -> None:
+    def _reserve(self, capacity: int, rows: np.ndarray | None = None) -> None:
         def grown(array):
             out = np.zeros((capacity, *array.shape[1:]), dtype=array.dtype)
             out[: self.size] = array[: self.size]
             return out
 
-        self.rows, self.ids = grown(self.rows), grown(self.ids)
+        self.rows = grown(self.rows) if rows is None else rows
+        self.ids = grown(self.ids)
         self.chunks, self.alive = grown(self.chunks), grown(self.alive)
 
     def live(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
