@@ -18,6 +18,12 @@ Run: ``PYTHONPATH=. python benchmarks/bench_solver_speed.py [--quick] [--label N
 [--baseline MODULE]`` (``--quick``: d in {10, 100}, 3 repeats). Writes
 ``benchmarks/results/solver_speed[_NAME].txt`` and ``.json``.
 
+``--threads K`` runs everything (ours and scikit-learn alike) with BLAS
+limited to ``K`` threads. On a shared machine whose cores are oversubscribed,
+a threaded BLAS call waits for descheduled threads (a 1e5 x 50 Gram took 6 s
+on 2 threads, 58 ms on one): ``--threads 1`` then measures the code rather
+than the contention.
+
 ``--baseline MODULE`` also times an older copy of the package, importable as
 ``MODULE``, interleaved with the current one (before and after under the same
 load). Make one from a commit with
@@ -138,7 +144,12 @@ def main():
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--label", default="", help="suffix of the result files")
     parser.add_argument("--baseline", default=None, help="module name of an older copy")
+    parser.add_argument("--threads", type=int, default=None, help="BLAS threads (all runs)")
     args = parser.parse_args()
+    if args.threads is not None:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(args.threads)
     versions = {"current": sklearn_dpu}
     if args.baseline:
         versions["baseline"] = importlib.import_module(args.baseline)

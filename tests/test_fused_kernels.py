@@ -189,3 +189,28 @@ def test_registry_adopts_the_rows_of_a_fit_without_a_copy():
         fresh.add(fresh.check_new_ids(None, 4), wrong, chunk=1, adopt=True)
         assert fresh.rows is not wrong and fresh.rows.dtype == np.float32
         assert np.array_equal(fresh.live()[0], wrong)
+
+
+@pytest.mark.parametrize("radius", [None, 100.0])
+def test_certified_minimize_reads_the_data_once_per_point(radius):
+    from sklearn_dpu.linear_model._certified_minimize import certified_minimize
+    from sklearn_dpu.linear_model._losses import LinearModelLoss
+
+    points = []
+
+    class Recording(LinearModelLoss):
+        def value_and_grad(self, theta, A, y):
+            points.append(np.asarray(theta, dtype=float).tobytes())
+            return super().value_and_grad(theta, A, y)
+
+    rng = np.random.default_rng(5)
+    n, p = 3000, 30  # L-BFGS then Newton (a dense Hessian costs more than 2e6 flops)
+    A = rng.standard_normal((n, p)) / np.sqrt(p)
+    y = (A @ rng.standard_normal(p) + 0.3 * rng.standard_normal(n) > 0).astype(int)
+    loss = Recording(2, p, 1.0)
+    solution = certified_minimize(loss, A, y, 1.0, 1e-6, radius=radius)
+    assert all(a != b for a, b in zip(points, points[1:], strict=False))
+    assert solution.n_grad >= len(points)  # passes over the data (Hessians too)
+    reference = certified_minimize(LinearModelLoss(2, p, 1.0), A, y, 1.0, 1e-6, radius=radius)
+    assert np.array_equal(solution.theta, reference.theta)
+    assert solution.distance_bound <= 1e-6

@@ -107,14 +107,22 @@ def certified_minimize(
     """
     lin = np.zeros(loss.n_params) if linear is None else np.asarray(linear, float)
     counter = {"grad": 0, "iter": 0}
+    # The solvers ask again for the point they stopped at (L-BFGS-B's last
+    # point for the Newton polish, the polish's for the certificate, a solve's
+    # for the next one of the bisection): the last evaluation is kept and
+    # returned for a bit-identical point, so the data are not read again.
+    last = {}
 
     def fun(theta):
+        key = np.asarray(theta, dtype=float).tobytes()  # the same bits, signed zeros too
+        if last.get("key") == key:
+            return last["value"], last["grad"].copy()
         counter["grad"] += 1
         value, grad = loss.value_and_grad(theta, A, y)
-        return (
-            value + 0.5 * Lambda * float(theta @ theta) + float(lin @ theta),
-            grad + Lambda * theta + lin,
-        )
+        value = value + 0.5 * Lambda * float(theta @ theta) + float(lin @ theta)
+        grad = grad + Lambda * theta + lin
+        last.update(key=key, value=value, grad=grad.copy())
+        return value, grad
 
     theta = np.zeros(loss.n_params) if theta0 is None else np.array(theta0, dtype=float)
     theta = _unconstrained(fun, loss, A, y, Lambda, tol, theta, max_iter, counter)
