@@ -121,6 +121,14 @@ class LossConstants:
     value_at_zero: float
 
 
+def _binary_dz(s: np.ndarray, margin: np.ndarray) -> np.ndarray:
+    """``-s * expit(-margin)`` for ``margin = s * z``, computed in place in
+    ``s`` and ``margin`` (consumed): the operations of ``-s * expit(-s * z)``
+    (``-(s z)`` is ``(-s) z`` exactly), hence its bits, with no temporary."""
+    D = expit(np.negative(margin, out=margin), out=margin)
+    return np.multiply(np.negative(s, out=s), D, out=D)
+
+
 def _signs(y: np.ndarray, n_outputs: int) -> np.ndarray:
     """+1 / -1 targets of shape (n, K): binary (K = 1) or one-vs-rest.
 
@@ -203,7 +211,7 @@ class LogLoss(MarginLoss):
     def dz(self, Z: np.ndarray, y: np.ndarray) -> np.ndarray:
         if Z.shape[1] == 1:
             s = _signs(y, 1)
-            return -s * expit(-s * Z)
+            return _binary_dz(s, s * Z)
         D = _softmax(Z)
         D[np.arange(len(y)), y] -= 1.0
         return D
@@ -211,11 +219,11 @@ class LogLoss(MarginLoss):
     def value_and_dz(self, Z: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if Z.shape[1] != 1:
             return self.value(Z, y), self.dz(Z, y)
-        # Binary: the signs and margins once; the same operations, hence the
-        # same bits, as value and dz (``-s * Z`` is ``-(s * Z)`` exactly).
+        # Binary: the signs and margins once, for both.
         s = _signs(y, 1)
         margin = s * Z
-        return -log_expit(margin)[:, 0], -s * expit(-margin)
+        values = log_expit(margin[:, 0])
+        return np.negative(values, out=values), _binary_dz(s, margin)
 
     def hessian_z(self, Z: np.ndarray, y: np.ndarray) -> np.ndarray:
         if Z.shape[1] == 1:
