@@ -21,6 +21,7 @@ def _rows(seed=0, n=200, d=7):
     return X
 
 
+@pytest.mark.filterwarnings("error")  # silent: a warning would depend on the values
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_clip_rows_l2_out_equals_assigning_the_result(dtype):
     X = _rows()

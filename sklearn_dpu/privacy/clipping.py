@@ -82,7 +82,16 @@ def clip_rows_l2(X: np.ndarray, max_norm: float, out: np.ndarray | None = None) 
     scale[long] = target / norms[long]
     if huge.size:  # norms that overflowed: target / (largest * relative), exactly
         scale[huge] = (target / largest) / relative
-    return np.multiply(X, scale[:, None], out=out)
+    if out is None:
+        return X * scale[:, None]
+    # Rows inside the ball have scale 1 and x * 1 == x exactly: copy them
+    # (a plain, unbuffered cast) and multiply only the rows that were scaled.
+    with np.errstate(over="ignore"):  # a float32 cast of a long row, rewritten below
+        out[...] = X
+    scaled = np.flatnonzero(scale != 1.0)
+    if scaled.size:
+        out[scaled] = X[scaled] * scale[scaled, None]
+    return out
 
 
 def clip_to_interval(y: np.ndarray, low: float, high: float) -> np.ndarray:
