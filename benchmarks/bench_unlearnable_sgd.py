@@ -3,7 +3,8 @@
 Questions (issue 4), each answered by ratios measured in this run:
 
 1. Fit time against scikit-learn's ``SGDClassifier`` for the same number of
-   gradient evaluations, at n = 10^5, d = 50 (goal: at most 3x).
+   gradient evaluations, at n = 10^5, d = 50 (goal: at most 1.5x, issue 11;
+   across d: ``bench_solver_speed.py``).
 2. Mean cost of one deletion against a full refit, at the default recompute
    rate (goal: at least 50x cheaper).
 3. After 1000 sequential deletions, test accuracy equal (within the spread of

@@ -25,6 +25,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.optimize import minimize
 from scipy.sparse.linalg import LinearOperator, cg
+from threadpoolctl import ThreadpoolController
 
 from ._losses import LinearModelLoss
 
@@ -106,14 +107,22 @@ def certified_minimize(
     """
     lin = np.zeros(loss.n_params) if linear is None else np.asarray(linear, float)
     counter = {"grad": 0, "iter": 0}
+    # The solvers ask again for the point they stopped at (L-BFGS-B's last
+    # point for the Newton polish, the polish's for the certificate, a solve's
+    # for the next one of the bisection): the last evaluation is kept and
+    # returned for a bit-identical point, so the data are not read again.
+    last = {}
 
     def fun(theta):
+        key = np.asarray(theta, dtype=float).tobytes()  # the same bits, signed zeros too
+        if last.get("key") == key:
+            return last["value"], last["grad"].copy()
         counter["grad"] += 1
         value, grad = loss.value_and_grad(theta, A, y)
-        return (
-            value + 0.5 * Lambda * float(theta @ theta) + float(lin @ theta),
-            grad + Lambda * theta + lin,
-        )
+        value = value + 0.5 * Lambda * float(theta @ theta) + float(lin @ theta)
+        grad = grad + Lambda * theta + lin
+        last.update(key=key, value=value, grad=grad.copy())
+        return value, grad
 
     theta = np.zeros(loss.n_params) if theta0 is None else np.array(theta0, dtype=float)
     theta = _unconstrained(fun, loss, A, y, Lambda, tol, theta, max_iter, counter)
@@ -138,22 +147,59 @@ def _unconstrained(fun, loss, A, y, Lambda, tol, theta, max_iter, counter):
     dim = theta.size
     if dim <= _DENSE_NEWTON and A.shape[0] * dim * dim <= _NEWTON_ONLY_WORK:
         return _newton_polish(fun, loss, A, y, Lambda, tol, theta, counter, max_steps=100)
-    result = minimize(
-        fun,
-        theta,
-        jac=True,
-        method="L-BFGS-B",
-        options={
-            # max |g_i| <= tol / (2 sqrt(dim)) implies ||g|| <= tol / 2.
-            "gtol": 0.5 * tol / np.sqrt(dim),
-            "ftol": 0.0,
-            "maxiter": max_iter,
-            "maxcor": 20,
-        },
-    )
+    options = {
+        # max |g_i| <= tol / (2 sqrt(dim)) implies ||g|| <= tol / 2.
+        "gtol": 0.5 * tol / np.sqrt(dim),
+        "ftol": 0.0,
+        "maxiter": max_iter,
+        "maxcor": 20,
+    }
+    with _SerialOptimizer() as serial:
+        result = minimize(serial.threaded(fun), theta, jac=True, method="L-BFGS-B", options=options)
     counter["iter"] += int(result.nit)
     theta = result.x
     return _newton_polish(fun, loss, A, y, Lambda, tol, theta, counter)
+
+
+class _SerialOptimizer:
+    """Run the BLAS libraries on one thread, except inside the objective.
+
+    L-BFGS-B's own linear algebra is on ``dim x maxcor`` matrices, far below
+    the size where threads pay; yet a threaded BLAS wakes its threads for
+    them, which costs milliseconds per iteration when the cores are busy
+    (more than an objective evaluation on 1e5 rows). The objective itself
+    (products with the data) keeps the caller's thread counts, so its
+    values, hence the iterates, are unchanged.
+    """
+
+    _libraries = None  # the BLAS libraries, found once (after numpy and scipy load)
+
+    def __enter__(self):
+        if _SerialOptimizer._libraries is None:
+            _SerialOptimizer._libraries = ThreadpoolController().select(user_api="blas")
+        self._controllers = _SerialOptimizer._libraries.lib_controllers
+        self._threads = [lib.num_threads for lib in self._controllers]
+        self._set([1] * len(self._controllers))
+        return self
+
+    def __exit__(self, *exc):
+        self._set(self._threads)
+
+    def _set(self, counts):
+        for lib, count in zip(self._controllers, counts, strict=True):
+            lib.set_num_threads(count)
+
+    def threaded(self, fun):
+        """``fun`` run with the caller's thread counts."""
+
+        def call(theta):
+            self._set(self._threads)
+            try:
+                return fun(theta)
+            finally:
+                self._set([1] * len(self._controllers))
+
+        return call
 
 
 def _newton_polish(fun, loss, A, y, Lambda, tol, theta, counter, max_steps=50):

@@ -72,9 +72,10 @@ from ._sgd_plan import SGDSchedule
 
 __all__ = ["CoupledSGDState", "EditOutcome", "InsertionRecord"]
 
-# Gathered batch rows are processed in pieces of about this many values, so
-# memory stays bounded whatever T * m is.
-_CHUNK_VALUES = 1 << 22
+# Gathered batch rows are processed in pieces of about this many values (2 MB
+# of float64): memory stays bounded whatever T * m is, and a piece stays in
+# cache between its gather and the products of its steps.
+_CHUNK_VALUES = 1 << 18
 
 
 @dataclass(frozen=True)
@@ -365,13 +366,11 @@ class CoupledSGDState(VersionedState):
         noise[:, 0] *= self.sigma_coupled
         noise[:, 1] *= self.sigma_reserve
         loss, m, ptr = self.loss, self.batch_size, self.batch_ptr
-        chunk_steps = max(1, _CHUNK_VALUES // max(1, int(self.n_coef * max(1.0, m))))
-        for first in range(start, T, chunk_steps):
-            last = min(T, first + chunk_steps)
+        mask = self._penalty_mask()
+        for first, last, X, y in self._gathered_chunks(start):
             offset = ptr[first]
-            X, y = self._rows(self.batch_slots[offset : ptr[last]])
             for s in range(first, last):
-                e = self.eval_points(np.array([s]))[0]
+                e = self._eval_point(s)
                 a, b = ptr[s] - offset, ptr[s + 1] - offset
                 Xb = X[a:b]
                 D = loss.dz(Xb @ e.T, y[a:b])
@@ -379,8 +378,49 @@ class CoupledSGDState(VersionedState):
                 nu = g + noise[s - start, 0]
                 xi = nu + noise[s - start, 1]
                 self.grad[s], self.coupled[s], self.noisy[s] = g, nu, xi
-                self.path[s + 1] = self._step(e, xi)
+                self.path[s + 1] = e - self.learning_rate * (xi + self.alpha * mask * e)
         return int(ptr[T] - ptr[start])
+
+    def _eval_point(self, s: int) -> np.ndarray:
+        """:meth:`eval_points` of the single step ``s`` (same arithmetic, no gather)."""
+        w = self.path[s]
+        if self.solver == "sgd":
+            return w
+        beta = s / (s + 3.0)
+        return w + beta * (w - self.path[max(s - 1, 0)])
+
+    def _gathered_chunks(self, start: int):
+        """Steps ``start .. T-1`` in chunks ``(first, last, X, y)``: the augmented
+        float64 rows and label codes of the batches of steps ``first .. last-1``.
+
+        Chunks hold about ``_CHUNK_VALUES`` values and reuse one pair of
+        buffers, so the gathered rows stay in cache between the gather and the
+        two products of a step, and no memory is allocated per chunk: a chunk's
+        arrays are overwritten by the next one. The rows are the values
+        :meth:`_rows` gives.
+        """
+        T, ptr, d = self.n_steps, self.batch_ptr, self.n_features
+        m = max(1.0, self.batch_size)
+        chunk_steps = max(1, _CHUNK_VALUES // max(1, int(self.n_coef * m)))
+        firsts = np.arange(start, T, chunk_steps)
+        lasts = np.minimum(firsts + chunk_steps, T)
+        rows = self.registry.rows
+        capacity = int(np.max(ptr[lasts] - ptr[firsts]))
+        raw = np.empty((capacity, rows.shape[1]), dtype=rows.dtype)
+        X = np.empty((capacity, self.n_coef))
+        for first, last in zip(firsts.tolist(), lasts.tolist(), strict=True):
+            slots = self.batch_slots[ptr[first] : ptr[last]]
+            k = len(slots)
+            np.take(rows, slots, axis=0, out=raw[:k], mode="clip")  # unbuffered
+            if self.fit_intercept:
+                # The label column sits where the intercept feature goes.
+                X[:k] = raw[:k]
+                y = X[:k, d].astype(np.intp)
+                X[:k, d] = self.feature_norm
+            else:
+                X[:k] = raw[:k, :d]
+                y = raw[:k, d].astype(np.intp)
+            yield first, last, X[:k], y
 
     def _replay(self, start: int, stop: int) -> None:
         """Recompute ``w_{start+1} .. w_stop`` from the stored noisy gradients."""

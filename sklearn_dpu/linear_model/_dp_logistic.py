@@ -372,7 +372,7 @@ class DPLogisticRegression(
             self.classes_ = classes
             made = self._release_bound(Xv)
             rows = self._rows(Xv, y_index)
-            registry.add(ids, rows, chunk=1)
+            registry.add(ids, rows, chunk=1, adopt=True)
             state = LogisticUnlearningState(registry, self._frozen_params())
             params, rng = self._params(), release_generator(self.random_state, len(made))
             model, mechanisms = private_fit(params, self._loss(), rows[:, :-1], y_index, rng)

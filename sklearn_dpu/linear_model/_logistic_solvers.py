@@ -217,8 +217,8 @@ def normalized_rows(
     """
     n, d = np.shape(X)
     rows = np.empty((n, d + int(fit_intercept) + 1))
-    clipped = clip_rows_l2(np.asarray(X, dtype=np.float64), norm_bound)
-    np.divide(clipped, norm_bound, out=rows[:, :d])
+    clip_rows_l2(np.asarray(X, dtype=np.float64), norm_bound, out=rows[:, :d])
+    np.divide(rows[:, :d], norm_bound, out=rows[:, :d])
     if fit_intercept:
         rows[:, d] = 1.0
     rows[:, -1] = 0.0 if y_index is None else y_index

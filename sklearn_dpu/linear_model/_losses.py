@@ -121,6 +121,14 @@ class LossConstants:
     value_at_zero: float
 
 
+def _binary_dz(s: np.ndarray, margin: np.ndarray) -> np.ndarray:
+    """``-s * expit(-margin)`` for ``margin = s * z``, computed in place in
+    ``s`` and ``margin`` (consumed): the operations of ``-s * expit(-s * z)``
+    (``-(s z)`` is ``(-s) z`` exactly), hence its bits, with no temporary."""
+    D = expit(np.negative(margin, out=margin), out=margin)
+    return np.multiply(np.negative(s, out=s), D, out=D)
+
+
 def _signs(y: np.ndarray, n_outputs: int) -> np.ndarray:
     """+1 / -1 targets of shape (n, K): binary (K = 1) or one-vs-rest.
 
@@ -168,6 +176,10 @@ class MarginLoss:
         """``dl/dz`` for each row: ``Z`` of shape (n, K), ``y`` int codes (n,)."""
         raise NotImplementedError
 
+    def value_and_dz(self, Z: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(value(Z, y), dz(Z, y))``; a loss may share their work."""
+        return self.value(Z, y), self.dz(Z, y)
+
     def hessian_z(self, Z: np.ndarray, y: np.ndarray) -> np.ndarray:
         """Hessians in ``z`` of each row, shape (n, K, K)."""
         raise NotImplementedError(f"{self.name} has no Hessian here")
@@ -199,10 +211,19 @@ class LogLoss(MarginLoss):
     def dz(self, Z: np.ndarray, y: np.ndarray) -> np.ndarray:
         if Z.shape[1] == 1:
             s = _signs(y, 1)
-            return -s * expit(-s * Z)
+            return _binary_dz(s, s * Z)
         D = _softmax(Z)
         D[np.arange(len(y)), y] -= 1.0
         return D
+
+    def value_and_dz(self, Z: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if Z.shape[1] != 1:
+            return self.value(Z, y), self.dz(Z, y)
+        # Binary: the signs and margins once, for both.
+        s = _signs(y, 1)
+        margin = s * Z
+        values = log_expit(margin[:, 0])
+        return np.negative(values, out=values), _binary_dz(s, margin)
 
     def hessian_z(self, Z: np.ndarray, y: np.ndarray) -> np.ndarray:
         if Z.shape[1] == 1:
@@ -399,9 +420,8 @@ class LinearModelLoss:
         self, theta: np.ndarray, A: np.ndarray, y: np.ndarray
     ) -> tuple[float, np.ndarray]:
         """Summed loss and its gradient (flattened)."""
-        Z = self._scores(theta, A)
-        value = float(np.sum(self.base_loss.value(Z, y)))
-        return value, self._backproject(self.base_loss.dz(Z, y), A)
+        values, D = self.base_loss.value_and_dz(self._scores(theta, A), y)
+        return float(np.sum(values)), self._backproject(D, A)
 
     def gradient(self, theta: np.ndarray, A: np.ndarray, y: np.ndarray) -> np.ndarray:
         """Gradient of the summed loss only (no loss value: cheaper)."""

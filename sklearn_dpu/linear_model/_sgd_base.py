@@ -88,8 +88,11 @@ class BaseUnlearnableSGD(
         """Clipped float32 rows with the label code appended."""
         codes = np.searchsorted(classes_, y)
         rows = np.empty((len(X), X.shape[1] + 1), dtype=np.float32)
-        rows[:, :-1] = clip_rows_l2(
-            np.asarray(X, dtype=np.float64), self.feature_norm * _STORAGE_MARGIN
+        # Clipped in float64, rounded once into the float32 rows (no float64 copy).
+        clip_rows_l2(
+            np.asarray(X, dtype=np.float64),
+            self.feature_norm * _STORAGE_MARGIN,
+            out=rows[:, :-1],
         )
         rows[:, -1] = codes
         return rows

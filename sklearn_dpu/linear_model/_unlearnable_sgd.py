@@ -503,7 +503,7 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
                 "batch_sampling='poisson'"
             )
         self.classes_ = classes_
-        registry.add(ids, rows, chunk=1)
+        registry.add(ids, rows, chunk=1, adopt=True)
         state = start_run(registry, len(classes_), n_features, params, schedule)
         state.train(0, rng)
         self.unlearning_state_ = state

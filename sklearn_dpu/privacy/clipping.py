@@ -51,7 +51,7 @@ def _norms_and_parts(X: np.ndarray) -> tuple[np.ndarray, tuple]:
     return norms, (overflowed, largest, relative)
 
 
-def clip_rows_l2(X: np.ndarray, max_norm: float) -> np.ndarray:
+def clip_rows_l2(X: np.ndarray, max_norm: float, out: np.ndarray | None = None) -> np.ndarray:
     """Scale every row of ``X`` with Euclidean norm above ``max_norm`` onto the sphere.
 
     Parameters
@@ -60,13 +60,17 @@ def clip_rows_l2(X: np.ndarray, max_norm: float) -> np.ndarray:
         Not modified.
     max_norm : float
         Public bound; must not be computed from ``X``.
+    out : ndarray of shape (n_samples, n_features), default=None
+        Where to write the clipped rows (a float32 ``out`` receives the
+        float64 result rounded once, as an assignment would: the caller
+        accounts for that rounding); saves a float64 copy of the data.
 
     Returns
     -------
-    ndarray of shape (n_samples, n_features), float64
-        A new array whose rows have norm at most ``max_norm``. Computed in
-        float64 whatever the input type: float32 rounding would overshoot the
-        bound.
+    ndarray of shape (n_samples, n_features)
+        ``out``, or a new float64 array, whose rows have norm at most
+        ``max_norm``. Computed in float64 whatever the input type: float32
+        rounding would overshoot the bound.
     """
     X = np.asarray(X, dtype=np.float64)
     norms, (huge, largest, relative) = _norms_and_parts(X)
@@ -78,7 +82,16 @@ def clip_rows_l2(X: np.ndarray, max_norm: float) -> np.ndarray:
     scale[long] = target / norms[long]
     if huge.size:  # norms that overflowed: target / (largest * relative), exactly
         scale[huge] = (target / largest) / relative
-    return X * scale[:, None]
+    if out is None:
+        return X * scale[:, None]
+    # Rows inside the ball have scale 1 and x * 1 == x exactly: copy them
+    # (a plain, unbuffered cast) and multiply only the rows that were scaled.
+    with np.errstate(over="ignore"):  # a float32 cast of a long row, rewritten below
+        out[...] = X
+    scaled = np.flatnonzero(scale != 1.0)
+    if scaled.size:
+        out[scaled] = X[scaled] * scale[scaled, None]
+    return out
 
 
 def clip_to_interval(y: np.ndarray, low: float, high: float) -> np.ndarray:

@@ -83,7 +83,8 @@ class SampleRegistry(VersionedState):
     -----
     Size: ``n * n_columns`` items of ``dtype`` plus one id (8 bytes for
     integer ids) and one int32 chunk number per live sample. Lookups use a
-    dict from id to slot, rebuilt after unpickling and never persisted.
+    dict from id to slot, never persisted, built by the first lookup (a fit
+    that is never edited does not pay for it).
 
     What a pickle holds beyond a fresh fit on the remaining rows: ``id_kind``
     (a public fact about the input), and, only when ``id_kind`` is
@@ -106,11 +107,19 @@ class SampleRegistry(VersionedState):
         self.size = 0  # slots in use; arrays beyond it are spare capacity
         self.n_seen = 0  # rows ever added; numbers the default ids
         self.id_kind = None  # set by the first check_new_ids
-        self._slot_of: dict = {}
+        self._index: dict | None = None  # id -> slot; see _slot_of
+
+    @property
+    def _slot_of(self) -> dict:
+        """Id -> slot of the live samples, built on the first lookup."""
+        if self._index is None:
+            live = np.flatnonzero(self.alive[: self.size])
+            self._index = dict(zip(self.ids[live].tolist(), live.tolist(), strict=True))
+        return self._index
 
     @property
     def n_samples(self) -> int:
-        return len(self._slot_of)
+        return int(np.count_nonzero(self.alive[: self.size]))
 
     def default_ids(self, n: int) -> np.ndarray:
         """Ids for ``n`` new rows when the user gives none: arrival numbers."""
@@ -148,7 +157,7 @@ class SampleRegistry(VersionedState):
         values = self.default_ids(n_rows) if request.values is None else request.values
         if len(values) != n_rows:
             raise ValueError(f"sample_id has {len(values)} entries for {n_rows} rows")
-        if self._slot_of and not self._slot_of.keys().isdisjoint(values.tolist()):
+        if self.n_samples and not self._slot_of.keys().isdisjoint(values.tolist()):
             clash = [i for i in values.tolist() if i in self._slot_of]  # error path only
             raise ValueError(
                 f"{len(clash)} sample id(s) are already in the training set: {describe_ids(clash)}"
@@ -157,10 +166,22 @@ class SampleRegistry(VersionedState):
             self.id_kind = request.kind
         return values
 
-    def add(self, ids: np.ndarray, rows: np.ndarray, chunk: int) -> None:
-        """Append rows (ids already checked by :meth:`check_new_ids`)."""
+    def add(self, ids: np.ndarray, rows: np.ndarray, chunk: int, *, adopt: bool = False) -> None:
+        """Append rows (ids already checked by :meth:`check_new_ids`).
+
+        ``adopt=True``: ``rows`` is a new array nothing else will write to;
+        an empty registry keeps it as its storage instead of copying it.
+        """
         start, stop = self.size, self.size + len(ids)
-        if stop > len(self.alive):
+        storage = (self.rows.dtype, self.rows.shape[1:])
+        if (
+            adopt
+            and start == 0
+            and (rows.dtype, rows.shape[1:]) == storage
+            and rows.flags.c_contiguous
+        ):
+            self._reserve(stop, rows=rows)
+        elif stop > len(self.alive):
             self._reserve(max(stop, 2 * len(self.alive)))
         if start == 0:
             self.ids = np.zeros(len(self.alive), dtype=ids.dtype)
@@ -168,21 +189,24 @@ class SampleRegistry(VersionedState):
             self.ids = _concat_ids(self.ids, np.zeros(0, dtype=ids.dtype))
         elif self.ids.dtype.kind in "US" and ids.dtype.itemsize > self.ids.dtype.itemsize:
             self.ids = self.ids.astype(ids.dtype)
-        self.rows[start:stop] = rows
+        if self.rows is not rows:
+            self.rows[start:stop] = rows
         self.ids[start:stop] = ids
         self.chunks[start:stop] = chunk
         self.alive[start:stop] = True
-        self._slot_of.update(zip(ids.tolist(), range(start, stop), strict=True))
+        if self._index is not None:
+            self._index.update(zip(ids.tolist(), range(start, stop), strict=True))
         self.size = stop
         self.n_seen += len(ids)
 
-    def _reserve(self, capacity: int) -> None:
+    def _reserve(self, capacity: int, rows: np.ndarray | None = None) -> None:
         def grown(array):
             out = np.zeros((capacity, *array.shape[1:]), dtype=array.dtype)
             out[: self.size] = array[: self.size]
             return out
 
-        self.rows, self.ids = grown(self.rows), grown(self.ids)
+        self.rows = grown(self.rows) if rows is None else rows
+        self.ids = grown(self.ids)
         self.chunks, self.alive = grown(self.chunks), grown(self.alive)
 
     def live(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -214,8 +238,9 @@ class SampleRegistry(VersionedState):
 
     def remove(self, slots: np.ndarray) -> None:
         """Forget the rows in ``slots``: zero them, drop their ids from the index."""
-        for sample_id in self.ids[slots].tolist():
-            del self._slot_of[sample_id]
+        if self._index is not None:
+            for sample_id in self.ids[slots].tolist():
+                del self._index[sample_id]
         self.rows[slots] = 0
         self.chunks[slots] = 0
         self.alive[slots] = False
@@ -227,7 +252,7 @@ class SampleRegistry(VersionedState):
         self.rows, self.ids, self.chunks = self.live()
         self.size = len(self.ids)
         self.alive = np.ones(self.size, dtype=bool)
-        self._slot_of = dict(zip(self.ids.tolist(), range(self.size), strict=True))
+        self._index = None
 
     def __getstate__(self):
         rows, ids, chunks = self.live()
@@ -250,4 +275,4 @@ class SampleRegistry(VersionedState):
             self.n_seen = len(self.ids)  # not used: positions cannot join this stream
         self.size = len(self.ids)
         self.alive = np.ones(self.size, dtype=bool)
-        self._slot_of = dict(zip(self.ids.tolist(), range(self.size), strict=True))
+        self._index = None

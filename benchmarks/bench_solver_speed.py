@@ -1,0 +1,182 @@
+"""Fit speed of the iterative solvers against scikit-learn, across shapes (issue 11).
+
+Goals, as ratios measured in one run:
+
+* ``UnlearnableSGDClassifier.fit`` at most 1.5x ``SGDClassifier`` for the same
+  number of gradient evaluations (one epoch: ``max_iter * batch_size = n``,
+  Poisson batches, against ``SGDClassifier(max_iter=1, tol=None)``);
+* every ``DPLogisticRegression`` solver at most 1.5x
+  ``LogisticRegression(solver="lbfgs")``.
+
+Shapes: ``n = 1e5`` rows, ``d`` in ``{10, 50, 100, 500}`` features, standardized
+``make_classification`` data, epsilon = 1. Each timing interleaves the
+estimator and its reference (the machine may be shared: interleaving exposes
+both to the same load) and keeps the smallest of ``repeats`` wall times, the
+least disturbed; the median ratio is printed too.
+
+Run: ``PYTHONPATH=. python benchmarks/bench_solver_speed.py [--quick] [--label NAME]
+[--baseline MODULE]`` (``--quick``: d in {10, 100}, 3 repeats). Writes
+``benchmarks/results/solver_speed[_NAME].txt`` and ``.json``.
+
+``--threads K`` runs everything (ours and scikit-learn alike) with BLAS
+limited to ``K`` threads. On a shared machine whose cores are oversubscribed,
+a threaded BLAS call waits for descheduled threads (a 1e5 x 50 Gram took 6 s
+on 2 threads, 58 ms on one): ``--threads 1`` then measures the code rather
+than the contention.
+
+``--baseline MODULE`` also times an older copy of the package, importable as
+``MODULE``, interleaved with the current one (before and after under the same
+load). Make one from a commit with
+``git archive COMMIT sklearn_dpu | tar -x -C DIR && mv DIR/sklearn_dpu DIR/MODULE``
+and put ``DIR`` on ``PYTHONPATH`` (the package imports itself relatively).
+"""
+
+import argparse
+import importlib
+import json
+import math
+import os
+import platform
+import time
+from pathlib import Path
+
+import numpy as np
+import sklearn
+from sklearn.datasets import make_classification
+from sklearn.linear_model import LogisticRegression, SGDClassifier
+from sklearn.preprocessing import StandardScaler
+
+import sklearn_dpu
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def _data(n, d, seed=0):
+    X, y = make_classification(n, d, n_informative=min(20, d // 2), random_state=seed)
+    return StandardScaler().fit_transform(X), y
+
+
+def _interleaved(fns, repeats):
+    """Wall times of each function, run in turn ``repeats`` times."""
+    times = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return times
+
+
+def _row(kind, d, version, name, ours, reference, extra=""):
+    best = min(ours) / min(reference)
+    median = float(np.median(ours) / np.median(reference))
+    line = (
+        f"{kind:8s} d={d:4d} {version:8s} {name:14s} {min(ours) * 1e3:9.1f} ms vs "
+        f"{min(reference) * 1e3:9.1f} ms: ratio {best:5.2f}x (medians {median:5.2f}x){extra}"
+    )
+    print(line, flush=True)
+    return {
+        "kind": kind,
+        "d": d,
+        "version": version,
+        "name": name,
+        "ours_s": min(ours),
+        "reference_s": min(reference),
+        "ratio_best": best,
+        "ratio_median": median,
+        "line": line,
+    }
+
+
+def sgd_rows(X, y, repeats, versions):
+    n, d = X.shape
+    norm = 1.5 * math.sqrt(d)
+    fns = {"reference": lambda: SGDClassifier(max_iter=1, tol=None, random_state=0).fit(X, y)}
+    configs = {"nesterov T=50": ("nesterov", 50), "sgd T=100": ("sgd", 100)}
+    fitted = {}
+    for version, package in versions.items():
+        for label, (solver, T) in configs.items():
+
+            def fit(solver=solver, T=T, key=(version, label), package=package):
+                est = package.UnlearnableSGDClassifier(
+                    solver=solver,
+                    max_iter=T,
+                    batch_size=n // T,
+                    feature_norm=norm,
+                    random_state=0,
+                )
+                fitted[key] = est.fit(X, y)
+
+            fns[(version, label)] = fit
+    times = _interleaved(fns, repeats)
+    rows = []
+    for (version, label), est in fitted.items():
+        evals = int(est.unlearning_state_.batch_ptr[-1])
+        extra = f"; {evals} gradient evaluations vs {n}"
+        rows.append(
+            _row("sgd", d, version, label, times[(version, label)], times["reference"], extra)
+        )
+    return rows
+
+
+def logistic_rows(X, y, repeats, versions):
+    d = X.shape[1]
+    norm = 1.2 * math.sqrt(d)
+    fns = {"reference": lambda: LogisticRegression().fit(X, y)}
+    solvers = ("output", "objective", "noisy_gd")
+    for version, package in versions.items():
+        for solver in solvers:
+            fns[(version, solver)] = lambda solver=solver, package=package: (
+                package.DPLogisticRegression(solver=solver, feature_norm=norm, random_state=0).fit(
+                    X, y
+                )
+            )
+    times = _interleaved(fns, repeats)
+    return [
+        _row("logistic", d, version, s, times[(version, s)], times["reference"])
+        for version in versions
+        for s in solvers
+    ]
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--label", default="", help="suffix of the result files")
+    parser.add_argument("--baseline", default=None, help="module name of an older copy")
+    parser.add_argument("--threads", type=int, default=None, help="BLAS threads (all runs)")
+    args = parser.parse_args()
+    if args.threads is not None:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(args.threads)
+    versions = {"current": sklearn_dpu}
+    if args.baseline:
+        versions["baseline"] = importlib.import_module(args.baseline)
+    dims, repeats = ((10, 100), 3) if args.quick else ((10, 50, 100, 500), 5)
+    n = 100_000
+    header = (
+        f"python {platform.python_version()}, numpy {np.__version__}, scikit-learn "
+        f"{sklearn.__version__}, {platform.machine()}, {os.cpu_count()} cores, "
+        f"load average {os.getloadavg()[0]:.2f} at start; n = {n}, best of {repeats} "
+        "interleaved runs" + (f"; baseline = {args.baseline}" if args.baseline else "")
+    )
+    print(header, flush=True)
+    rows = []
+    for d in dims:
+        X, y = _data(n, d)
+        reps = repeats if d < 500 else max(2, repeats - 2)
+        rows += sgd_rows(X, y, reps, versions)
+        rows += logistic_rows(X, y, reps, versions)
+    footer = f"load average {os.getloadavg()[0]:.2f} at the end"
+    print(footer)
+    suffix = f"_{args.label}" if args.label else ""
+    RESULTS.mkdir(exist_ok=True)
+    lines = [header, *(row.pop("line") for row in rows), footer]
+    (RESULTS / f"solver_speed{suffix}.txt").write_text("\n".join(lines) + "\n")
+    with open(RESULTS / f"solver_speed{suffix}.json", "w") as f:
+        json.dump({"header": header, "footer": footer, "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
