@@ -182,9 +182,11 @@ def test_coefficients_are_in_the_data_units():
 def test_auto_bounds_fit_raw_heterogeneous_data_that_defaults_cannot():
     X, y = _heterogeneous(n=20000, d=3)
     auto = DPLinearRegression(epsilon=1.0, random_state=0, **AUTO).fit(X, y)
-    default = DPLinearRegression(epsilon=1.0, random_state=0).fit(X, y)
+    unit = DPLinearRegression(epsilon=1.0, feature_norm=1.0, target_bound=1.0, random_state=0).fit(
+        X, y
+    )
     assert _r2(auto, X, y) > 0.9
-    assert _r2(default, X, y) < 0.0
+    assert _r2(unit, X, y) < 0.0  # the old defaults
 
 
 def test_explicit_bounds_publish_nothing_about_clipping():
@@ -251,7 +253,8 @@ def test_deletion_keeps_the_bounds_and_says_so():
 
 def test_explicit_bounds_deletion_is_still_exact():
     X, y = _heterogeneous(n=300, d=2)
-    reg = DPLinearRegression(random_state=0).fit(X, y).delete_samples([0])
+    reg = DPLinearRegression(feature_norm=3.0, target_bound=300.0, random_state=0)
+    reg.fit(X, y).delete_samples([0])
     assert reg.deletion_log_[-1].method == "exact"
     assert reg.deletion_log_[-1].deletion_epsilon is None
 
@@ -262,7 +265,7 @@ def test_explicit_bounds_deletion_is_still_exact():
 def test_auto_refuses_a_dask_array_and_changes_nothing():
     da = pytest.importorskip("dask.array")
     X, y = _heterogeneous(n=200, d=2)
-    reg = DPLinearRegression(random_state=0).fit(X, y)
+    reg = DPLinearRegression(feature_norm=3.0, target_bound=300.0, random_state=0).fit(X, y)
     coef = reg.coef_.copy()
     reg.set_params(**AUTO)
     with pytest.raises(ValueError, match="Dask"):

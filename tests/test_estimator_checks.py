@@ -18,7 +18,7 @@ from sklearn_dpu.preprocessing import PrivateBoundsScaler, PublicBoundsScaler
 ESTIMATORS = [
     DPLinearRegression(),
     DPLinearRegression(solver="noisy_gd", max_iter=50),
-    DPLinearRegression(feature_norm="auto", target_bound="auto"),
+    DPLinearRegression(feature_norm=1.0, target_bound=1.0),  # the defaults are "auto"
     DPLogisticRegression(),
     DPLogisticRegression(solver="output"),
     DPLogisticRegression(solver="objective"),

@@ -150,16 +150,15 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         one deletion's re-release). ``privacy_spent_`` composes them all.
     delta : float, default=1e-5
         Use ``delta`` well below ``1 / n_samples``.
-    feature_norm : float or "auto", default=1.0
+    feature_norm : float or "auto", default="auto"
         Public bound on the L2 norm of a feature row; longer rows are scaled
-        down to it. A number is never computed from the data. See
-        :class:`~sklearn_dpu.preprocessing.PublicBoundsScaler`. ``"auto"``:
-        estimate per-feature centers (with an intercept) and scales and a
-        bound on the rescaled rows' norms privately, from a share of
-        ``epsilon`` (see Notes); rows are mapped to
-        ``clip((x - feature_center_) / feature_scale_, -1, 1)`` and clipped to
-        that norm.
-    target_bound : float, (float, float) or "auto", default=1.0
+        down to it. A number is never computed from the data (see
+        :class:`~sklearn_dpu.preprocessing.PublicBoundsScaler`): the best
+        choice when known. ``"auto"``: estimated privately from a share of
+        ``epsilon`` (see Notes): per-feature centers and scales
+        (``feature_center_``, ``feature_scale_``) when there are rows enough,
+        else one row-norm bound (``feature_norm_``).
+    target_bound : float, (float, float) or "auto", default="auto"
         Public range of the target: ``b`` means ``[-b, b]``; a pair is
         ``(low, high)``. Targets are clipped to it. With an intercept the model
         falls back to the range's midpoint when the noise drowns the data.
@@ -216,27 +215,28 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Defined only when ``X`` has string feature names.
     feature_center_, feature_scale_ : ndarray of shape (`n_features_in_`,)
-        ``feature_norm="auto"`` only: the released centers (zeros without an
-        intercept) and scales (DP releases).
+        ``feature_norm="auto"``, per-feature design: the released centers
+        (zeros without an intercept) and scales (DP releases).
+    feature_norm_ : float
+        ``feature_norm="auto"``, pooled design: the released row-norm bound.
     target_interval_ : (float, float)
         ``target_bound="auto"`` only: the released target range.
 
     Notes
     -----
-    **Bounds you don't have to know.** With ``feature_norm="auto"`` or
-    ``target_bound="auto"``, a share ``eps_b = 0.5 epsilon`` releases the
-    bounds by private quantiles (the exponential mechanism over public
-    geometric grids, Dwork & Roth Thm 3.10, ``eps_b / k`` for each of the
-    ``k`` selections: an ``(eps_b, 0)``-DP release by basic composition), and
-    the Gaussian release of the statistics is calibrated so that both compose
-    to at most ``(epsilon, delta)`` under the accountant. Both are in
-    ``privacy_ledger_`` and planned before the data are read (as the bound
-    ``(epsilon, delta)`` when the number of features is not known). A
-    deletion keeps the bounds and is *certified* at ``deletion_epsilon =
-    k eps_b`` for the ``k`` rows deleted since the fit (group privacy); a
-    stream keeps the bounds of its first fit. Accurate only with
-    enough rows (about ``4 ln(m) n_features / eps_b`` per selection, ``m``
-    grid values); ``X`` must be in memory (not a Dask array).
+    **Bounds you don't have to know** (the default). With
+    ``feature_norm="auto"`` or ``target_bound="auto"``, a share ``eps_b =
+    0.5 epsilon`` releases the bounds by private quantiles (the exponential
+    mechanism over public geometric grids, Dwork & Roth Thm 3.10) and, for the
+    features, a noisy count that chooses between one center and scale per
+    feature (many rows) and one row-norm bound (few rows); together an
+    ``(eps_b, 0)``-DP release. The Gaussian release of the statistics is
+    calibrated so that both compose to at most ``(epsilon, delta)`` under
+    the accountant; both are in ``privacy_ledger_`` and planned before the
+    data are read. A deletion keeps the bounds and is *certified* at
+    ``deletion_epsilon = k eps_b`` for the ``k`` rows deleted since the fit
+    (group privacy); a stream keeps the bounds of its first fit. ``X`` must
+    be in memory (a Dask array needs public bounds).
 
     See Also
     --------
@@ -299,8 +299,8 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         *,
         epsilon=1.0,
         delta=1e-5,
-        feature_norm=1.0,
-        target_bound=1.0,
+        feature_norm="auto",
+        target_bound="auto",
         fit_intercept=True,
         alpha=0.0,
         solver="ssp",
@@ -401,8 +401,10 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
                     auto_target=auto_target,
                     fit_intercept=self.fit_intercept,
                 )
+                steps = _gd_steps(frozen)
+                planned = auto_noise_multiplier(upper, self.epsilon, self.delta, steps)
                 multiplier = auto_noise_multiplier(
-                    upper, self.epsilon, self.delta, _gd_steps(frozen)
+                    shares, self.epsilon, self.delta, steps, at_least=planned
                 )
                 fit_recipe = self._recipe(frozen, multiplier)
                 if auto_target:

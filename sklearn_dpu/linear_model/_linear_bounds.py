@@ -453,7 +453,11 @@ def calibration_bounds(
 
 
 def auto_noise_multiplier(
-    recipe: BoundsRecipe, epsilon: float, delta: float, gd_steps: int = 0
+    recipe: BoundsRecipe,
+    epsilon: float,
+    delta: float,
+    gd_steps: int = 0,
+    at_least: float = 0.0,
 ) -> float:
     """Gaussian noise multiplier of the statistics' release after ``recipe``.
 
@@ -467,12 +471,18 @@ def auto_noise_multiplier(
     the PLD's discretization. ``calibrate_noise_multiplier`` solves the same
     problem with a fixed fine PLD grid, whose memory explodes at a large
     epsilon.
+
+    ``at_least``: the smallest multiplier allowed (the planned one, for the
+    design a fit actually ran: in theory it already suffices, since the
+    planned design dominates; this checks it on the accountant, whose
+    discretization may disagree by a hair, and raises it only then).
     """
     return _auto_noise_multiplier(
         tuple(recipe.events),
         float(epsilon),
         float(delta),
         int(gd_steps),
+        float(at_least),
     )
 
 
@@ -485,7 +495,7 @@ def _statistics_events(multiplier: float, gd_steps: int) -> list:
 
 @lru_cache(maxsize=64)
 def _auto_noise_multiplier(
-    bounds_events: tuple, epsilon: float, delta: float, gd_steps: int
+    bounds_events: tuple, epsilon: float, delta: float, gd_steps: int, at_least: float
 ) -> float:
     pure_events = list(bounds_events)
 
@@ -497,6 +507,10 @@ def _auto_noise_multiplier(
     # bracket: the Gaussian alone at (epsilon, delta) is a lower bound, as the
     # bounds' events only add privacy loss.
     low = gaussian_noise_multiplier(epsilon, delta)
+    if at_least > 0.0:
+        if spent(at_least) <= epsilon:
+            return float(at_least)
+        low = max(low, at_least)
     high = 2.0 * low
     while spent(high) > epsilon:
         low, high = high, 2.0 * high
