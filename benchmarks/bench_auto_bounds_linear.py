@@ -1,4 +1,4 @@
-"""Accuracy of DPLinearRegression(feature_norm="auto", target_bound="auto").
+"""Accuracy of DPLinearRegression with its default "auto" bounds.
 
 Median test R^2 over 10 seeds (train/test split, synthetic data and noise vary
 with the seed). Nothing is timed.
@@ -6,10 +6,14 @@ with the seed). Nothing is timed.
 (a) heterogeneous scales: 10 features with scales 1 .. 100, n = 20 000, a
     target around 3000; auto bounds against non-private least squares and a
     single oracle row-norm bound (the largest row norm, target (min, max)).
-(b) raw load_diabetes (``scaled=False``) at epsilon = 1: defaults and auto.
-(c) R^2 against epsilon (0.1, 1, 10) with explicit-tight bounds (oracle:
+(b) load_diabetes as loaded (features scaled by scikit-learn, the target in
+    its raw units 25..346) at epsilon = 1: the defaults ("auto") and the old
+    defaults (feature_norm=1, target_bound=1).
+(c) R^2 against epsilon (0.1 .. 10) with explicit-tight bounds (oracle:
     largest row norm, target (min, max)), explicit-loose bounds (10 times
-    wider) and auto bounds, on both data sets; saved as a plot.
+    wider) and auto bounds, on load_diabetes as loaded, load_diabetes with
+    raw features (``scaled=False``) and the heterogeneous data; saved as a
+    plot.
 
 Run: python benchmarks/bench_auto_bounds_linear.py
 (writes benchmarks/results/auto_bounds_linear.txt and .png)
@@ -26,7 +30,7 @@ from sklearn.model_selection import train_test_split
 from sklearn_dpu.linear_model import DPLinearRegression
 
 SEEDS = range(10)
-EPSILONS = (0.1, 1.0, 10.0)
+EPSILONS = (0.1, 0.3, 1.0, 3.0, 10.0)
 RESULTS = Path(__file__).parent / "results"
 
 
@@ -41,6 +45,10 @@ def heterogeneous(seed: int, n: int = 20_000, d: int = 10):
 
 
 def diabetes(seed: int):
+    return load_diabetes(return_X_y=True)
+
+
+def diabetes_raw_features(seed: int):
     return load_diabetes(return_X_y=True, scaled=False)
 
 
@@ -66,6 +74,17 @@ def auto(X, y):
 
 def defaults(X, y):
     return {}
+
+
+def old_defaults(X, y):
+    return dict(feature_norm=1.0, target_bound=1.0)
+
+
+DATA = (
+    ("diabetes", diabetes),
+    ("diabetes-raw-X", diabetes_raw_features),
+    ("heterogeneous", heterogeneous),
+)
 
 
 def median_r2(data, bounds, epsilon=1.0, nonprivate=False) -> float:
@@ -97,24 +116,22 @@ def main() -> None:
         median_r2(heterogeneous, tight),
     )
     say("(a) heterogeneous, eps=1, auto bounds", median_r2(heterogeneous, auto))
+    say("(b) diabetes, non-private LinearRegression", median_r2(diabetes, None, nonprivate=True))
+    say("(b) diabetes, eps=1, defaults (auto)", median_r2(diabetes, defaults))
     say(
-        "(b) raw diabetes, non-private LinearRegression", median_r2(diabetes, None, nonprivate=True)
+        "(b) diabetes, eps=1, old defaults (feature_norm=1, target_bound=1)",
+        median_r2(diabetes, old_defaults),
     )
-    say(
-        "(b) raw diabetes, eps=1, defaults (feature_norm=1, target_bound=1)",
-        median_r2(diabetes, defaults),
-    )
-    say("(b) raw diabetes, eps=1, auto bounds", median_r2(diabetes, auto))
     lines.append("")
     lines.append("(c) R^2 against epsilon")
     curves = {}
-    for name, data in (("diabetes", diabetes), ("heterogeneous", heterogeneous)):
+    for name, data in DATA:
         for kind, bounds in (("explicit-tight", tight), ("explicit-loose", loose), ("auto", auto)):
             curves[name, kind] = [median_r2(data, bounds, eps) for eps in EPSILONS]
             values = "  ".join(
                 f"eps={e:g}: {r:9.3f}" for e, r in zip(EPSILONS, curves[name, kind], strict=True)
             )
-            lines.append(f"{name:<14} {kind:<15} {values}")
+            lines.append(f"{name:<15} {kind:<15} {values}")
             print(lines[-1], flush=True)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "auto_bounds_linear.txt").write_text("\n".join(lines) + "\n")
@@ -127,8 +144,8 @@ def plot(curves) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    for ax, name in zip(axes, ("diabetes", "heterogeneous"), strict=True):
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    for ax, (name, _) in zip(axes, DATA, strict=True):
         for (data, kind), r2 in curves.items():
             if data == name:
                 ax.plot(EPSILONS, np.maximum(r2, -1.0), marker="o", label=kind)

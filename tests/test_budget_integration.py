@@ -36,7 +36,7 @@ def test_grid_search_with_two_workers_charges_every_fit(budget_path):
     X, y = _data()
     budget = PrivacyBudget(epsilon=50.0, delta=1e-5, path=budget_path)
     search = GridSearchCV(
-        DPLinearRegression(budget=budget, random_state=0),
+        DPLinearRegression(feature_norm=1.0, target_bound=1.0, budget=budget, random_state=0),
         {"alpha": [0.0, 1.0]},
         cv=3,
         n_jobs=2,
@@ -51,7 +51,9 @@ def test_grid_search_with_two_workers_charges_every_fit(budget_path):
 def test_cross_val_score_in_a_pipeline_charges_every_fold(budget_path):
     X, y = _data()
     budget = PrivacyBudget(epsilon=50.0, delta=1e-5, path=budget_path)
-    pipe = make_pipeline(PublicBoundsScaler(), DPLinearRegression(budget=budget))
+    pipe = make_pipeline(
+        PublicBoundsScaler(), DPLinearRegression(feature_norm=1.0, target_bound=1.0, budget=budget)
+    )
     cross_val_score(pipe, X, y, cv=5, n_jobs=2)
     assert len(budget.history()) == 5
 
@@ -59,7 +61,7 @@ def test_cross_val_score_in_a_pipeline_charges_every_fold(budget_path):
 def test_clones_and_pickles_share_the_ledger(budget_path):
     X, y = _data()
     budget = PrivacyBudget(epsilon=50.0, delta=1e-5, path=budget_path)
-    reg = DPLinearRegression(budget=budget)
+    reg = DPLinearRegression(feature_norm=1.0, target_bound=1.0, budget=budget)
     clone(reg).fit(X, y)
     pickle.loads(pickle.dumps(reg)).fit(X, y)
     assert len(budget.history()) == 2
@@ -69,7 +71,9 @@ def test_exceeding_the_cap_raises_before_reading_data(budget_path):
     X, y = _data()
     # two releases at eps = 1 compose to eps = 1.47 (not 2): the cap must be below that
     budget = PrivacyBudget(epsilon=1.2, delta=1e-5, path=budget_path)
-    reg = DPLinearRegression(budget=budget, random_state=0).fit(X, y)
+    reg = DPLinearRegression(feature_norm=1.0, target_bound=1.0, budget=budget, random_state=0).fit(
+        X, y
+    )
     with pytest.raises(BudgetExceededError, match="above its cap"):
         clone(reg).fit(Untouchable(), Untouchable())
     with pytest.raises(BudgetExceededError):
@@ -80,7 +84,7 @@ def test_exceeding_the_cap_raises_before_reading_data(budget_path):
 def test_partial_fit_charges_only_when_the_worst_case_grows(budget_path):
     X, y = _data(80)
     budget = PrivacyBudget(epsilon=50.0, delta=1e-5, path=budget_path)
-    reg = DPLinearRegression(budget=budget, random_state=0)
+    reg = DPLinearRegression(feature_norm=1.0, target_bound=1.0, budget=budget, random_state=0)
     for t in range(8):
         reg.partial_fit(X[10 * t : 10 * (t + 1)], y[10 * t : 10 * (t + 1)])
     # tree aggregation: the most exposed chunk is in log2(8) + 1 = 4 nodes
@@ -91,7 +95,9 @@ def test_partial_fit_charges_only_when_the_worst_case_grows(budget_path):
 def test_a_deletion_is_never_refused_and_its_cost_is_recorded(budget_path):
     X, y = _data()
     budget = PrivacyBudget(epsilon=1.0, delta=1e-5, path=budget_path)
-    reg = DPLinearRegression(budget=budget, random_state=0).fit(X, y)
+    reg = DPLinearRegression(feature_norm=1.0, target_bound=1.0, budget=budget, random_state=0).fit(
+        X, y
+    )
     with pytest.warns(PrivacyLeakWarning, match="deletions are never refused"):
         reg.delete_samples([0])
     assert budget.spent().epsilon > budget.epsilon
@@ -107,8 +113,8 @@ def test_the_ledger_survives_a_process_restart(budget_path, tmp_path):
         from sklearn_dpu import DPLinearRegression, PrivacyBudget
         budget = PrivacyBudget(epsilon=1.6, delta=1e-5, path={str(budget_path)!r})
         X = np.random.default_rng(0).uniform(-1, 1, (50, 2))
-        DPLinearRegression(budget=budget).fit(X, X[:, 0])
-        DPLinearRegression(budget=budget).fit(X, X[:, 1])
+        DPLinearRegression(feature_norm=1.0, target_bound=1.0, budget=budget).fit(X, X[:, 0])
+        DPLinearRegression(feature_norm=1.0, target_bound=1.0, budget=budget).fit(X, X[:, 1])
         """
     )
     subprocess.run([sys.executable, "-c", script], check=True)
@@ -116,7 +122,7 @@ def test_the_ledger_survives_a_process_restart(budget_path, tmp_path):
     assert len(budget.history()) == 2
     X, y = _data()
     with pytest.raises(BudgetExceededError):
-        DPLinearRegression(budget=budget).fit(X, y)
+        DPLinearRegression(feature_norm=1.0, target_bound=1.0, budget=budget).fit(X, y)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert budget.spent().epsilon == pytest.approx(epsilon_spent([_one_fit_event()] * 2, 1e-5))

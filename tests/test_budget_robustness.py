@@ -51,7 +51,9 @@ def _data(n=60):
 
 def _fitted(budget):
     X, y = _data()
-    return DPLinearRegression(budget=budget, random_state=0).fit(X, y)
+    return DPLinearRegression(
+        feature_norm=1.0, target_bound=1.0, budget=budget, random_state=0
+    ).fit(X, y)
 
 
 # --------------------------------------------------------------------------
@@ -181,7 +183,9 @@ def test_pending_charges_count_in_the_next_fit_check(budget_path, tmp_path):
     X, y = _data()
     cap = epsilon_spent([_one_event()] * 2, DELTA) * 1.01  # two fits' worth
     budget = PrivacyBudget(cap, DELTA, budget_path)
-    reg = DPLinearRegression(budget=budget, random_state=0).fit(X, y)
+    reg = DPLinearRegression(feature_norm=1.0, target_bound=1.0, budget=budget, random_state=0).fit(
+        X, y
+    )
     os.rename(budget_path, tmp_path / "away.sqlite")
     with pytest.warns(BudgetUnavailableWarning):
         reg.delete_samples([0])
@@ -194,7 +198,7 @@ def test_pending_charges_count_in_the_next_fit_check(budget_path, tmp_path):
 
 
 def _one_event():
-    return DPLinearRegression()._fit_release_plan()[0].event
+    return DPLinearRegression(feature_norm=1.0, target_bound=1.0)._fit_release_plan()[0].event
 
 
 def test_relative_path_is_resolved_once(tmp_path, monkeypatch):
@@ -445,7 +449,7 @@ def test_can_afford_predicts_whether_a_grid_search_completes(tmp_path, n_jobs):
         (epsilon_spent([_one_event()] * (n_fits - 1), DELTA) * 1.001, False),
     ):
         budget = PrivacyBudget(cap, DELTA, tmp_path / f"{affordable}.sqlite")
-        est = DPLinearRegression(budget=budget, random_state=0)
+        est = DPLinearRegression(feature_norm=1.0, target_bound=1.0, budget=budget, random_state=0)
         assert budget.can_afford(est, n_fits) is affordable
         assert budget.can_afford(est, 1)
         search = GridSearchCV(est, grid, cv=cv, n_jobs=n_jobs)
@@ -467,7 +471,7 @@ def test_can_afford_plans_every_step_of_a_pipeline_that_charges_the_budget(tmp_p
     budget = PrivacyBudget(50.0, DELTA, tmp_path / "pipe.sqlite")
     pipe = make_pipeline(
         PrivateBoundsScaler(epsilon=0.2, budget=budget, random_state=0),
-        DPLinearRegression(budget=budget, random_state=0),
+        DPLinearRegression(feature_norm=1.0, target_bound=1.0, budget=budget, random_state=0),
     )
     planned = budget.planned_epsilon(pipe, 3)
     for _ in range(3):
@@ -475,7 +479,7 @@ def test_can_afford_plans_every_step_of_a_pipeline_that_charges_the_budget(tmp_p
     assert budget.spent().epsilon <= planned + 1e-9
     # planning the final step alone (the scaler on no budget) undercounts
     fresh = PrivacyBudget(50.0, DELTA, tmp_path / "fresh.sqlite")
-    model = DPLinearRegression(budget=fresh, random_state=0)
+    model = DPLinearRegression(feature_norm=1.0, target_bound=1.0, budget=fresh, random_state=0)
     assert fresh.planned_epsilon(make_pipeline(PrivateBoundsScaler(), model), 3) < (
         budget.spent().epsilon
     )
@@ -570,8 +574,8 @@ def _estimators(budget):
     from sklearn_dpu.linear_model import DPLogisticRegression, UnlearnableSGDClassifier
 
     return [
-        DPLinearRegression(budget=budget, random_state=0),
-        DPLogisticRegression(budget=budget, random_state=0),
+        DPLinearRegression(feature_norm=1.0, target_bound=1.0, budget=budget, random_state=0),
+        DPLogisticRegression(feature_norm=1.0, budget=budget, random_state=0),
         UnlearnableSGDClassifier(budget=budget, random_state=0),
     ]
 

@@ -12,6 +12,8 @@ from sklearn_dpu.linear_model._linear_bounds import (
     AUTO_BOUNDS,
     auto_noise_multiplier,
     bounds_recipe,
+    calibration_bounds,
+    per_feature_selection_epsilon,
     rescale_features,
 )
 from sklearn_dpu.linear_model._linear_releases import release_recipe
@@ -22,7 +24,12 @@ from sklearn_dpu.privacy.calibration import gaussian_noise_multiplier
 from sklearn_dpu.privacy.ledger import Release
 
 AUTO = dict(feature_norm="auto", target_bound="auto")
-BOUNDS = ("feature_center_", "feature_scale_", "target_interval_")
+BOUNDS = ("feature_center_", "feature_scale_", "feature_norm_", "target_interval_")
+
+
+def _bounds_of(reg) -> dict:
+    """The published bounds a fit has (which depend on its design)."""
+    return {name: getattr(reg, name) for name in BOUNDS if hasattr(reg, name)}
 
 
 def _heterogeneous(n=3000, d=3, seed=0):
@@ -62,33 +69,55 @@ def test_privacy_spent_stays_within_epsilon(epsilon, delta, d, kw):
     assert reg.unlearning_state_.noise_multiplier > gaussian_noise_multiplier(epsilon, delta)
 
 
-def test_ledger_events_are_those_of_the_mechanisms_that_drew_the_noise():
-    X, y = _heterogeneous(n=400, d=3)
+@pytest.mark.parametrize("n, per_feature", [(400, False), (20000, True)])
+def test_ledger_events_are_those_of_the_mechanisms_that_drew_the_noise(n, per_feature):
+    X, y = _heterogeneous(n=n, d=3)
     reg = DPLinearRegression(epsilon=1.0, random_state=0, **AUTO).fit(X, y)
-    shares = bounds_recipe(3, 1.0, auto_features=True, auto_target=True, fit_intercept=True)
-    multiplier = auto_noise_multiplier(shares, 1.0, reg.delta)
+    shares = bounds_recipe(
+        3, 1.0, auto_features=True, auto_target=True, fit_intercept=True, per_feature=per_feature
+    )
+    upper = calibration_bounds(3, 1.0, auto_features=True, auto_target=True, fit_intercept=True)
+    multiplier = auto_noise_multiplier(upper, 1.0, reg.delta)
     ssp = release_recipe("ssp", multiplier, fit_intercept=True, max_iter=1, coef_bound=1.0)
     assert reg.privacy_ledger_ == [shares.release().to_dict(), ssp.release(1, 1).to_dict()]
-    # 3 centers, 3 scales, the row norm, the target's center and half-range.
-    assert len(shares.mechanisms) == 9
+    # the count, then 3 centers, 3 scales and the row norm (or one pooled
+    # norm), then the target's center and half-range.
+    assert len(shares.mechanisms) == (10 if per_feature else 4)
+    assert hasattr(reg, "feature_scale_") == per_feature
+    assert hasattr(reg, "feature_norm_") != per_feature
     assert sum(m.epsilon for m in shares.mechanisms) == pytest.approx(
         AUTO_BOUNDS.bounds_share * 1.0
     )
+    assert reg.privacy_spent_.epsilon <= 1.0
     # The noise of the statistics came from the mechanism whose event is charged.
     assert reg.unlearning_state_.statistics.mechanism == ssp.mechanism
-    # The plan with the number of features is exactly the ledger; without it a
-    # bound of (epsilon, delta), refused by a smaller budget before any data is read.
+    # The plan, from parameters alone (any number of features), is the pooled
+    # design: an upper bound of either, at most (epsilon, delta) under the
+    # accountant (the per-feature design spends less).
     params = reg.get_params(deep=False)
-    planned = reg._plan_releases(params, PublicSizes(n_features=3))
-    assert [r.to_dict() for r in planned.releases] == reg.privacy_ledger_
-    unknown = reg._plan_releases(params, PublicSizes())
-    assert not unknown.exact
-    # any number of features: the bounds at (eps_b, 0), and a Gaussian release
-    # never noisier than the real one (calibrated to (epsilon, delta) alone)
-    assert [(b.epsilon, b.delta) for b in unknown.bounds] == [(0.5, 0.0)]
-    (upper,) = unknown.releases
-    real = Release.from_dict(reg.privacy_ledger_[1]).event
-    assert upper.event.noise_multiplier <= real.noise_multiplier
+    for sizes in (PublicSizes(n_features=3), PublicSizes()):
+        planned = reg._plan_releases(params, sizes)
+        assert not planned.exact and not planned.bounds
+        assert [r.to_dict() for r in planned.releases] == [
+            upper.release().to_dict(),
+            ssp.release(1, 1).to_dict(),
+        ]
+    planned_events = [r.event for r in planned.releases]
+    assert epsilon_spent(planned_events, reg.delta) <= 1.0
+    assert reg.privacy_spent_.epsilon <= epsilon_spent(planned_events, reg.delta) + 1e-9
+
+
+def test_the_design_is_chosen_by_the_noisy_count_not_by_n():
+    """Near the threshold both designs occur for the same data (the count's
+    noise decides); far from it the choice is stable."""
+    each = per_feature_selection_epsilon(2, 1.0, auto_target=True, fit_intercept=True)
+    threshold = int(AUTO_BOUNDS.per_feature_rows / each)
+    X, y = _heterogeneous(n=threshold, d=2)
+    designs = {
+        hasattr(DPLinearRegression(random_state=seed, **AUTO).fit(X, y), "feature_scale_")
+        for seed in range(12)
+    }
+    assert designs == {True, False}
 
 
 def test_budget_refuses_before_reading_data(tmp_path):
@@ -104,7 +133,7 @@ def _published_bounds(data, seeds):
     out = []
     for seed in seeds:
         reg = DPLinearRegression(epsilon=1.0, random_state=seed, **AUTO).fit(X, y)
-        out.append(np.r_[reg.feature_center_, reg.feature_scale_, reg.target_interval_])
+        out.append(np.r_[reg.feature_norm_, reg.target_interval_])
     return np.array(out)
 
 
@@ -116,7 +145,7 @@ def _leaks(on_d, on_neighbour) -> bool:
 
 
 def test_published_bounds_differ_between_neighbours_only_through_noise(monkeypatch):
-    X, y = _heterogeneous(n=300, d=2, seed=3)
+    X, y = _heterogeneous(n=300, d=2, seed=3)  # the pooled design
     seeds = range(8)
     data, neighbour = (X, y), (X[:-1], y[:-1])
     assert not _leaks(_published_bounds(data, seeds), _published_bounds(neighbour, seeds))
@@ -153,15 +182,17 @@ def test_coefficients_are_in_the_data_units():
 def test_auto_bounds_fit_raw_heterogeneous_data_that_defaults_cannot():
     X, y = _heterogeneous(n=20000, d=3)
     auto = DPLinearRegression(epsilon=1.0, random_state=0, **AUTO).fit(X, y)
-    default = DPLinearRegression(epsilon=1.0, random_state=0).fit(X, y)
+    unit = DPLinearRegression(epsilon=1.0, feature_norm=1.0, target_bound=1.0, random_state=0).fit(
+        X, y
+    )
     assert _r2(auto, X, y) > 0.9
-    assert _r2(default, X, y) < 0.0
+    assert _r2(unit, X, y) < 0.0  # the old defaults
 
 
 def test_explicit_bounds_publish_nothing_about_clipping():
     X, y = _heterogeneous(n=300, d=2)
     reg = DPLinearRegression(random_state=0, **AUTO).fit(X, y)
-    assert all(hasattr(reg, name) for name in BOUNDS)
+    assert set(_bounds_of(reg)) == {"feature_norm_", "target_interval_"}
     reg.set_params(feature_norm=1.0, target_bound=1.0).fit(X, y)
     assert not any(hasattr(reg, name) for name in BOUNDS)
     assert len(reg.privacy_ledger_) == 1
@@ -176,19 +207,18 @@ def test_explicit_bounds_publish_nothing_about_clipping():
 def test_partial_fit_keeps_the_bounds_of_the_first_fit():
     X, y = _heterogeneous(n=600, d=2)
     reg = DPLinearRegression(random_state=0, **AUTO).fit(X[:300], y[:300])
-    before = (reg.feature_center_.copy(), reg.feature_scale_.copy(), reg.target_interval_)
+    before = _bounds_of(reg)
     ledger = list(reg.privacy_ledger_)
     reg.partial_fit(X[300:] * 100.0, y[300:])  # other units: the bounds stay
-    np.testing.assert_array_equal(reg.feature_center_, before[0])
-    np.testing.assert_array_equal(reg.feature_scale_, before[1])
-    assert reg.target_interval_ == before[2]
+    assert _bounds_of(reg) == before
     assert reg.privacy_ledger_[:2] == ledger and len(reg.privacy_ledger_) == 3
     assert "Gram" in reg.privacy_ledger_[2]["mechanism"]
 
 
 def test_deletion_keeps_the_bounds_and_says_so():
-    X, y = _heterogeneous(n=500, d=2)
+    X, y = _heterogeneous(n=3000, d=2)
     reg = DPLinearRegression(epsilon=2.0, random_state=0, **AUTO).fit(X, y)
+    assert hasattr(reg, "feature_scale_")  # the per-feature design
     scale, interval = reg.feature_scale_.copy(), reg.target_interval_
     reg.delete_samples([0, 1, 2])
     report = reg.deletion_log_[-1]
@@ -223,7 +253,8 @@ def test_deletion_keeps_the_bounds_and_says_so():
 
 def test_explicit_bounds_deletion_is_still_exact():
     X, y = _heterogeneous(n=300, d=2)
-    reg = DPLinearRegression(random_state=0).fit(X, y).delete_samples([0])
+    reg = DPLinearRegression(feature_norm=3.0, target_bound=300.0, random_state=0)
+    reg.fit(X, y).delete_samples([0])
     assert reg.deletion_log_[-1].method == "exact"
     assert reg.deletion_log_[-1].deletion_epsilon is None
 
@@ -234,7 +265,7 @@ def test_explicit_bounds_deletion_is_still_exact():
 def test_auto_refuses_a_dask_array_and_changes_nothing():
     da = pytest.importorskip("dask.array")
     X, y = _heterogeneous(n=200, d=2)
-    reg = DPLinearRegression(random_state=0).fit(X, y)
+    reg = DPLinearRegression(feature_norm=3.0, target_bound=300.0, random_state=0).fit(X, y)
     coef = reg.coef_.copy()
     reg.set_params(**AUTO)
     with pytest.raises(ValueError, match="Dask"):
@@ -247,12 +278,12 @@ def test_auto_refuses_a_dask_array_and_changes_nothing():
 def test_auto_with_nan_is_a_clear_error_and_changes_nothing(where):
     X, y = _heterogeneous(n=200, d=2)
     reg = DPLinearRegression(random_state=0, **AUTO).fit(X, y)
-    scale, coef = reg.feature_scale_.copy(), reg.coef_.copy()
+    bounds, coef = _bounds_of(reg), reg.coef_.copy()
     X_bad, y_bad = X.copy(), y.copy()
     (X_bad if where == "X" else y_bad)[5] = np.nan
     with pytest.raises(ValueError, match="NaN"):
         reg.fit(X_bad, y_bad)
-    np.testing.assert_array_equal(reg.feature_scale_, scale)
+    assert _bounds_of(reg) == bounds
     np.testing.assert_array_equal(reg.coef_, coef)
 
 

@@ -18,8 +18,8 @@ def _data():
 
 def test_dask_fit_equals_the_in_memory_fit_bit_for_bit():
     X, y = _data()
-    local = DPLinearRegression(random_state=0, feature_norm=2.0).fit(X, y)
-    distributed = DPLinearRegression(random_state=0, feature_norm=2.0).fit(
+    local = DPLinearRegression(target_bound=1.0, random_state=0, feature_norm=2.0).fit(X, y)
+    distributed = DPLinearRegression(target_bound=1.0, random_state=0, feature_norm=2.0).fit(
         da.from_array(X, chunks=700), da.from_array(y, chunks=1100)
     )
     np.testing.assert_array_equal(distributed.coef_, local.coef_)
@@ -34,7 +34,7 @@ def test_dask_fit_equals_the_in_memory_fit_bit_for_bit():
 
 def test_partial_fit_with_dask_chunks():
     X, y = _data()
-    reg = DPLinearRegression(random_state=0, feature_norm=2.0)
+    reg = DPLinearRegression(target_bound=1.0, random_state=0, feature_norm=2.0)
     reg.partial_fit(da.from_array(X[:2500], chunks=500), y[:2500])
     reg.partial_fit(da.from_array(X[2500:], chunks=500), da.from_array(y[2500:], chunks=500))
     assert reg.unlearning_state_.registry.n_samples == 5000
@@ -43,7 +43,7 @@ def test_partial_fit_with_dask_chunks():
 
 def test_bad_dask_input_raises_and_changes_nothing():
     X, y = _data()
-    reg = DPLinearRegression(random_state=0, feature_norm=2.0).fit(X, y)
+    reg = DPLinearRegression(target_bound=1.0, random_state=0, feature_norm=2.0).fit(X, y)
     before = pickle.dumps(reg)
     X_nan = X.copy()
     X_nan[4321, 2] = np.nan

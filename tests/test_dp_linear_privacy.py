@@ -113,7 +113,9 @@ def test_gram_sensitivity_is_bounded_for_any_extra_row(scale, target, fit_interc
 def test_ledger_matches_dp_accounting_calibration():
     X, y = _synthetic(200, 3)
     for epsilon, delta in [(0.1, 1e-6), (1.0, 1e-5), (8.0, 1e-5)]:
-        reg = DPLinearRegression(epsilon=epsilon, delta=delta, random_state=0).fit(X, y)
+        reg = DPLinearRegression(
+            feature_norm=1.0, target_bound=1.0, epsilon=epsilon, delta=delta, random_state=0
+        ).fit(X, y)
         (entry,) = reg.privacy_ledger_
         event = event_from_dict(entry["event"])
         multiplier = gaussian_noise_multiplier(epsilon, delta)
@@ -127,7 +129,14 @@ def test_ledger_matches_dp_accounting_calibration():
 
 def test_noisy_gd_ledger_composes_to_the_target():
     X, y = _synthetic(200, 3)
-    reg = DPLinearRegression(solver="noisy_gd", max_iter=300, epsilon=2.0, random_state=0)
+    reg = DPLinearRegression(
+        feature_norm=1.0,
+        target_bound=1.0,
+        solver="noisy_gd",
+        max_iter=300,
+        epsilon=2.0,
+        random_state=0,
+    )
     reg.fit(X, y)
     event = event_from_dict(reg.privacy_ledger_[0]["event"])
     pld = PLDAccountant(NeighboringRelation.ADD_OR_REMOVE_ONE).compose(event)
@@ -143,7 +152,7 @@ def test_noise_has_the_calibrated_variance():
     trials = n_trials(ci=400, full=4000)
     noise = []
     for seed in range(trials):
-        reg = DPLinearRegression(random_state=seed).fit(X, y)
+        reg = DPLinearRegression(feature_norm=1.0, target_bound=1.0, random_state=seed).fit(X, y)
         tree = reg.unlearning_state_.statistics
         noise.append(tree.released_sum() - tree.exact_sum())
     noise = np.array(noise)
@@ -223,7 +232,13 @@ def _gd_outputs(X, y, seeds):
     out = []
     for seed in seeds:
         reg = DPLinearRegression(
-            solver="noisy_gd", max_iter=1, coef_bound=0.05, epsilon=1.0, random_state=seed
+            feature_norm=1.0,
+            target_bound=1.0,
+            solver="noisy_gd",
+            max_iter=1,
+            coef_bound=0.05,
+            epsilon=1.0,
+            random_state=seed,
         ).fit(X, y)
         out.append(reg.coef_[0] + reg.intercept_)
     return np.array(out)

@@ -54,7 +54,9 @@ def test_noisy_gd_ledger_is_read_from_the_mechanisms_the_solver_draws_from(monke
 
     monkeypatch.setattr(_linear_solvers, "noisy_projected_gd", spy)
     X, y = _data()
-    reg = DPLinearRegression(solver="noisy_gd", max_iter=40, random_state=0).fit(X, y)
+    reg = DPLinearRegression(
+        feature_norm=1.0, target_bound=1.0, solver="noisy_gd", max_iter=40, random_state=0
+    ).fit(X, y)
     reg.partial_fit(X[:30], y[:30])
     reg.delete_samples([3])
     assert len(seen) == 3 == len(reg.privacy_ledger_)
@@ -68,7 +70,9 @@ def test_noisy_gd_count_is_the_count_mechanisms_first_draw():
     # The released count is the recipe's GaussianCount applied to the
     # release's generator, before any gradient noise.
     X, y = _data()
-    reg = DPLinearRegression(solver="noisy_gd", max_iter=5, random_state=0).fit(X, y)
+    reg = DPLinearRegression(
+        feature_norm=1.0, target_bound=1.0, solver="noisy_gd", max_iter=5, random_state=0
+    ).fit(X, y)
     recipe = reg._recipe(reg.unlearning_state_.frozen_params)
     rng = _dp_linear.release_generator(0, 0)
     count = recipe.count.release(len(y), rng)
@@ -85,7 +89,9 @@ def test_solver_refuses_noise_calibrated_below_the_gradient_bound():
 
 def test_correlated_rerelease_ledger_comes_from_the_tree_mechanism():
     X, y = _data()
-    reg = DPLinearRegression(rerelease_correlation=0.5, random_state=0).fit(X, y)
+    reg = DPLinearRegression(
+        feature_norm=1.0, target_bound=1.0, rerelease_correlation=0.5, random_state=0
+    ).fit(X, y)
     reg.delete_samples([1])
     mechanism = reg.unlearning_state_.statistics.mechanism
     fit, rerelease, fit_copy, growth = (event_from_dict(e["event"]) for e in reg.privacy_ledger_)
@@ -122,8 +128,12 @@ def test_set_params_after_fit_does_not_change_what_a_deletion_releases():
     # A deletion re-releases with the parameters the state was made with
     # (partial_fit refuses other ones), whatever set_params did since.
     X, y = _data()
-    a = DPLinearRegression(solver="noisy_gd", max_iter=20, random_state=0).fit(X, y)
-    b = DPLinearRegression(solver="noisy_gd", max_iter=20, random_state=0).fit(X, y)
+    a = DPLinearRegression(
+        feature_norm=1.0, target_bound=1.0, solver="noisy_gd", max_iter=20, random_state=0
+    ).fit(X, y)
+    b = DPLinearRegression(
+        feature_norm=1.0, target_bound=1.0, solver="noisy_gd", max_iter=20, random_state=0
+    ).fit(X, y)
     b.set_params(max_iter=7, alpha=3.0, solver="ssp")
     a.delete_samples([4])
     b.delete_samples([4])

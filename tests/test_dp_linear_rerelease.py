@@ -77,7 +77,9 @@ def test_privacy_spent_is_the_worst_record_ever_in_the_data(rho, tmp_path):
     record ever in the data: remaining rows and the most exposed deleted one."""
     X, y = _data()
     budget = PrivacyBudget(100.0, DELTA, tmp_path / "budget.db")
-    est = DPLinearRegression(rerelease_correlation=rho, random_state=0, budget=budget)
+    est = DPLinearRegression(
+        feature_norm=1.0, target_bound=1.0, rerelease_correlation=rho, random_state=0, budget=budget
+    )
     est.fit(X, y)
     mu = 1.0 / gaussian_noise_multiplier(1.0, DELTA)
     for k in range(1, 6):
@@ -102,7 +104,9 @@ def test_privacy_spent_is_the_worst_record_ever_in_the_data(rho, tmp_path):
 @pytest.mark.parametrize("rho", [0.0, 0.5, 0.9])
 def test_ledger_composes_to_the_joint_gaussian_mechanism(rho):
     X, y = _data()
-    est = DPLinearRegression(rerelease_correlation=rho, random_state=0).fit(X, y)
+    est = DPLinearRegression(
+        feature_norm=1.0, target_bound=1.0, rerelease_correlation=rho, random_state=0
+    ).fit(X, y)
     mu = 1.0 / gaussian_noise_multiplier(1.0, DELTA)
     for k in range(1, 6):
         est.delete_samples([k])
@@ -141,7 +145,9 @@ def test_measured_cost_of_many_deletions():
     X, y = _data(400)
     spent, live = {}, {}
     for rho in (0.0, 0.5, 0.7, 0.9):
-        est = DPLinearRegression(rerelease_correlation=rho, random_state=0).fit(X, y)
+        est = DPLinearRegression(
+            feature_norm=1.0, target_bound=1.0, rerelease_correlation=rho, random_state=0
+        ).fit(X, y)
         for i in range(100):
             est.delete_samples([i])
             if i + 1 in (1, 10, 100):
@@ -182,7 +188,11 @@ def test_measured_cost_of_many_deletions():
 
 def test_summary_states_the_cost_to_the_remaining_rows():
     X, y = _data()
-    est = DPLinearRegression(random_state=0).fit(X, y).delete_samples([0, 1, 2])
+    est = (
+        DPLinearRegression(feature_norm=1.0, target_bound=1.0, random_state=0)
+        .fit(X, y)
+        .delete_samples([0, 1, 2])
+    )
     text = est.deletion_log_[-1].summary()
     assert "everything published so far (privacy_spent_): eps = 1.465" in text
     assert "one call deleting many ids costs one re-release" in text
@@ -209,7 +219,11 @@ def test_correlated_rerelease_has_the_law_of_a_fresh_fit(monkeypatch, broken):
         tree = est.unlearning_state_.statistics
         return tree.released_sum()[np.triu_indices(4)]
 
-    make = lambda seed: DPLinearRegression(rerelease_correlation=0.9, random_state=seed)  # noqa: E731
+    def make(seed):
+        return DPLinearRegression(
+            feature_norm=1.0, target_bound=1.0, rerelease_correlation=0.9, random_state=seed
+        )
+
     deleted, fresh, correlation = [], [], []
     for t in range(n):
         est = make(t).fit(X, y)
@@ -229,14 +243,16 @@ def test_correlated_rerelease_has_the_law_of_a_fresh_fit(monkeypatch, broken):
 
 def test_state_keeps_only_the_current_noise():
     X, y = _data()
-    est = DPLinearRegression(rerelease_correlation=0.9, random_state=0).fit(X, y)
+    est = DPLinearRegression(
+        feature_norm=1.0, target_bound=1.0, rerelease_correlation=0.9, random_state=0
+    ).fit(X, y)
     state = est.unlearning_state_
     np.testing.assert_allclose(state.release_noise, _noise(est), atol=1e-9)
     est.delete_samples([0])
     # The stored noise is the current release's; the exact sums are those of
     # the remaining rows.
     np.testing.assert_allclose(state.release_noise, _noise(est), atol=1e-9)
-    refit = DPLinearRegression(random_state=0).fit(X[1:], y[1:])
+    refit = DPLinearRegression(feature_norm=1.0, target_bound=1.0, random_state=0).fit(X[1:], y[1:])
     np.testing.assert_array_equal(
         state.statistics.exact_sum(), refit.unlearning_state_.statistics.exact_sum()
     )
@@ -248,8 +264,12 @@ def test_state_keeps_only_the_current_noise():
 def test_streams_and_noisy_gd_refuse_correlation_clearly():
     X, y = _data()
     with pytest.raises(ValueError, match="needs solver='ssp'"):
-        DPLinearRegression(solver="noisy_gd", rerelease_correlation=0.5).fit(X, y)
-    est = DPLinearRegression(rerelease_correlation=0.5, random_state=0).fit(X[:100], y[:100])
+        DPLinearRegression(
+            feature_norm=1.0, target_bound=1.0, solver="noisy_gd", rerelease_correlation=0.5
+        ).fit(X, y)
+    est = DPLinearRegression(
+        feature_norm=1.0, target_bound=1.0, rerelease_correlation=0.5, random_state=0
+    ).fit(X[:100], y[:100])
     coef, ledger = est.coef_.copy(), list(est.privacy_ledger_)
     with pytest.raises(ValueError, match="rerelease_correlation > 0"):
         est.partial_fit(X[100:], y[100:])
@@ -257,4 +277,4 @@ def test_streams_and_noisy_gd_refuse_correlation_clearly():
     assert est.privacy_ledger_ == ledger
     assert est.unlearning_state_.n_chunks == 1
     with pytest.raises(ValueError):
-        DPLinearRegression(rerelease_correlation=1.0).fit(X, y)
+        DPLinearRegression(feature_norm=1.0, target_bound=1.0, rerelease_correlation=1.0).fit(X, y)

@@ -45,25 +45,25 @@ def test_outputs_and_shapes(solver):
     np.testing.assert_allclose(np.exp(clf.predict_log_proba(X)), proba)
     np.testing.assert_allclose(clf.decision_function(X), X @ clf.coef_.T + clf.intercept_)
     assert set(clf.predict(X)) <= set(labels)
-    binary = DPLogisticRegression(solver=solver, random_state=0).fit(X, y == 1)
+    binary = DPLogisticRegression(feature_norm=1.0, solver=solver, random_state=0).fit(X, y == 1)
     assert binary.coef_.shape == (1, 4) and binary.decision_function(X).shape == (400,)
 
 
 def test_one_vs_rest_only_for_objective_multiclass():
     X, y = _blobs(n=300, n_classes=3)
-    ovr = DPLogisticRegression(solver="objective", random_state=0).fit(X, y)
-    softmax = DPLogisticRegression(solver="output", random_state=0).fit(X, y)
+    ovr = DPLogisticRegression(feature_norm=1.0, solver="objective", random_state=0).fit(X, y)
+    softmax = DPLogisticRegression(feature_norm=1.0, solver="output", random_state=0).fit(X, y)
     assert ovr.unlearning_state_.chunks[0].config.one_vs_rest
     assert not softmax.unlearning_state_.chunks[0].config.one_vs_rest
 
 
 def test_reproducible_with_a_seed_fresh_without():
     X, y = _blobs(n=200)
-    a = DPLogisticRegression(random_state=3).fit(X, y)
+    a = DPLogisticRegression(feature_norm=1.0, random_state=3).fit(X, y)
     b = clone(a).fit(X, y)
     np.testing.assert_array_equal(a.coef_, b.coef_)
-    c = DPLogisticRegression().fit(X, y)
-    d = DPLogisticRegression().fit(X, y)
+    c = DPLogisticRegression(feature_norm=1.0).fit(X, y)
+    d = DPLogisticRegression(feature_norm=1.0).fit(X, y)
     assert not np.array_equal(c.coef_, d.coef_)
     assert not hasattr(c, "random_state_") and "rng" not in repr(vars(c)).lower()
 
@@ -71,8 +71,14 @@ def test_reproducible_with_a_seed_fresh_without():
 def test_auto_solver_follows_table_2_i():
     """Noisy GD iff the number of parameters is at most n * epsilon (released n)."""
     X, y = _blobs(n=2000, d=10)
-    assert DPLogisticRegression(epsilon=1.0, random_state=0).fit(X, y).solver_ == "noisy_gd"
-    assert DPLogisticRegression(epsilon=0.003, random_state=0).fit(X, y).solver_ == "output"
+    assert (
+        DPLogisticRegression(feature_norm=1.0, epsilon=1.0, random_state=0).fit(X, y).solver_
+        == "noisy_gd"
+    )
+    assert (
+        DPLogisticRegression(feature_norm=1.0, epsilon=0.003, random_state=0).fit(X, y).solver_
+        == "output"
+    )
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # dp_accounting at eps=1e8
@@ -97,11 +103,13 @@ def test_regularization_means_what_sklearn_c_means():
 
 def test_meta_estimators_and_pipeline_deletion():
     X, y = _blobs(n=300)
-    pipe = make_pipeline(PublicBoundsScaler(bounds=(-6, 6)), DPLogisticRegression())
+    pipe = make_pipeline(PublicBoundsScaler(bounds=(-6, 6)), DPLogisticRegression(feature_norm=1.0))
     pipe.set_params(dplogisticregression__random_state=0)
     scores = cross_val_score(pipe, X, y, cv=3)
     assert scores.shape == (3,)
-    search = GridSearchCV(DPLogisticRegression(random_state=0), {"epsilon": [0.5, 2.0]}, cv=2)
+    search = GridSearchCV(
+        DPLogisticRegression(feature_norm=1.0, random_state=0), {"epsilon": [0.5, 2.0]}, cv=2
+    )
     search.fit(X, y)
     pipe.fit(X, y)
     delete_samples(pipe, [0, 1], positions=True)
@@ -110,7 +118,7 @@ def test_meta_estimators_and_pipeline_deletion():
 
 def test_ledger_names_what_ran():
     X, y = _blobs(n=500)
-    clf = DPLogisticRegression(random_state=0).fit(X, y)
+    clf = DPLogisticRegression(feature_norm=1.0, random_state=0).fit(X, y)
     entry = clf.privacy_ledger_[0]
     assert entry["neighboring_relation"] == "ADD_OR_REMOVE_ONE"
     assert clf.solver_.replace("_", " ").split()[0] in entry["mechanism"].lower() or (

@@ -156,7 +156,12 @@ def test_retrain_and_stream_replay_are_exact():
 
     def stream(parts, seed, delete=None):
         est = DPLogisticRegression(
-            epsilon=4.0, C=0.05, batch_size=64, deletion_epsilon=0.5, random_state=seed
+            feature_norm=1.0,
+            epsilon=4.0,
+            C=0.05,
+            batch_size=64,
+            deletion_epsilon=0.5,
+            random_state=seed,
         )
         for Xc, yc, ids in [*parts, last]:
             est.partial_fit(Xc, yc, classes=[0, 1], sample_id=list(ids))
@@ -171,7 +176,9 @@ def test_retrain_and_stream_replay_are_exact():
 
 def test_noise_only_keeps_the_model_and_accumulates():
     X, y, _, _ = _pair(3, n=40)
-    est = DPLogisticRegression(epsilon=2.0, solver="output", random_state=0).fit(X, y)
+    est = DPLogisticRegression(feature_norm=1.0, epsilon=2.0, solver="output", random_state=0).fit(
+        X, y
+    )
     before = est.coef_.copy()
     est.delete_samples([0])
     report = est.deletion_log_[-1]
@@ -200,7 +207,7 @@ def test_retrain_cost_is_predicted_work_not_time():
     """A deletion report's retrain estimate is the planner's predicted gradient
     evaluations (from released counts), never a time: no speed probe."""
     X, y, _, _ = _pair(4, n=40)
-    est = DPLogisticRegression(solver="output", random_state=0).fit(X, y)
+    est = DPLogisticRegression(feature_norm=1.0, solver="output", random_state=0).fit(X, y)
     est.delete_samples([0, 1, 2])
     report = est.deletion_log_[-1]
     assert dict(report.retrain_cost) == {
@@ -212,7 +219,9 @@ def test_retrain_cost_is_predicted_work_not_time():
 
 def test_fine_tune_falls_back_to_retraining(monkeypatch):
     X, y, _, _ = _pair(4, n=40)
-    est = DPLogisticRegression(solver="output", deletion_epsilon=0.5, random_state=0)
+    est = DPLogisticRegression(
+        feature_norm=1.0, solver="output", deletion_epsilon=0.5, random_state=0
+    )
     est.fit(X, y)
 
     def refuse_warm_starts(*args, theta0=None, **kw):
@@ -288,7 +297,9 @@ def _skops_bytes(est) -> bytes:
 @pytest.mark.parametrize("via", ["pickle", "skops"])
 def test_deletion_after_reload(via, tmp_path):
     X, y, _, _ = _pair(6, n=40)
-    est = DPLogisticRegression(solver="output", deletion_epsilon=0.5, random_state=0)
+    est = DPLogisticRegression(
+        feature_norm=1.0, solver="output", deletion_epsilon=0.5, random_state=0
+    )
     est.fit(X, y, sample_id=[f"id{i}" for i in range(len(X))])
     est.delete_samples(["id0"])
     if via == "pickle":
@@ -307,7 +318,7 @@ def test_deletion_after_reload(via, tmp_path):
 
 def test_bad_requests_leave_the_estimator_unchanged():
     X, y, _, _ = _pair(7, n=20)
-    est = DPLogisticRegression(random_state=0).fit(X, y)
+    est = DPLogisticRegression(feature_norm=1.0, random_state=0).fit(X, y)
     before = pickle.dumps(est)
     for bad in (["nope"], [0, 0], list(range(len(X))), []):
         with pytest.raises(UnlearningError):
@@ -322,7 +333,7 @@ def test_stream_errors_are_clear_and_atomic():
     rng = np.random.default_rng(8)
     X = rng.normal(size=(30, 2))
     y = np.arange(30) % 3
-    est = DPLogisticRegression(random_state=0)
+    est = DPLogisticRegression(feature_norm=1.0, random_state=0)
     with pytest.raises(ValueError, match="classes must be passed"):
         est.partial_fit(X, y)
     est.partial_fit(X, y, classes=[0, 1, 2])
@@ -342,16 +353,18 @@ def test_stream_errors_are_clear_and_atomic():
     assert len(est.privacy_ledger_) == 2
     assert est.privacy_spent_.epsilon == pytest.approx(1.0)  # parallel composition
     with pytest.raises(ValueError, match="only one class"):
-        DPLogisticRegression().fit(X, np.zeros(30))
+        DPLogisticRegression(feature_norm=1.0).fit(X, np.zeros(30))
 
 
 def test_budget_is_charged_before_data_and_deletions_are_never_refused(tmp_path):
     X, y, _, _ = _pair(9, n=40)
     budget = PrivacyBudget(epsilon=1.2, delta=DELTA, path=tmp_path / "b.sqlite")
-    est = DPLogisticRegression(epsilon=1.0, solver="output", budget=budget, random_state=0)
+    est = DPLogisticRegression(
+        feature_norm=1.0, epsilon=1.0, solver="output", budget=budget, random_state=0
+    )
     est.fit(X, y)
     with pytest.raises(BudgetExceededError):
-        DPLogisticRegression(epsilon=1.0, budget=budget).fit("not even data", y)
+        DPLogisticRegression(feature_norm=1.0, epsilon=1.0, budget=budget).fit("not even data", y)
     est.set_params(deletion_epsilon=0.1)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -368,9 +381,13 @@ def test_infeasible_objective_perturbation_fails_before_charging(tmp_path):
     X, y, _, _ = _pair(10, n=40)
     budget = PrivacyBudget(epsilon=5.0, delta=DELTA, path=tmp_path / "b.sqlite")
     with pytest.raises(ValueError, match="Jacobian term"):
-        DPLogisticRegression(solver="objective", C=1e6, budget=budget).fit("no data", y)
+        DPLogisticRegression(feature_norm=1.0, solver="objective", C=1e6, budget=budget).fit(
+            "no data", y
+        )
     # Feasible for two classes, not for ten (mu split ten ways).
-    clf = DPLogisticRegression(solver="objective", C=0.02, epsilon=0.1, budget=budget)
+    clf = DPLogisticRegression(
+        feature_norm=1.0, solver="objective", C=0.02, epsilon=0.1, budget=budget
+    )
     clf.fit(X, y)
     spent = budget.spent().epsilon
     many = np.arange(len(X)) % 10

@@ -57,7 +57,9 @@ def test_output_perturbation_sensitivity_on_neighbours(n_classes, coef_bound):
     worst = 0.0
     for seed in range(25 if coef_bound is None else 8):
         X, y, Xp, yp = _neighbours(seed, n=8, d=3, n_classes=n_classes)
-        est = DPLogisticRegression(C=0.5, solver="output", coef_bound=coef_bound).fit(X, y)
+        est = DPLogisticRegression(
+            feature_norm=1.0, C=0.5, solver="output", coef_bound=coef_bound
+        ).fit(X, y)
         loss = est._loss()
         config = est.unlearning_state_.chunks[0].config
         Lambda, tau = config.Lambda, config.tau
@@ -78,7 +80,7 @@ def test_output_perturbation_sensitivity_on_neighbours(n_classes, coef_bound):
 def test_noisy_gd_step_sensitivity():
     """A record changes the gradient sum by at most G at any parameter."""
     X, y, Xp, yp = _neighbours(1, n=10, d=3, n_classes=3)
-    est = DPLogisticRegression(solver="noisy_gd").fit(X, y)
+    est = DPLogisticRegression(feature_norm=1.0, solver="noisy_gd").fit(X, y)
     loss = est._loss()
     A, Ap = est._normalize(X), est._normalize(Xp)
     rng = np.random.default_rng(0)
@@ -219,10 +221,10 @@ def test_calibration_against_dp_accounting(solver, n_classes, epsilon):
     most (epsilon, delta) and tight; privacy_spent_ reports it."""
     X, y, _, _ = _neighbours(0, n=40, d=3, n_classes=n_classes)
     if solver == "sgd":
-        est = DPLogisticRegression(epsilon=epsilon, random_state=0)
+        est = DPLogisticRegression(feature_norm=1.0, epsilon=epsilon, random_state=0)
         est.partial_fit(X, y, classes=np.unique(y))
     else:
-        est = DPLogisticRegression(epsilon=epsilon, solver=solver, random_state=0)
+        est = DPLogisticRegression(feature_norm=1.0, epsilon=epsilon, solver=solver, random_state=0)
         est.fit(X, y)
     eps = _pld_epsilon(_ran_events(est))
     assert eps <= epsilon * (1 + 1e-3)
@@ -280,11 +282,15 @@ def test_release_path_is_what_fit_runs():
     """The audited release path reproduces fit and partial_fit exactly."""
     X, y, _, _ = _neighbours(4, n=10, d=2)
     for solver in ("output", "objective", "noisy_gd"):
-        est = DPLogisticRegression(solver=solver, C=0.05, random_state=7).fit(X, y)
+        est = DPLogisticRegression(feature_norm=1.0, solver=solver, C=0.05, random_state=7).fit(
+            X, y
+        )
         rng = _dp_logistic.release_generator(7, 0)
         model = private_fit(est._params(), est._loss(), est._normalize(X), y, rng)[0]
         np.testing.assert_array_equal(model.theta, est.unlearning_state_.chunks[0].theta)
-    est = DPLogisticRegression(C=0.05, random_state=7).partial_fit(X, y, classes=[0, 1])
+    est = DPLogisticRegression(feature_norm=1.0, C=0.05, random_state=7).partial_fit(
+        X, y, classes=[0, 1]
+    )
     theta0 = np.zeros(est._loss().n_params)
     rng = _dp_logistic.release_generator(7, 0)
     model = private_sgd_pass(est._params(), est._loss(), est._normalize(X), y, theta0, rng)[0]
@@ -327,7 +333,9 @@ def test_ledger_events_are_read_from_the_mechanisms_that_drew_the_noise(solver):
     from sklearn_dpu.privacy.events import event_to_dict
 
     X, y, _, _ = _neighbours(0, n=40, d=3, n_classes=3)
-    est = DPLogisticRegression(solver="auto" if solver == "sgd" else solver, random_state=0)
+    est = DPLogisticRegression(
+        feature_norm=1.0, solver="auto" if solver == "sgd" else solver, random_state=0
+    )
     if solver == "sgd":
         est.partial_fit(X, y, classes=np.unique(y))
     else:

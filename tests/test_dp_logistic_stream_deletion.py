@@ -12,7 +12,9 @@ def _stream(seed=0):
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(90, 2))
     y = (X[:, 0] > 0).astype(int)
-    est = DPLogisticRegression(epsilon=2.0, C=0.05, solver="output", batch_size=16, random_state=0)
+    est = DPLogisticRegression(
+        feature_norm=1.0, epsilon=2.0, C=0.05, solver="output", batch_size=16, random_state=0
+    )
     est.fit(X[:30], y[:30], sample_id=list(range(30)))
     est.partial_fit(X[30:60], y[30:60], sample_id=list(range(30, 60)))
     est.partial_fit(X[60:], y[60:], sample_id=list(range(60, 90)))
@@ -76,7 +78,12 @@ def test_deleting_the_last_sample_of_a_label_keeps_the_public_label_set(deletion
     reports = []
     for deleted in (5, 6):
         est = DPLogisticRegression(
-            epsilon=2.0, solver="output", C=0.05, deletion_epsilon=deletion_epsilon, random_state=0
+            feature_norm=1.0,
+            epsilon=2.0,
+            solver="output",
+            C=0.05,
+            deletion_epsilon=deletion_epsilon,
+            random_state=0,
         ).fit(X, y)
         est.delete_samples([deleted])
         np.testing.assert_array_equal(est.classes_, [0, 1, 2])
@@ -106,7 +113,13 @@ def test_replayed_stream_has_the_law_of_a_stream_on_the_remaining_rows():
 
     def stream(seed, keep_z, keep_w, delete=()):
         est = DPLogisticRegression(
-            epsilon=8.0, solver="noisy_gd", C=0.05, max_iter=5, batch_size=64, random_state=seed
+            feature_norm=1.0,
+            epsilon=8.0,
+            solver="noisy_gd",
+            C=0.05,
+            max_iter=5,
+            batch_size=64,
+            random_state=seed,
         )
         (X1, y1), (X2, y2), (X3, y3) = parts
         if keep_z:

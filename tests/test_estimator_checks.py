@@ -19,7 +19,7 @@ ESTIMATORS = [
     DPLinearRegression(),
     DPLinearRegression(solver="noisy_gd", max_iter=50),
     DPLinearRegression(solver="ambssgd"),
-    DPLinearRegression(feature_norm="auto", target_bound="auto"),
+    DPLinearRegression(feature_norm=1.0, target_bound=1.0),  # the defaults are "auto"
     DPLogisticRegression(),
     DPLogisticRegression(solver="output"),
     DPLogisticRegression(solver="objective"),

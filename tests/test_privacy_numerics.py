@@ -14,7 +14,7 @@ from dp_accounting.gaussian_mechanism import get_epsilon_gaussian
 from sklearn.utils._param_validation import InvalidParameterError, validate_parameter_constraints
 
 from sklearn_dpu._compat import DELTA_CONSTRAINT
-from sklearn_dpu.linear_model import DPLinearRegression
+from sklearn_dpu.linear_model import DPLinearRegression, DPLogisticRegression
 from sklearn_dpu.privacy import (
     PrivacyBudget,
     calibrate_noise_multiplier,
@@ -142,3 +142,40 @@ def test_every_estimator_refuses_a_delta_that_states_no_privacy(name, delta):
     y = (X[:, 0] > 0).astype(int)
     with pytest.raises(InvalidParameterError, match="delta"):
         getattr(sklearn_dpu, name)(delta=delta).fit(X, y)
+
+
+@pytest.mark.parametrize("epsilon", [1e-12, 1e-6, 1e3, 1e6, 1e300])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda e: DPLinearRegression(epsilon=e, random_state=0),  # "auto" bounds
+        lambda e: DPLinearRegression(epsilon=e, solver="noisy_gd", max_iter=20, random_state=0),
+        lambda e: DPLogisticRegression(epsilon=e, feature_norm="auto", random_state=0),
+    ],
+    ids=["linear-auto", "linear-auto-noisy-gd", "logistic-auto"],
+)
+def test_privately_estimated_bounds_keep_privacy_spent_within_epsilon(make, epsilon):
+    """A pure-DP bound composed with the model stays within epsilon at every
+    scale (before: the logistic's stated 92 epsilon at 1e-6, the PLD's 1e-4
+    grid being coarser than epsilon; 1.08 epsilon at 1e6; the linear model
+    crashed at 1e6, RDP having no discrete Laplace)."""
+    X = np.random.default_rng(0).uniform(-1, 1, (50, 2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = make(epsilon)
+        model.fit(X, X[:, 0] > 0 if isinstance(model, DPLogisticRegression) else X[:, 0])
+        assert model.privacy_spent_.epsilon <= epsilon * (1 + 1e-9)
+
+
+def test_pure_events_compose_by_basic_composition_when_it_is_tighter():
+    from sklearn_dpu.privacy.mechanisms import pure_dp_event
+
+    gaussian = dp_event.GaussianDpEvent(1.0)
+    alone = epsilon_spent([gaussian], 1e-5)
+    # large: the exact sum, where the PLD's coarse grid overshoots it
+    assert epsilon_spent([pure_dp_event(500.0), gaussian], 1e-5) <= 500.0 + alone + 1e-12
+    # tiny: the Gaussian part in closed form, where the PLD's grid is too coarse
+    huge = dp_event.GaussianDpEvent(1e6)
+    tiny = epsilon_spent([pure_dp_event(1e-7), huge], 1e-5)
+    assert tiny <= 1e-7 + epsilon_spent([huge], 1e-5) + 1e-15
+    assert tiny < 1e-5

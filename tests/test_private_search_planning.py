@@ -127,10 +127,28 @@ def test_a_pipeline_given_as_the_estimator_is_refused_with_the_way_to_do_it():
         )
 
 
-def test_a_private_target_range_cannot_bound_the_validation_loss():
-    search = PrivateGridSearch(DPLinearRegression(target_bound="auto"), {"alpha": [0.0, 1.0]})
-    with pytest.raises(ValueError, match="public target range"):
-        search.fit(np.zeros((10, 2)), np.zeros(10))
+def test_a_released_target_range_bounds_the_validation_loss():
+    """With target_bound='auto' each candidate's loss is clipped to its own
+    released target_interval_ (a DP release on the training part), and the
+    selection is the generalized exponential mechanism, whose sensitivities
+    may differ per candidate (before: refused)."""
+    from sklearn_dpu.model_selection._private_search import _loss_bound, _selection
+    from sklearn_dpu.privacy.mechanisms import GeneralizedExponentialMechanism
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(600, 3))
+    y = 200.0 + X @ [30.0, -10.0, 5.0] + rng.normal(size=600)
+    search = PrivateGridSearch(DPLinearRegression(random_state=0), {"alpha": [0.0, 1.0]})
+    assert _loss_bound(DPLinearRegression()) == ("squared error", None, None)
+    assert isinstance(
+        _selection(search.get_params(deep=False), [DPLinearRegression()] * 2),
+        GeneralizedExponentialMechanism,
+    )
+    search.fit(X, y)
+    model = search.best_estimator_
+    low, high = model.target_interval_
+    assert _loss_bound(model) == ("squared error", (high - low) ** 2, (low, high))
+    assert search.score(X, y) > 0.5
 
 
 def test_the_search_report_covers_what_the_selected_model_states():

@@ -21,7 +21,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .._compat import DELTA_CONSTRAINT, HasMethods, Interval, StrOptions, _fit_context
 from ..base import PrivateEstimatorMixin, PublicSizes
 from ..privacy.calibration import gaussian_noise_multiplier
-from ..privacy.ledger import ApproximateDPBound, Release, ReleasePlan
+from ..privacy.ledger import Release, ReleasePlan
 from ..privacy.random import release_generator
 from ..unlearning.ids import as_id_list, requested_ids
 from ..unlearning.report import DeletionOutcome, DeletionPlan
@@ -30,7 +30,8 @@ from ._correlated_rerelease import CorrelatedRerelease
 from ._linear_bounds import (
     AUTO,
     auto_noise_multiplier,
-    bounds_recipe,
+    calibration_bounds,
+    draw_bounds,
     published_bounds,
     rescale_features,
 )
@@ -153,16 +154,15 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         one deletion's re-release). ``privacy_spent_`` composes them all.
     delta : float, default=1e-5
         Use ``delta`` well below ``1 / n_samples``.
-    feature_norm : float or "auto", default=1.0
+    feature_norm : float or "auto", default="auto"
         Public bound on the L2 norm of a feature row; longer rows are scaled
-        down to it. A number is never computed from the data. See
-        :class:`~sklearn_dpu.preprocessing.PublicBoundsScaler`. ``"auto"``:
-        estimate per-feature centers (with an intercept) and scales and a
-        bound on the rescaled rows' norms privately, from a share of
-        ``epsilon`` (see Notes); rows are mapped to
-        ``clip((x - feature_center_) / feature_scale_, -1, 1)`` and clipped to
-        that norm.
-    target_bound : float, (float, float) or "auto", default=1.0
+        down to it. A number is never computed from the data (see
+        :class:`~sklearn_dpu.preprocessing.PublicBoundsScaler`): the best
+        choice when known. ``"auto"``: estimated privately from a share of
+        ``epsilon`` (see Notes): per-feature centers and scales
+        (``feature_center_``, ``feature_scale_``) when there are rows enough,
+        else one row-norm bound (``feature_norm_``).
+    target_bound : float, (float, float) or "auto", default="auto"
         Public range of the target: ``b`` means ``[-b, b]``; a pair is
         ``(low, high)``. Targets are clipped to it. With an intercept the model
         falls back to the range's midpoint when the noise drowns the data.
@@ -222,27 +222,28 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Defined only when ``X`` has string feature names.
     feature_center_, feature_scale_ : ndarray of shape (`n_features_in_`,)
-        ``feature_norm="auto"`` only: the released centers (zeros without an
-        intercept) and scales (DP releases).
+        ``feature_norm="auto"``, per-feature design: the released centers
+        (zeros without an intercept) and scales (DP releases).
+    feature_norm_ : float
+        ``feature_norm="auto"``, pooled design: the released row-norm bound.
     target_interval_ : (float, float)
         ``target_bound="auto"`` only: the released target range.
 
     Notes
     -----
-    **Bounds you don't have to know.** With ``feature_norm="auto"`` or
-    ``target_bound="auto"``, a share ``eps_b = 0.5 epsilon`` releases the
-    bounds by private quantiles (the exponential mechanism over public
-    geometric grids, Dwork & Roth Thm 3.10, ``eps_b / k`` for each of the
-    ``k`` selections: an ``(eps_b, 0)``-DP release by basic composition), and
-    the Gaussian release of the statistics is calibrated so that both compose
-    to at most ``(epsilon, delta)`` under the accountant. Both are in
-    ``privacy_ledger_`` and planned before the data are read (as the bound
-    ``(epsilon, delta)`` when the number of features is not known). A
-    deletion keeps the bounds and is *certified* at ``deletion_epsilon =
-    k eps_b`` for the ``k`` rows deleted since the fit (group privacy); a
-    stream keeps the bounds of its first fit. Accurate only with
-    enough rows (about ``4 ln(m) n_features / eps_b`` per selection, ``m``
-    grid values); ``X`` must be in memory (not a Dask array).
+    **Bounds you don't have to know** (the default). With
+    ``feature_norm="auto"`` or ``target_bound="auto"``, a share ``eps_b =
+    0.5 epsilon`` releases the bounds by private quantiles (the exponential
+    mechanism over public geometric grids, Dwork & Roth Thm 3.10) and, for the
+    features, a noisy count that chooses between one center and scale per
+    feature (many rows) and one row-norm bound (few rows); together an
+    ``(eps_b, 0)``-DP release. The Gaussian release of the statistics is
+    calibrated so that both compose to at most ``(epsilon, delta)`` under
+    the accountant; both are in ``privacy_ledger_`` and planned before the
+    data are read. A deletion keeps the bounds and is *certified* at
+    ``deletion_epsilon = k eps_b`` for the ``k`` rows deleted since the fit
+    (group privacy); a stream keeps the bounds of its first fit. ``X`` must
+    be in memory (a Dask array needs public bounds).
 
     See Also
     --------
@@ -308,8 +309,8 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         *,
         epsilon=1.0,
         delta=1e-5,
-        feature_norm=1.0,
-        target_bound=1.0,
+        feature_norm="auto",
+        target_bound="auto",
         fit_intercept=True,
         alpha=0.0,
         solver="ssp",
@@ -393,23 +394,34 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
             feature_norm = self.feature_norm
             if auto:
                 # The bounds are the fit's first release, drawn from its own generator.
-                shares = bounds_recipe(
+                shares, bounds = draw_bounds(
+                    X_,
+                    y_,
+                    self.epsilon,
+                    release_generator(self.random_state, 0),
+                    auto_features=auto_features,
+                    auto_target=auto_target,
+                    fit_intercept=self.fit_intercept,
+                )
+                releases.append(shares.release())
+                upper = calibration_bounds(
                     X_.shape[1],
                     self.epsilon,
                     auto_features=auto_features,
                     auto_target=auto_target,
                     fit_intercept=self.fit_intercept,
                 )
-                bounds = shares.draw(X_, y_, release_generator(self.random_state, 0))
-                releases.append(shares.release())
+                steps = _gd_steps(frozen)
+                planned = auto_noise_multiplier(upper, self.epsilon, self.delta, steps)
                 multiplier = auto_noise_multiplier(
-                    shares, self.epsilon, self.delta, _gd_steps(frozen)
+                    shares, self.epsilon, self.delta, steps, at_least=planned
                 )
                 fit_recipe = self._recipe(frozen, multiplier)
                 if auto_target:
                     center, half_range = bounds.target_center, bounds.target_half_range
-                if auto_features:
+                if bounds.feature_scale is not None:
                     X_ = rescale_features(X_, bounds.feature_center, bounds.feature_scale)
+                if auto_features:
                     feature_norm = bounds.row_norm
             codes, gram = self._encode(X_, y_, feature_norm, center, half_range)
             registry.add(ids, codes, chunk=1)
@@ -497,6 +509,7 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
             bounds, feature_norm = state.bounds, state.frozen_params["feature_norm"]
             if bounds is not None and bounds.feature_scale is not None:
                 X_ = rescale_features(X_, bounds.feature_center, bounds.feature_scale)
+            if state.feature_norm is not None:
                 feature_norm = state.feature_norm
             codes, gram = self._encode(X_, y_, feature_norm, state.center, state.half_range)
             rng = release_generator(self.random_state, len(self.privacy_ledger_))
@@ -622,36 +635,28 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         With public bounds: one release of the recipe ``params`` make
         (``sizes`` unused). With ``"auto"`` bounds: the bounds release, then
         the statistics' release calibrated so that both compose to at most
-        ``(epsilon, delta)``. The bounds of the features are one selection per
-        feature: without ``sizes.n_features`` the plan bounds them for any
-        number of features (the bounds as ``(eps_b, 0)``, the statistics as a
-        release calibrated to ``(epsilon, delta)`` alone, never noisier than
-        the real one), and the fit records the exact events.
+        ``(epsilon, delta)`` (see :func:`calibration_bounds`): exact for the
+        target's bounds alone; with the features', whose design a noisy count
+        chooses, an upper bound (the fit records the exact events).
         """
         auto_features, auto_target = _auto(params["feature_norm"]), _auto(params["target_bound"])
         if not (auto_features or auto_target):
             return ReleasePlan((self._recipe(params).release(1, 1),), restart=True)
         epsilon, delta = float(params["epsilon"]), float(params["delta"])
-        if auto_features and sizes.n_features is None:
-            # For any number of features: the bounds are (eps_b, 0)-DP, and the
-            # Gaussian release is at least as noisy as one calibrated to
-            # (epsilon, delta) alone (composing it with the bounds needs more).
-            eps_b = bounds_recipe(
-                1, epsilon, auto_features=True, auto_target=auto_target, fit_intercept=True
-            ).epsilon
-            bound = ApproximateDPBound(eps_b, 0.0, "privately estimated bounds")
-            upper = self._recipe(params).release(1, 1)
-            return ReleasePlan((upper,), bounds=(bound,), restart=True)
-        shares = bounds_recipe(
+        upper = calibration_bounds(
             sizes.n_features or 1,
             epsilon,
             auto_features=auto_features,
             auto_target=auto_target,
             fit_intercept=params["fit_intercept"],
         )
-        multiplier = auto_noise_multiplier(shares, epsilon, delta, _gd_steps(params))
+        multiplier = auto_noise_multiplier(upper, epsilon, delta, _gd_steps(params))
         recipe = self._recipe(params, multiplier)
-        return ReleasePlan((shares.release(), recipe.release(1, 1)), restart=True)
+        # With the features' bounds the design is chosen from a noisy count:
+        # the plan is the pooled design, which dominates both (the fit
+        # records the exact events).
+        plan = (upper.release(), recipe.release(1, 1))
+        return ReleasePlan(plan, exact=not auto_features, restart=True)
 
     def _recipe(self, params, noise_multiplier: float | None = None) -> SSPRecipe | NoisyGDRecipe:
         """The mechanisms of one release with ``params`` (calibrated from their
@@ -672,7 +677,7 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
 
     def _publish_bounds(self, bounds) -> None:
         """Publish the released bounds (DP releases); a public bound publishes nothing."""
-        for name in ("feature_center_", "feature_scale_", "target_interval_"):
+        for name in ("feature_center_", "feature_scale_", "feature_norm_", "target_interval_"):
             self.__dict__.pop(name, None)
         self.__dict__.update(published_bounds(bounds))
 
@@ -704,7 +709,7 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
             run = solve_ambssgd(codes, n_features, params["fit_intercept"], ridge, recipe, rng)
             w, state.released_count, self.n_iter_ = run.coef, run.released_count, run.n_blocks
         else:
-            w = solve_ssp(state.statistics, n_coef, ridge)
+            w = solve_ssp(state.statistics, n_coef, ridge, params["fit_intercept"])
             self.n_iter_ = 1
         self.coef_ = state.half_range * w[:n_features] / feature_norm
         self.intercept_ = float(

@@ -1,32 +1,44 @@
 """Bounds :class:`~sklearn_dpu.linear_model.DPLinearRegression` estimates itself
 when ``feature_norm="auto"`` or ``target_bound="auto"``: a charged release.
 
-The data's units are unknown, so a small share of epsilon (:data:`AUTO_BOUNDS`,
+The data's units are unknown, so a share ``eps_b`` of epsilon (:data:`AUTO_BOUNDS`,
 defined once) releases them privately, and the rest pays the Gaussian release
-of the statistics:
+of the statistics.
 
-* for every feature ``j`` (``feature_norm="auto"``): a center ``c_j`` (a
-  private median over a signed geometric grid, only with an intercept: without
-  one the model cannot absorb a shift) and a scale ``s_j`` (a private quantile
-  of ``|x_j - c_j|`` over a positive grid). Rows are then mapped to
-  ``z = clip((x - c) / s, -1, 1)``, whose L2 norm is at most ``sqrt(d)``: the
-  public row bound of the statistics;
-* for the target (``target_bound="auto"``): a center (private median) and a
-  half-range (private quantile of ``|y - center|``); targets are clipped to
-  ``center +- half_range``.
+The features (``feature_norm="auto"``). A noisy row count (the Laplace
+mechanism, [DR14]_ Thm 3.6) first chooses one of two designs
+(:func:`draw_bounds`):
+
+* per-feature, when the rows are many enough for ``2 d + 1`` selections: for
+  every feature ``j`` a center ``c_j`` (a private median over a fine signed
+  geometric grid, only with an intercept: without one the model cannot absorb
+  a shift) and a scale ``s_j`` (3 times a private median of ``|x_j - c_j|``);
+  rows are mapped to ``z = clip((x - c) / s, -1, 1)`` and clipped to a private
+  quantile of their norms (at most ``sqrt(d)``). Features whose scales differ
+  by orders of magnitude then weigh alike;
+* pooled, otherwise: one private median of the raw rows' norms
+  (``feature_norm_``), which the rows are clipped to as an explicit bound
+  would be. With few rows, ``2 d + 1`` selections would each come out close
+  to uniform over the grid, and one reliable bound serves the model better.
+
+The target (``target_bound="auto"``): a center (private median) and a
+half-range (3 times a private median of ``|y - center|``); targets are clipped
+to ``center +- half_range``.
 
 Each selection is the exponential mechanism over a public grid with a rank
 utility ([DR14]_ Thm 3.10, after [Smi11]_ and [GJK21]_;
-:mod:`sklearn_dpu.privacy.quantiles`), ``eps_b / k``-DP for ``k`` selections,
-so the whole bounds release is ``(eps_b, 0)``-DP by basic composition
+:mod:`sklearn_dpu.privacy.quantiles`); a spread is a median times a public
+factor, not a high quantile, which the mechanism finds unreliably (the many
+grid cells above the data cost only ``(1 - q) n`` ranks). The count and the
+selections are pure DP and together ``(eps_b, 0)``-DP by basic composition
 ([DR14]_ Thm 3.16). The Gaussian release that follows is post-processing of
 the bounds and a Gaussian mechanism on the statistics clipped to them; its
-noise multiplier is the smallest for which the ``k`` pure-DP events and the
-Gaussian event compose to at most ``(epsilon, delta)`` under the PLD
-accountant of ``privacy_spent_`` (each pure-DP event is composed as binary
-randomized response, which dominates every pure-DP mechanism under
-composition, [KOV15]_ Thm 3.5; many small selections then cost the
-Gaussian part much less than ``eps_b``).
+noise multiplier is the smallest for which the pooled design's events (which
+dominate the per-feature ones, :func:`calibration_bounds`) and the Gaussian
+event compose to at most ``(epsilon, delta)`` under the PLD accountant of
+``privacy_spent_`` (each pure-DP event is composed as binary randomized
+response, which dominates every pure-DP mechanism under composition,
+[KOV15]_).
 
 References
 ----------
@@ -50,7 +62,7 @@ from dp_accounting import dp_event
 from ..privacy.accounting import epsilon_spent
 from ..privacy.calibration import gaussian_noise_multiplier
 from ..privacy.ledger import Release
-from ..privacy.mechanisms import pure_dp_event
+from ..privacy.mechanisms import LaplaceMechanism
 from ..privacy.quantiles import (
     GeometricGrid,
     PrivateQuantile,
@@ -67,6 +79,9 @@ __all__ = [
     "ReleasedBounds",
     "auto_noise_multiplier",
     "bounds_recipe",
+    "calibration_bounds",
+    "draw_bounds",
+    "per_feature_selection_epsilon",
     "published_bounds",
     "rescale_features",
 ]
@@ -96,12 +111,26 @@ class AutoBoundsShares:
         Share of ``eps_b`` given to the target's two selections when the
         features' bounds are estimated too (else the one that is estimated
         gets all of ``eps_b``).
-    feature_quantile : float
-        Quantile of ``|x_j - c_j|`` used as the feature scale.
-    target_quantile : float
-        Quantile of ``|y - center|`` used as the target's half-range.
+    spread_quantile : float
+        Quantile of ``|x_j - c_j|`` and of ``|y - center|`` that measures a
+        spread: a middle one, which the exponential mechanism finds reliably
+        (a high quantile does not: see :func:`bounds_recipe`).
+    spread_inflation : float
+        Public factor a released spread is multiplied by to give a feature's
+        scale or the target's half-range (3 medians of ``|x - median|`` is
+        about 2 standard deviations of a normal variable).
     norm_quantile : float
         Quantile of the rescaled rows' L2 norms used as their bound.
+    count_share : float
+        Share of ``eps_b`` given to the noisy row count that chooses the
+        features' design (only when their bounds are estimated).
+    per_feature_rows : float
+        The features get one center and scale each only when the noisy count
+        times the epsilon of one selection is at least this (else one pooled
+        row-norm bound): the exponential mechanism's accuracy bound
+        ([DR14]_ Thm 3.11).
+    pooled_norm_quantile : float
+        Quantile of the raw rows' L2 norms used as the pooled bound.
     lower, upper : float
         Public limits of the grids (of scales and of ``|center|``).
     scale_ratio : float
@@ -113,13 +142,16 @@ class AutoBoundsShares:
 
     bounds_share: float = 0.5
     target_share: float = 0.3
-    feature_quantile: float = 0.95
-    target_quantile: float = 0.95
+    spread_quantile: float = 0.5
+    spread_inflation: float = 3.0
     norm_quantile: float = 0.95
+    count_share: float = 0.05
+    per_feature_rows: float = 100.0
+    pooled_norm_quantile: float = 0.5
     lower: float = 1e-3
     upper: float = 1e6
     scale_ratio: float = 1.25
-    center_ratio: float = 1.1
+    center_ratio: float = 1.01
 
     def scale_grid(self) -> GeometricGrid:
         return GeometricGrid(self.lower, self.upper, self.scale_ratio)
@@ -156,29 +188,38 @@ class ReleasedBounds:
 
 @dataclass(frozen=True)
 class BoundsRecipe:
-    """The selections of one bounds release, ``epsilon / k``-DP each.
+    """The mechanisms of one bounds release, each pure DP.
 
     Attributes
     ----------
     epsilon : float
-        ``eps_b`` of the whole release.
+        ``eps_b`` of the whole release (the sum of its mechanisms' epsilons).
+    count : LaplaceMechanism or None
+        The noisy row count that chose the features' design (``feature_norm
+        = "auto"`` only; drawn by :func:`draw_bounds` before the others).
     feature_centers, feature_scales : tuple of PrivateQuantile
-        One per feature each (no centers without an intercept); empty for a
-        public ``feature_norm``.
+        One per feature each in the per-feature design (no centers without an
+        intercept); empty otherwise.
+    row_norm : tuple of PrivateQuantile
+        The row-norm bound: of the rescaled rows (per-feature design) or of
+        the raw rows (pooled design); empty for a public ``feature_norm``.
     target : tuple of PrivateQuantile
         The target's center and half-range (half-range only without an
         intercept); empty for a public ``target_bound``.
     """
 
     epsilon: float
+    count: LaplaceMechanism | None
     feature_centers: tuple[PrivateQuantile, ...]
     feature_scales: tuple[PrivateQuantile, ...]
     row_norm: tuple[PrivateQuantile, ...]
     target: tuple[PrivateQuantile, ...]
+    spread_inflation: float = 1.0
 
     @property
-    def mechanisms(self) -> tuple[PrivateQuantile, ...]:
-        return (*self.feature_centers, *self.feature_scales, *self.row_norm, *self.target)
+    def mechanisms(self) -> tuple:
+        count = () if self.count is None else (self.count,)
+        return (*count, *self.feature_centers, *self.feature_scales, *self.row_norm, *self.target)
 
     @property
     def events(self) -> list[dp_event.DpEvent]:
@@ -190,9 +231,11 @@ class BoundsRecipe:
         if self.feature_scales:
             centered = "median and " if self.feature_centers else ""
             parts.append(
-                f"private {centered}scale of each of {len(self.feature_scales)} features, "
-                "quantile of the rescaled row norms"
+                f"noisy row count, private {centered}scale of each of "
+                f"{len(self.feature_scales)} features, quantile of the rescaled row norms"
             )
+        elif self.row_norm:
+            parts.append("noisy row count, private quantile of the row norms")
         if self.target:
             parts.append(
                 "private center and half-range of the target"
@@ -207,27 +250,54 @@ class BoundsRecipe:
         )
 
     def draw(self, X: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> ReleasedBounds:
-        """Release the bounds of ``(X, y)``, every selection from ``rng`` in a fixed order."""
+        """Release the bounds of ``(X, y)`` but the count, every selection from
+        ``rng`` in a fixed order."""
         center = scale = norm = t_center = t_half = None
         if self.feature_scales:
             center = np.zeros(X.shape[1])
             if self.feature_centers:
                 center = private_column_quantiles(X, self.feature_centers, rng)
-            scale = private_column_quantiles(np.abs(X - center), self.feature_scales, rng)
+            spread = private_column_quantiles(np.abs(X - center), self.feature_scales, rng)
+            scale = self.spread_inflation * spread
             rescaled = rescale_features(X, center, scale)
             # A rescaled row is at most sqrt(d) long: a larger release clips nothing.
             norm = min(
                 private_norm_bound(rescaled, self.row_norm[0], rng), float(np.sqrt(X.shape[1]))
             )
+        elif self.row_norm:
+            norm = private_norm_bound(X, self.row_norm[0], rng)
         if self.target:
             y2 = np.asarray(y, dtype=np.float64).reshape(-1, 1)
             t_center = 0.0
             if len(self.target) == 2:
                 t_center = float(private_column_quantiles(y2, self.target[:1], rng)[0])
-            t_half = float(
-                private_column_quantiles(np.abs(y2 - t_center), self.target[-1:], rng)[0]
-            )
+            spread = private_column_quantiles(np.abs(y2 - t_center), self.target[-1:], rng)[0]
+            t_half = float(self.spread_inflation * spread)
         return ReleasedBounds(center, scale, norm, t_center, t_half, self.epsilon)
+
+
+def _shares(epsilon, auto_features, auto_target, shares):
+    """``(eps_b, eps of the count, eps of the features' selections, eps of the
+    target's)``: the one split of the bounds' budget."""
+    eps_b = shares.bounds_share * float(epsilon)
+    eps_count = shares.count_share * eps_b if auto_features else 0.0
+    eps_target = 0.0
+    if auto_target:
+        eps_target = shares.target_share * eps_b if auto_features else eps_b
+    return eps_b, eps_count, eps_b - eps_count - eps_target, eps_target
+
+
+def per_feature_selection_epsilon(
+    n_features: int,
+    epsilon: float,
+    *,
+    auto_target: bool,
+    fit_intercept: bool,
+    shares: AutoBoundsShares = AUTO_BOUNDS,
+) -> float:
+    """Epsilon of each selection of the per-feature design (public)."""
+    eps_features = _shares(epsilon, True, auto_target, shares)[2]
+    return eps_features / (n_features * (2 if fit_intercept else 1) + 1)
 
 
 def bounds_recipe(
@@ -237,44 +307,157 @@ def bounds_recipe(
     auto_features: bool,
     auto_target: bool,
     fit_intercept: bool,
+    per_feature: bool = True,
     shares: AutoBoundsShares = AUTO_BOUNDS,
 ) -> BoundsRecipe:
     """The bounds release of a fit with total budget ``epsilon``.
 
-    ``eps_b = shares.bounds_share * epsilon``; with both kinds estimated the
-    target gets ``shares.target_share`` of it. Within a kind, the selections
-    share equally (basic composition).
+    ``eps_b = shares.bounds_share * epsilon``. With the features' bounds
+    estimated, ``shares.count_share`` of it pays a noisy row count (the
+    Laplace mechanism, [DR14]_ Thm 3.6) and, with the target's too, the
+    target gets ``shares.target_share``. Within a kind the selections share
+    equally (basic composition). The features' design:
+
+    * per-feature (``per_feature``): a center (with an intercept) and a scale
+      (``spread_inflation`` times a spread) per feature, then the rescaled
+      rows' norm quantile: ``2 d + 1`` selections;
+    * pooled: one quantile of the raw rows' norms (``pooled_norm_quantile``)
+      for the whole budget of the features.
+
+    Scales and the target's half-range are ``spread_inflation`` times a
+    middle quantile (``spread_quantile``) of the distances to the center, not
+    a high quantile: the cells above the largest value all have the utility
+    ``-(1 - q) n``, and the grid has many (it spans the units of any data), so
+    at ``q = 0.95`` the exponential mechanism often lands far above the data
+    (on ``load_diabetes``, half-ranges up to 4e5 for a target below 350; on
+    20 000 rows, a feature of scale 2 given the scale 650). At the median the
+    same cells are ``n / 2`` ranks away.
     """
-    eps_b = shares.bounds_share * float(epsilon)
-    eps_target = eps_b if not auto_features else shares.target_share * eps_b
-    eps_features = eps_b - eps_target if auto_target else eps_b
-    centers = scales = norm = target = ()
-    if auto_features:
-        k = n_features * (2 if fit_intercept else 1) + 1
-        each = eps_features / k
+    _, eps_count, eps_features, eps_target = _shares(epsilon, auto_features, auto_target, shares)
+    count = centers = scales = norm = target = ()
+    count = LaplaceMechanism(1.0, eps_count) if auto_features else None
+    if auto_features and per_feature:
+        each = per_feature_selection_epsilon(
+            n_features,
+            epsilon,
+            auto_target=auto_target,
+            fit_intercept=fit_intercept,
+            shares=shares,
+        )
         norm = (PrivateQuantile(each, shares.norm_quantile, shares.scale_grid()),)
         if fit_intercept:
             centers = tuple(
                 PrivateQuantile(each, 0.5, shares.center_grid()) for _ in range(n_features)
             )
         scales = tuple(
-            PrivateQuantile(each, shares.feature_quantile, shares.scale_grid())
+            PrivateQuantile(each, shares.spread_quantile, shares.scale_grid())
             for _ in range(n_features)
         )
+    elif auto_features:
+        norm = (PrivateQuantile(eps_features, shares.pooled_norm_quantile, shares.scale_grid()),)
     if auto_target:
         scale = PrivateQuantile(
-            eps_target / (1 + fit_intercept), shares.target_quantile, shares.scale_grid()
+            eps_target / (1 + fit_intercept), shares.spread_quantile, shares.scale_grid()
         )
         if fit_intercept:
             center = PrivateQuantile(eps_target / 2, 0.5, shares.center_grid())
             target = (center, scale)
         else:
             target = (scale,)
-    return BoundsRecipe(eps_b, centers, scales, norm, target)
+    eps_b = sum(
+        float(m.epsilon)
+        for m in (*(() if count is None else (count,)), *centers, *scales, *norm, *target)
+    )
+    return BoundsRecipe(eps_b, count, centers, scales, norm, target, shares.spread_inflation)
+
+
+def draw_bounds(
+    X: np.ndarray,
+    y: np.ndarray,
+    epsilon: float,
+    rng: np.random.Generator,
+    *,
+    auto_features: bool,
+    auto_target: bool,
+    fit_intercept: bool,
+    shares: AutoBoundsShares = AUTO_BOUNDS,
+) -> tuple[BoundsRecipe, ReleasedBounds]:
+    """Choose the design from a noisy count, then release the bounds.
+
+    The count (``feature_norm="auto"`` only) is drawn first; the per-feature
+    design is used when ``noisy_count * eps_each >= per_feature_rows`` for the
+    epsilon ``eps_each`` of its selections: by the exponential mechanism's
+    accuracy bound ([DR14]_ Thm 3.11) a selection among ``m`` cells then
+    misses its target rank by more than ``2 (ln m + t) / eps_each`` with
+    probability at most ``e^-t``, a small fraction of the rows. Below it the
+    ``2 d + 1`` selections would come out close to uniform over the grid, and
+    one pooled row-norm bound (one selection, all the features' epsilon)
+    serves the model better. The choice is post-processing of the count.
+    """
+    per_feature = True
+    if auto_features:
+        count = LaplaceMechanism(1.0, _shares(epsilon, True, auto_target, shares)[1])
+        noisy_count = float(count.release(float(len(X)), rng))
+        each = per_feature_selection_epsilon(
+            X.shape[1],
+            epsilon,
+            auto_target=auto_target,
+            fit_intercept=fit_intercept,
+            shares=shares,
+        )
+        per_feature = noisy_count * each >= shares.per_feature_rows
+    recipe = bounds_recipe(
+        X.shape[1],
+        epsilon,
+        auto_features=auto_features,
+        auto_target=auto_target,
+        fit_intercept=fit_intercept,
+        per_feature=per_feature,
+        shares=shares,
+    )
+    return recipe, recipe.draw(X, y, rng)
+
+
+def calibration_bounds(
+    n_features: int,
+    epsilon: float,
+    *,
+    auto_features: bool,
+    auto_target: bool,
+    fit_intercept: bool,
+    shares: AutoBoundsShares = AUTO_BOUNDS,
+) -> BoundsRecipe:
+    """The bounds release the statistics' noise is calibrated against.
+
+    The pooled design, whichever design :func:`draw_bounds` chooses: it
+    dominates the per-feature one, whose ``2 d + 1`` selections of
+    ``eps_f / (2 d + 1)`` each are ``eps_f``-DP by basic composition
+    ([DR14]_ Thm 3.16) and hence dominated, under any composition, by the
+    pooled design's one ``eps_f``-DP selection (binary randomized response at
+    ``eps_f`` dominates every ``eps_f``-DP mechanism, [KOV15]_ proof of Thm 3.3; the
+    ledger composes both as such). So one noise multiplier, chosen before the
+    count, makes either design at most ``(epsilon, delta)``-DP, and this
+    release with it is an upper bound a budget can check before any data is
+    read. The per-feature design then spends a little less than
+    ``epsilon``, which ``privacy_spent_`` states.
+    """
+    return bounds_recipe(
+        n_features,
+        epsilon,
+        auto_features=auto_features,
+        auto_target=auto_target,
+        fit_intercept=fit_intercept,
+        per_feature=False,
+        shares=shares,
+    )
 
 
 def auto_noise_multiplier(
-    recipe: BoundsRecipe, epsilon: float, delta: float, gd_steps: int = 0
+    recipe: BoundsRecipe,
+    epsilon: float,
+    delta: float,
+    gd_steps: int = 0,
+    at_least: float = 0.0,
 ) -> float:
     """Gaussian noise multiplier of the statistics' release after ``recipe``.
 
@@ -288,12 +471,18 @@ def auto_noise_multiplier(
     the PLD's discretization. ``calibrate_noise_multiplier`` solves the same
     problem with a fixed fine PLD grid, whose memory explodes at a large
     epsilon.
+
+    ``at_least``: the smallest multiplier allowed (the planned one, for the
+    design a fit actually ran: in theory it already suffices, since the
+    planned design dominates; this checks it on the accountant, whose
+    discretization may disagree by a hair, and raises it only then).
     """
     return _auto_noise_multiplier(
-        tuple(float(m.epsilon) for m in recipe.mechanisms),
+        tuple(recipe.events),
         float(epsilon),
         float(delta),
         int(gd_steps),
+        float(at_least),
     )
 
 
@@ -306,9 +495,9 @@ def _statistics_events(multiplier: float, gd_steps: int) -> list:
 
 @lru_cache(maxsize=64)
 def _auto_noise_multiplier(
-    pure: tuple[float, ...], epsilon: float, delta: float, gd_steps: int
+    bounds_events: tuple, epsilon: float, delta: float, gd_steps: int, at_least: float
 ) -> float:
-    pure_events = [pure_dp_event(e) for e in pure]
+    pure_events = list(bounds_events)
 
     def spent(multiplier):
         return epsilon_spent([*pure_events, *_statistics_events(multiplier, gd_steps)], delta)
@@ -318,6 +507,10 @@ def _auto_noise_multiplier(
     # bracket: the Gaussian alone at (epsilon, delta) is a lower bound, as the
     # bounds' events only add privacy loss.
     low = gaussian_noise_multiplier(epsilon, delta)
+    if at_least > 0.0:
+        if spent(at_least) <= epsilon:
+            return float(at_least)
+        low = max(low, at_least)
     high = 2.0 * low
     while spent(high) > epsilon:
         low, high = high, 2.0 * high
@@ -343,14 +536,17 @@ def rescale_features(X: np.ndarray, center: np.ndarray, scale: np.ndarray) -> np
 
 def published_bounds(bounds: "ReleasedBounds | None") -> dict:
     """The fitted attributes of released bounds (DP releases): ``feature_center_``
-    and ``feature_scale_`` if the features' bounds were estimated,
-    ``target_interval_`` if the target's was; nothing for public bounds."""
+    and ``feature_scale_`` in the per-feature design, ``feature_norm_`` in the
+    pooled one, ``target_interval_`` if the target's was estimated; nothing
+    for public bounds."""
     if bounds is None:
         return {}
     attributes = {}
     if bounds.feature_scale is not None:
         attributes["feature_center_"] = bounds.feature_center.copy()
         attributes["feature_scale_"] = bounds.feature_scale.copy()
+    elif bounds.row_norm is not None:
+        attributes["feature_norm_"] = float(bounds.row_norm)
     if bounds.target_half_range is not None:
         attributes["target_interval_"] = (
             bounds.target_center - bounds.target_half_range,

@@ -63,6 +63,7 @@ from ._correlated_rerelease import (
     deleted_row_precision,
     remaining_row_precision,
 )
+from ._linear_bounds import published_bounds
 from ._linear_state import LinearStatisticsState
 from ._noisy_gd import gd_mechanisms
 from ._sufficient_statistics import GRAM_SCALE, contribution_bound
@@ -458,5 +459,5 @@ def deletion_outcome(
     if bounds is None:
         return outcome
     total = n_deleted if n_deleted_total is None else n_deleted_total
-    what = "the privately estimated bounds (feature_center_, feature_scale_, target_interval_)"
+    what = f"the privately estimated bounds ({', '.join(published_bounds(bounds))})"
     return with_kept_release(outcome, what, bounds.epsilon, total)

@@ -17,13 +17,18 @@ from ._sufficient_statistics import GRAM_SCALE, solve_noisy_gram
 __all__ = ["solve_ambssgd", "solve_noisy_gd", "solve_ssp"]
 
 
-def solve_ssp(statistics: TreeAggregator, n_coef: int, ridge: np.ndarray) -> np.ndarray:
+def solve_ssp(
+    statistics: TreeAggregator, n_coef: int, ridge: np.ndarray, fit_intercept: bool
+) -> np.ndarray:
     """AdaSSP-style ridge solve of the released Gram matrix (post-processing).
 
-    The ridge lifts the released ``X^T X`` above the noise level
-    ``statistics.mechanism.sigma``, so the solve is stable at any epsilon.
+    The ridge lifts the released ``X^T X`` of the features above the noise
+    level ``statistics.mechanism.sigma``, so the solve is stable at any
+    epsilon; the intercept is eliminated exactly and never penalized.
     """
-    return solve_noisy_gram(statistics.released_sum(), n_coef, ridge, statistics.mechanism.sigma)
+    return solve_noisy_gram(
+        statistics.released_sum(), n_coef, ridge, statistics.mechanism.sigma, fit_intercept
+    )
 
 
 def solve_noisy_gd(

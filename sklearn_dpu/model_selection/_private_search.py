@@ -46,20 +46,31 @@ def _estimator_has(name):
     return check
 
 
-def _loss_bound(estimator) -> tuple[str, float, object]:
-    """The bounded validation loss of a candidate: (name, bound, clip interval)."""
+def _loss_bound(estimator) -> tuple[str, float | None, object]:
+    """The bounded validation loss of a candidate: (name, bound, clip interval).
+
+    A regressor whose ``target_bound`` is ``"auto"`` has its bound only once
+    fitted: its released ``target_interval_`` (a DP release on the training
+    part, so public for the selection on the validation part); before, the
+    bound is ``None``, and the search selects with the generalized
+    exponential mechanism, whose sensitivities may differ per candidate.
+    """
     if is_classifier(estimator):
         return "zero-one loss", 1.0, None
     params = estimator.get_params()
     if "target_bound" in params:
         bound = params["target_bound"]
-        if isinstance(bound, str):
+        if isinstance(bound, str) and bound == "auto":
+            interval = getattr(estimator, "target_interval_", None)
+            if interval is None:
+                return "squared error", None, None
+            low, high = (float(v) for v in interval)
+        elif isinstance(bound, str):
             raise ValueError(
-                f"PrivateGridSearch needs a public target range to bound the validation "
-                f"loss before any data is read; got target_bound={bound!r}. Give the "
-                "candidates an explicit target_bound (feature_norm='auto' is fine)"
+                f"PrivateGridSearch needs a public or released target range to bound the "
+                f"validation loss; got target_bound={bound!r}"
             )
-        if isinstance(bound, tuple | list):
+        elif isinstance(bound, tuple | list):
             low, high = (float(v) for v in bound)
         else:
             low, high = -float(bound), float(bound)
@@ -662,7 +673,7 @@ def _candidates(params: dict, seeds: list) -> list:
 def _selection(params: dict, candidates: list) -> PermuteAndFlip | GeneralizedExponentialMechanism:
     """The selection mechanism, from the candidates' public loss bounds."""
     bounds = {_loss_bound(candidate)[1] for candidate in candidates}
-    if len(bounds) == 1:
+    if len(bounds) == 1 and None not in bounds:
         # Adding or removing a validation row moves every summed loss the
         # same way by at most the bound: monotone utilities.
         return PermuteAndFlip(params["selection_epsilon"], bounds.pop(), monotonic=True)

@@ -32,7 +32,7 @@ import numpy as np
 from dp_accounting import dp_event
 from dp_accounting.gaussian_mechanism import get_epsilon_gaussian
 from dp_accounting.pld import PLDAccountant
-from dp_accounting.privacy_accountant import NeighboringRelation
+from dp_accounting.privacy_accountant import NeighboringRelation, UnsupportedEventError
 from dp_accounting.rdp import RdpAccountant
 
 from .events import event_from_dict, event_key
@@ -231,12 +231,54 @@ def _pld_step(composed: dp_event.ComposedDpEvent) -> float:
     return width / _PLD_COARSE_POINTS
 
 
+def _pure_epsilon(event: dp_event.DpEvent) -> float | None:
+    """Epsilon of a pure-DP leaf event (discrete Laplace, Laplace), else None."""
+    if isinstance(event, dp_event.DiscreteLaplaceDpEvent):
+        return float(event.noise_parameter) * float(event.sensitivity)
+    if isinstance(event, dp_event.LaplaceDpEvent) and event.noise_multiplier > 0:
+        return 1.0 / float(event.noise_multiplier)
+    return None
+
+
 @lru_cache(maxsize=256)
 def _epsilon_of_coalesced(key: str, delta: float) -> float:
-    # Pure function of its arguments (the accountants are deterministic), so
-    # memoizing it changes no result; it spares recomposing an unchanged
-    # ledger each time it is read.
+    """The smaller of two valid upper bounds on the composition's epsilon:
+    the whole history by PLD (or RDP), and basic composition (Dwork & Roth
+    2014, Thm 3.16) of its pure-DP events' epsilons with the rest at ``delta``.
+
+    The second is the tight one when the pure events are large (a bound
+    released for a share of a large epsilon: the PLD's coarse grid then
+    overshoots their exact sum) or the whole is tiny (the grid's step, 1e-4
+    nats, is then larger than epsilon), and the only one when RDP, the
+    fallback for very wide losses, cannot compose them (it has no discrete
+    Laplace).
+    """
     composed = _from_key(key)
+    pure, rest = 0.0, []
+    for event in composed.events:
+        count, leaf = 1, event
+        if isinstance(leaf, dp_event.SelfComposedDpEvent):
+            count, leaf = leaf.count, leaf.event
+        epsilon = _pure_epsilon(leaf)
+        if epsilon is None:
+            rest.append(event)
+        else:
+            pure += count * epsilon
+    if pure == 0.0:
+        return _epsilon_of_events(composed, delta)
+    try:
+        whole = _epsilon_of_events(composed, delta)
+    except UnsupportedEventError:  # RDP has no discrete Laplace: the split only
+        whole = math.inf
+    # The rest by epsilon_spent: in closed form when it is all Gaussian, which
+    # the PLD's grid (1e-4 nats) cannot resolve at a small epsilon.
+    split = pure + epsilon_spent(rest, delta) if rest else pure
+    return min(whole, split)
+
+
+def _epsilon_of_events(composed: dp_event.ComposedDpEvent, delta: float) -> float:
+    # Pure function of its arguments (the accountants are deterministic); the
+    # caller memoizes it, which spares recomposing an unchanged ledger.
     step = _pld_step(composed)
     pld = PLDAccountant(NEIGHBORING_RELATION, value_discretization_interval=step)
     if step <= _PLD_MAX_STEP and pld.supports(composed):
