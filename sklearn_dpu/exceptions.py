@@ -43,6 +43,13 @@ class PrivacyLeakWarning(UserWarning):
     """
 
 
+class UnreliableBoundsWarning(UserWarning):
+    """Privately estimated bounds (``"auto"``) are close to random: the rows,
+    known through a noisy count (a charged DP release, so the warning is
+    post-processing of it), are too few for the epsilon each selection gets.
+    Public bounds, or more epsilon, fix it."""
+
+
 class LedgerUnavailableError(PersistenceError):
     """A :class:`~sklearn_dpu.privacy.PrivacyBudget` ledger cannot be reached:
     its file is missing or moved, read-only, locked by another process past

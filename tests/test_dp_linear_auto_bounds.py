@@ -1,6 +1,8 @@
 """DPLinearRegression(feature_norm="auto", target_bound="auto"): bounds estimated
 privately, as a planned and charged release."""
 
+import warnings
+
 import numpy as np
 import pytest
 from sklearn.linear_model import LinearRegression
@@ -337,3 +339,20 @@ def test_noisy_gd_with_auto_bounds_stays_within_epsilon(n_features):
     reg = DPLinearRegression(epsilon=0.01, solver="noisy_gd", random_state=0, **AUTO)
     reg.fit(X, X.sum(axis=1))
     assert reg.privacy_spent_.epsilon <= 0.01
+
+
+def test_too_few_rows_for_the_epsilon_warn_from_the_noisy_count():
+    """Selections with rows x epsilon far below their grid's needs are close
+    to random: the fit says so (from its noisy count, a charged release);
+    with enough rows, or public bounds, it does not."""
+    from sklearn_dpu.exceptions import UnreliableBoundsWarning
+
+    X, y = _heterogeneous(n=300, d=2)
+    with pytest.warns(UnreliableBoundsWarning, match="noisy count"):
+        DPLinearRegression(epsilon=0.1, random_state=0).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        DPLinearRegression(epsilon=1.0, random_state=0).fit(X, y)
+        DPLinearRegression(
+            epsilon=0.1, feature_norm=300.0, target_bound=(0, 6000), random_state=0
+        ).fit(X, y)

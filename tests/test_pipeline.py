@@ -139,7 +139,9 @@ def test_sample_ids_are_routed_through_pipeline_search_and_cross_validate():
     ids = [f"u{i}" for i in range(len(y))]
     with sklearn.config_context(enable_metadata_routing=True):
         search = PrivateGridSearch(
-            DPLinearRegression(random_state=0), {"alpha": [0.0, 1.0]}, random_state=0
+            DPLinearRegression(feature_norm=1.0, target_bound=1.0, random_state=0),
+            {"alpha": [0.0, 1.0]},
+            random_state=0,
         ).set_fit_request(sample_id=True)
         pipe = make_pipeline(PublicBoundsScaler(bounds=(0, 10)), search)
         pipe.fit(X, y, sample_id=ids)

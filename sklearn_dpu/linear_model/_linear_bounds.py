@@ -53,12 +53,14 @@ References
    differential privacy", ICML 2015, Theorem 3.5.
 """
 
+import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
 from dp_accounting import dp_event
 
+from ..exceptions import UnreliableBoundsWarning
 from ..privacy.accounting import epsilon_spent
 from ..privacy.calibration import gaussian_noise_multiplier
 from ..privacy.ledger import Release
@@ -123,7 +125,7 @@ class AutoBoundsShares:
         Quantile of the rescaled rows' L2 norms used as their bound.
     count_share : float
         Share of ``eps_b`` given to the noisy row count that chooses the
-        features' design (only when their bounds are estimated).
+        features' design and says whether the bounds are reliable.
     per_feature_rows : float
         The features get one center and scale each only when the noisy count
         times the epsilon of one selection is at least this (else one pooled
@@ -131,6 +133,9 @@ class AutoBoundsShares:
         ([DR14]_ Thm 3.11).
     pooled_norm_quantile : float
         Quantile of the raw rows' L2 norms used as the pooled bound.
+    reliable_rows : float
+        Below this value of the noisy count times the smallest selection's
+        epsilon, a fit warns that its bounds are close to random.
     lower, upper : float
         Public limits of the grids (of scales and of ``|center|``).
     scale_ratio : float
@@ -148,6 +153,7 @@ class AutoBoundsShares:
     count_share: float = 0.05
     per_feature_rows: float = 100.0
     pooled_norm_quantile: float = 0.5
+    reliable_rows: float = 15.0
     lower: float = 1e-3
     upper: float = 1e6
     scale_ratio: float = 1.25
@@ -195,8 +201,9 @@ class BoundsRecipe:
     epsilon : float
         ``eps_b`` of the whole release (the sum of its mechanisms' epsilons).
     count : LaplaceMechanism or None
-        The noisy row count that chose the features' design (``feature_norm
-        = "auto"`` only; drawn by :func:`draw_bounds` before the others).
+        The noisy row count (drawn by :func:`draw_bounds` before the others)
+        that chose the features' design and checks the bounds' reliability;
+        ``None`` without estimated bounds.
     feature_centers, feature_scales : tuple of PrivateQuantile
         One per feature each in the per-feature design (no centers without an
         intercept); empty otherwise.
@@ -231,20 +238,21 @@ class BoundsRecipe:
         if self.feature_scales:
             centered = "median and " if self.feature_centers else ""
             parts.append(
-                f"noisy row count, private {centered}scale of each of "
+                f"private {centered}scale of each of "
                 f"{len(self.feature_scales)} features, quantile of the rescaled row norms"
             )
         elif self.row_norm:
-            parts.append("noisy row count, private quantile of the row norms")
+            parts.append("private quantile of the row norms")
         if self.target:
             parts.append(
                 "private center and half-range of the target"
                 if len(self.target) == 2
                 else "private half-range of the target"
             )
+        counted = "noisy row count, " if self.count is not None else ""
         return Release.of(
             list(self.mechanisms),
-            f"{' and '.join(parts)} (eps_b={self.epsilon:.4g})",
+            f"{counted}{' and '.join(parts)} (eps_b={self.epsilon:.4g})",
             (1, 1),
             BOUNDS_REFERENCE,
         )
@@ -280,7 +288,7 @@ def _shares(epsilon, auto_features, auto_target, shares):
     """``(eps_b, eps of the count, eps of the features' selections, eps of the
     target's)``: the one split of the bounds' budget."""
     eps_b = shares.bounds_share * float(epsilon)
-    eps_count = shares.count_share * eps_b if auto_features else 0.0
+    eps_count = shares.count_share * eps_b if (auto_features or auto_target) else 0.0
     eps_target = 0.0
     if auto_target:
         eps_target = shares.target_share * eps_b if auto_features else eps_b
@@ -335,7 +343,7 @@ def bounds_recipe(
     """
     _, eps_count, eps_features, eps_target = _shares(epsilon, auto_features, auto_target, shares)
     count = centers = scales = norm = target = ()
-    count = LaplaceMechanism(1.0, eps_count) if auto_features else None
+    count = LaplaceMechanism(1.0, eps_count) if (auto_features or auto_target) else None
     if auto_features and per_feature:
         each = per_feature_selection_epsilon(
             n_features,
@@ -384,7 +392,7 @@ def draw_bounds(
 ) -> tuple[BoundsRecipe, ReleasedBounds]:
     """Choose the design from a noisy count, then release the bounds.
 
-    The count (``feature_norm="auto"`` only) is drawn first; the per-feature
+    The count is drawn first; with ``feature_norm="auto"`` the per-feature
     design is used when ``noisy_count * eps_each >= per_feature_rows`` for the
     epsilon ``eps_each`` of its selections: by the exponential mechanism's
     accuracy bound ([DR14]_ Thm 3.11) a selection among ``m`` cells then
@@ -392,12 +400,16 @@ def draw_bounds(
     probability at most ``e^-t``, a small fraction of the rows. Below it the
     ``2 d + 1`` selections would come out close to uniform over the grid, and
     one pooled row-norm bound (one selection, all the features' epsilon)
-    serves the model better. The choice is post-processing of the count.
+    serves the model better. The choice is post-processing of the count, and
+    so is the :class:`~sklearn_dpu.exceptions.UnreliableBoundsWarning` when
+    ``noisy_count`` times the smallest selection's epsilon is below
+    ``reliable_rows``: the selections are then close to uniform over their
+    grids, and the model may be far off.
     """
+    count = LaplaceMechanism(1.0, _shares(epsilon, auto_features, auto_target, shares)[1])
+    noisy_count = float(count.release(float(len(X)), rng))
     per_feature = True
     if auto_features:
-        count = LaplaceMechanism(1.0, _shares(epsilon, True, auto_target, shares)[1])
-        noisy_count = float(count.release(float(len(X)), rng))
         each = per_feature_selection_epsilon(
             X.shape[1],
             epsilon,
@@ -415,6 +427,16 @@ def draw_bounds(
         per_feature=per_feature,
         shares=shares,
     )
+    weakest = min(float(m.epsilon) for m in recipe.mechanisms if m is not recipe.count)
+    if noisy_count * weakest < shares.reliable_rows:
+        warnings.warn(
+            f"the privately estimated bounds are close to random: about "
+            f"{max(noisy_count, 0.0):.0f} rows (a noisy count) are too few for a "
+            f"selection at epsilon {weakest:.3g} (epsilon={float(epsilon):g}); pass "
+            "public feature_norm and target_bound, or more epsilon",
+            UnreliableBoundsWarning,
+            stacklevel=4,
+        )
     return recipe, recipe.draw(X, y, rng)
 
 
