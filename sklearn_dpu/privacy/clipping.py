@@ -11,7 +11,14 @@ the loss at zero (labels clipped to a public interval).
 
 import numpy as np
 
-__all__ = ["clip_rows_l2", "clip_to_interval", "row_norms", "to_fixed_point", "FIXED_POINT_BITS"]
+__all__ = [
+    "clip_rows_l2",
+    "clip_scales",
+    "clip_to_interval",
+    "row_norms",
+    "to_fixed_point",
+    "FIXED_POINT_BITS",
+]
 
 #: Bits after the binary point of the fixed-point code. With values in [-1, 1]
 #: a code fits in int16, a product of two codes in 2**28, and 2**24 products sum
@@ -64,11 +71,30 @@ def clip_rows_l2(X: np.ndarray, max_norm: float) -> np.ndarray:
     Returns
     -------
     ndarray of shape (n_samples, n_features), float64
-        A new array whose rows have norm at most ``max_norm``. Computed in
-        float64 whatever the input type: float32 rounding would overshoot the
-        bound.
+        A new array whose rows have norm at most ``max_norm``: ``X`` times
+        :func:`clip_scales`. Computed in float64 whatever the input type:
+        float32 rounding would overshoot the bound.
     """
     X = np.asarray(X, dtype=np.float64)
+    return X * clip_scales(X, max_norm)[:, None]
+
+
+def clip_scales(X: np.ndarray, max_norm: float) -> np.ndarray:
+    """The factor :func:`clip_rows_l2` multiplies each row of a float64 ``X`` by.
+
+    1 for rows of norm at most ``max_norm`` (times ``1 - 1e-12``), else the
+    factor that puts the row just inside the sphere.
+
+    Parameters
+    ----------
+    X : ndarray of float64, shape (n_samples, n_features)
+    max_norm : float
+        Public bound.
+
+    Returns
+    -------
+    ndarray of shape (n_samples,)
+    """
     norms, (huge, largest, relative) = _norms_and_parts(X)
     target = max_norm * _INSIDE
     long = norms > target
@@ -78,7 +104,7 @@ def clip_rows_l2(X: np.ndarray, max_norm: float) -> np.ndarray:
     scale[long] = target / norms[long]
     if huge.size:  # norms that overflowed: target / (largest * relative), exactly
         scale[huge] = (target / largest) / relative
-    return X * scale[:, None]
+    return scale
 
 
 def clip_to_interval(y: np.ndarray, low: float, high: float) -> np.ndarray:
