@@ -101,7 +101,7 @@ def _encode_block_into(
 ) -> None:
     """Write the codes of rows ``X, y`` (float64) as float64 integers into ``buffer``.
 
-    ``buffer`` has columns ``[features, (intercept), target]``; an intercept
+    ``buffer`` has columns ``[features, target, (intercept)]``; an intercept
     column, if any, already holds ``_ONE``. The values are exactly those of
     :func:`encode_rows`, which computes ``trunc(clip(v / feature_norm, -1, 1)
     * 2**14)`` with ``v`` the clipped row. Here ``v`` is divided by
@@ -113,12 +113,12 @@ def _encode_block_into(
     exact when ``feature_norm >= 2**-1008``; below, the reference order is used.)
     """
     d = X.shape[1]
-    features, target = buffer[:, :d], buffer[:, -1]
-    np.multiply(X, clip_scales(X, feature_norm)[:, None], out=features)
-    np.subtract(y, center, out=target)
-    np.divide(target, half_range, out=target)
+    features = buffer[:, :d]
+    target = (y - center) / half_range
     np.clip(target, -1.0, 1.0, out=target)
     np.multiply(target, _ONE, out=target)
+    buffer[:, d] = target
+    np.multiply(X, clip_scales(X, feature_norm)[:, None], out=features)
     if feature_norm >= _SMALLEST_EXACT_NORM:
         np.divide(features, feature_norm / _ONE, out=features)
         np.clip(features, -_ONE, _ONE, out=features)
@@ -158,17 +158,20 @@ def encode_with_gram(
     rows = int(np.clip(_ENCODE_BYTES // (8 * width), _ENCODE_MIN_ROWS, _ENCODE_MAX_ROWS))
     codes = np.empty((n, d + 1), dtype=np.int16)
     gram = np.zeros((width, width), dtype=np.int64)
+    # Columns [features, target, (intercept)]: the codes are the first d + 1.
     buffer = np.empty((min(rows, max(n, 1)), width), dtype=np.float64)
     if fit_intercept:
-        buffer[:, d] = _ONE
+        buffer[:, -1] = _ONE
     for start in range(0, n, rows):
         stop = min(n, start + rows)
         block = buffer[: stop - start]
         rows_x = np.asarray(X[start:stop], dtype=np.float64)
         _encode_block_into(rows_x, y[start:stop], feature_norm, center, half_range, block)
-        codes[start:stop, :d] = block[:, :d]
-        codes[start:stop, d] = block[:, -1]
+        codes[start:stop] = block[:, : d + 1]
         gram += (block.T @ block).astype(np.int64)
+    if fit_intercept:  # to the layout [features, intercept, target]
+        order = np.r_[0:d, d + 1, d]
+        gram = gram[np.ix_(order, order)]
     return codes, gram
 
 
