@@ -61,10 +61,11 @@ GRAM_SCALE = 2.0 ** (-2 * FIXED_POINT_BITS)
 # n < 2**35 rows).
 _MAX_EXACT_ROWS = 1 << 25
 _BLOCK = 1 << 16  # rows per block of gram_of_codes (<= _MAX_EXACT_ROWS)
-# Bytes of float64 work buffer per block of the fused encoder: small enough
-# to stay in cache across the clip, quantize and Gram steps.
-_ENCODE_BYTES = 1 << 19
-_ENCODE_MIN_ROWS, _ENCODE_MAX_ROWS = 256, 1 << 13
+# Bytes of float64 work buffer per block of the fused encoder: about the
+# last-level cache, large enough for an efficient syrk and few Python calls
+# (measured at n = 1e6, d in {20, 100}: 2 MiB beats 512 KiB by 5-10%).
+_ENCODE_BYTES = 1 << 21
+_ENCODE_MIN_ROWS, _ENCODE_MAX_ROWS = 256, 1 << 16
 # feature_norm * 2**-14 is a normal float, computed exactly, from here on.
 _SMALLEST_EXACT_NORM = 2.0**-1008
 
