@@ -15,6 +15,7 @@ from sklearn_dpu.linear_model._sufficient_statistics import (
     encode_with_gram,
     gram_of_codes,
 )
+from sklearn_dpu.privacy.clipping import clip_rows_l2, clip_scales
 
 _ONE = 1 << 14
 
@@ -81,3 +82,10 @@ def test_tiny_feature_norm_uses_the_reference_order():
 def test_empty_input():
     codes, gram = encode_with_gram(np.zeros((0, 3)), np.zeros(0), 1.0, 0.0, 1.0, True)
     assert codes.shape == (0, 4) and not gram.any() and gram.shape == (5, 5)
+
+
+def test_clip_scales_are_the_factors_of_clip_rows_l2():
+    X, _ = _data(2000, 6, np.float64, seed=5)
+    X[3] = np.finfo(np.float64).max  # a norm above the largest float
+    for norm in (1e-3, 1.0, 2.5, 1e300):
+        assert np.array_equal(X * clip_scales(X, norm)[:, None], clip_rows_l2(X, norm))

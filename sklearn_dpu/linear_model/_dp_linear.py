@@ -402,7 +402,7 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
                     X_ = rescale_features(X_, bounds.feature_center, bounds.feature_scale)
                     feature_norm = bounds.row_norm
             codes, gram = self._encode(X_, y_, feature_norm, center, half_range)
-            registry.add(ids, codes, chunk=1, copy=False)
+            registry.add(ids, codes, chunk=1, adopt=True)
             state = LinearStatisticsState(
                 registry, None, None, frozen, center, half_range, fit_recipe.noise_multiplier
             )

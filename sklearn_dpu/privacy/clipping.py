@@ -30,6 +30,36 @@ FIXED_POINT_BITS = 14
 _INSIDE = 1.0 - 1e-12
 
 
+def clip_scales(X: np.ndarray, max_norm: float) -> np.ndarray:
+    """The factor :func:`clip_rows_l2` multiplies each row of a float64 ``X`` by.
+
+    ``X * clip_scales(X, max_norm)[:, None]`` is ``clip_rows_l2(X, max_norm)``
+    bit for bit (a test checks it): 1 for rows of norm at most ``max_norm``
+    (times ``1 - 1e-12``), else the factor that puts the row just inside the
+    sphere. For callers that write the clipped rows into a buffer of their own.
+
+    Parameters
+    ----------
+    X : ndarray of float64, shape (n_samples, n_features)
+    max_norm : float
+        Public bound.
+
+    Returns
+    -------
+    ndarray of shape (n_samples,)
+    """
+    norms, (huge, largest, relative) = _norms_and_parts(X)
+    target = max_norm * _INSIDE
+    long = norms > target
+    scale = np.ones_like(norms)
+    # Dividing only where the norm is large avoids overflow warnings on zero
+    # rows: a warning's presence would depend on private values.
+    scale[long] = target / norms[long]
+    if huge.size:  # norms that overflowed: target / (largest * relative), exactly
+        scale[huge] = (target / largest) / relative
+    return scale
+
+
 def row_norms(X: np.ndarray) -> np.ndarray:
     """Euclidean norms of the rows of a finite float64 ``X``, without a warning.
 
@@ -71,30 +101,11 @@ def clip_rows_l2(X: np.ndarray, max_norm: float) -> np.ndarray:
     Returns
     -------
     ndarray of shape (n_samples, n_features), float64
-        A new array whose rows have norm at most ``max_norm``: ``X`` times
-        :func:`clip_scales`. Computed in float64 whatever the input type:
-        float32 rounding would overshoot the bound.
+        A new array whose rows have norm at most ``max_norm``. Computed in
+        float64 whatever the input type: float32 rounding would overshoot the
+        bound.
     """
     X = np.asarray(X, dtype=np.float64)
-    return X * clip_scales(X, max_norm)[:, None]
-
-
-def clip_scales(X: np.ndarray, max_norm: float) -> np.ndarray:
-    """The factor :func:`clip_rows_l2` multiplies each row of a float64 ``X`` by.
-
-    1 for rows of norm at most ``max_norm`` (times ``1 - 1e-12``), else the
-    factor that puts the row just inside the sphere.
-
-    Parameters
-    ----------
-    X : ndarray of float64, shape (n_samples, n_features)
-    max_norm : float
-        Public bound.
-
-    Returns
-    -------
-    ndarray of shape (n_samples,)
-    """
     norms, (huge, largest, relative) = _norms_and_parts(X)
     target = max_norm * _INSIDE
     long = norms > target
@@ -104,7 +115,7 @@ def clip_scales(X: np.ndarray, max_norm: float) -> np.ndarray:
     scale[long] = target / norms[long]
     if huge.size:  # norms that overflowed: target / (largest * relative), exactly
         scale[huge] = (target / largest) / relative
-    return scale
+    return X * scale[:, None]
 
 
 def clip_to_interval(y: np.ndarray, low: float, high: float) -> np.ndarray:

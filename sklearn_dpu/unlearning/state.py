@@ -186,17 +186,24 @@ class SampleRegistry(VersionedState):
             self.id_kind = request.kind
         return values
 
-    def add(self, ids: np.ndarray, rows: np.ndarray, chunk: int, copy: bool = True) -> None:
+    def add(self, ids: np.ndarray, rows: np.ndarray, chunk: int, *, adopt: bool = False) -> None:
         """Append rows (ids already checked by :meth:`check_new_ids`).
 
-        With ``copy=False`` an empty registry adopts ``rows`` as its storage
-        (the caller hands over an array nobody else holds: it is zeroed in
-        place by deletions).
+        ``adopt=True``: ``rows`` is a new array nothing else will write to;
+        an empty registry keeps it as its storage instead of copying it (it
+        is zeroed in place by deletions).
         """
         start, stop = self.size, self.size + len(ids)
         positions = self.id_kind == "positions" and self._ids is None and ids.dtype == np.int64
         implicit = positions and bool(len(ids) == 0 or (ids[0] == start and ids[-1] == stop - 1))
-        if start == 0 and not copy and len(self.alive) == 0 and rows.dtype == self.rows.dtype:
+        storage = (self.rows.dtype, self.rows.shape[1:])
+        if (
+            adopt
+            and start == 0
+            and len(self.alive) == 0
+            and (rows.dtype, rows.shape[1:]) == storage
+            and rows.flags.c_contiguous
+        ):
             self.rows = rows
             self.chunks = np.full(stop, chunk, dtype=np.int32)
             self.alive = np.ones(stop, dtype=bool)
