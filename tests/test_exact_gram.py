@@ -89,3 +89,14 @@ def test_clip_scales_are_the_factors_of_clip_rows_l2():
     X[3] = np.finfo(np.float64).max  # a norm above the largest float
     for norm in (1e-3, 1.0, 2.5, 1e300):
         assert np.array_equal(X * clip_scales(X, norm)[:, None], clip_rows_l2(X, norm))
+
+
+def test_an_overflowing_target_is_clipped_without_a_warning():
+    import warnings
+
+    X, y = np.zeros((3, 2)), np.array([1e308, -1e308, 0.5])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        codes, gram = encode_with_gram(X, y, 1.0, -1e308, 1e-10, True)
+    assert codes[:, -1].tolist() == [_ONE, 0, _ONE]
+    assert np.array_equal(gram, _reference_gram(codes, True))

@@ -115,7 +115,10 @@ def _encode_block_into(
     """
     d = X.shape[1]
     features = buffer[:, :d]
-    target = (y - center) / half_range
+    # A target so far out that its normalized value overflows is clipped like
+    # any other, without a warning (whose presence would depend on the data).
+    with np.errstate(over="ignore"):
+        target = (y - center) / half_range
     np.clip(target, -1.0, 1.0, out=target)
     np.multiply(target, _ONE, out=target)
     buffer[:, d] = target
