@@ -153,9 +153,9 @@ def test_registry_builds_its_id_index_on_the_first_lookup():
     assert reg._index is None  # a fit builds no index
     assert reg.n_samples == 5
     assert reg.slots_of(["d", "b"]).tolist() == [3, 1]
-    assert reg._index == {"a": 0, "b": 1, "c": 2, "d": 3, "e": 4}
+    assert reg._index is not None and reg._find(list("abcde")).tolist() == [0, 1, 2, 3, 4]
     reg.remove(np.array([1]))
-    assert "b" not in reg._slot_of and reg.n_samples == 4
+    assert reg._find(["b"]).tolist() == [-1] and reg.n_samples == 4
     with pytest.raises(UnlearningError, match="not in the training set"):
         reg.slots_of(["b"])
     with pytest.raises(ValueError, match="already in the training set"):

@@ -424,7 +424,7 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
                 if auto_features:
                     feature_norm = bounds.row_norm
             codes, gram = self._encode(X_, y_, feature_norm, center, half_range)
-            registry.add(ids, codes, chunk=1)
+            registry.add(ids, codes, chunk=1, adopt=True)
             state = LinearStatisticsState(
                 registry, None, None, frozen, center, half_range, fit_recipe.noise_multiplier
             )

@@ -86,8 +86,7 @@ class LinearStatisticsState(VersionedState):
 
     def nbytes(self) -> int:
         """Bytes held by arrays of the state."""
-        reg = self.registry
-        total = reg.rows.nbytes + reg.ids.nbytes + reg.chunks.nbytes + reg.alive.nbytes
+        total = self.registry.nbytes()
         if self.statistics is not None:
             total += sum(n.exact.nbytes + n.noisy.nbytes for n in self.statistics.nodes)
         if self.exact_gram is not None:

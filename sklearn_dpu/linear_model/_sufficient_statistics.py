@@ -29,7 +29,7 @@ from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import validate_data
 
-from ..privacy.clipping import FIXED_POINT_BITS, clip_rows_l2, to_fixed_point
+from ..privacy.clipping import FIXED_POINT_BITS, clip_rows_l2, clip_scales, to_fixed_point
 
 if TYPE_CHECKING:
     import dask.array as da
@@ -49,10 +49,25 @@ __all__ = [
 _ONE = 1 << FIXED_POINT_BITS
 #: Real value of one unit of the integer Gram matrix.
 GRAM_SCALE = 2.0 ** (-2 * FIXED_POINT_BITS)
-# Rows per BLAS block: every partial sum of code products stays below
-# 2**16 * 2**28 = 2**44 < 2**53, so float64 sums of them are exact integers.
-_BLOCK = 1 << 16
-_ENCODE_BLOCK = 1 << 13
+# Exactness of the float64 Gram of codes. A code is an integer of absolute
+# value at most 2**14, so a product of two codes is at most 2**28 in absolute
+# value, and a sum of k of them at most k * 2**28. Every partial sum BLAS forms
+# on the way (in any order, with any blocking or FMA) is such a sum of at most k
+# products, hence an integer of absolute value at most k * 2**28; float64
+# represents every integer up to 2**53 exactly, so with k <= 2**25 no partial
+# sum is ever rounded and the float64 result IS the integer sum, whatever order
+# BLAS adds in. Blocks of at most _MAX_EXACT_ROWS rows are therefore summed in
+# float64 and then added into an int64 total (|total| <= n * 2**28 < 2**63 for
+# n < 2**35 rows).
+_MAX_EXACT_ROWS = 1 << 25
+_BLOCK = 1 << 16  # rows per block of gram_of_codes (<= _MAX_EXACT_ROWS)
+# Bytes of float64 work buffer per block of the fused encoder: about the
+# last-level cache, large enough for an efficient syrk and few Python calls
+# (measured at n = 1e6, d in {20, 100}: 2 MiB beats 512 KiB by 5-10%).
+_ENCODE_BYTES = 1 << 21
+_ENCODE_MIN_ROWS, _ENCODE_MAX_ROWS = 256, 1 << 16
+# feature_norm * 2**-14 is a normal float, computed exactly, from here on.
+_SMALLEST_EXACT_NORM = 2.0**-1008
 
 
 def contribution_bound(fit_intercept: bool) -> float:
@@ -64,6 +79,9 @@ def encode_rows(
     X: ArrayLike, y: ArrayLike, feature_norm: float, center: float, half_range: float
 ) -> np.ndarray:
     """Clip, normalize and fixed-point code rows as ``[x / feature_norm, y_normalized]``.
+
+    The reference definition of the code; :func:`encode_with_gram` computes the
+    same integers block by block.
 
     Returns
     -------
@@ -77,6 +95,47 @@ def encode_rows(
     return to_fixed_point(np.column_stack([x, t]))
 
 
+def _encode_block_into(
+    X: np.ndarray,
+    y: np.ndarray,
+    feature_norm: float,
+    center: float,
+    half_range: float,
+    buffer: np.ndarray,
+) -> None:
+    """Write the codes of rows ``X, y`` (float64) as float64 integers into ``buffer``.
+
+    ``buffer`` has columns ``[features, target, (intercept)]``; an intercept
+    column, if any, already holds ``_ONE``. The values are exactly those of
+    :func:`encode_rows`, which computes ``trunc(clip(v / feature_norm, -1, 1)
+    * 2**14)`` with ``v`` the clipped row. Here ``v`` is divided by
+    ``feature_norm * 2**-14`` and clipped to ``[-2**14, 2**14]``: scaling by a
+    power of two is exact, so both round the same real number to the same
+    float as long as the results are normal numbers; where ``v / feature_norm``
+    is subnormal both truncate to zero, and where the scaled quotient
+    overflows both clip to ``2**14``. (``feature_norm * 2**-14`` itself is
+    exact when ``feature_norm >= 2**-1008``; below, the reference order is used.)
+    """
+    d = X.shape[1]
+    features = buffer[:, :d]
+    # A target so far out that its normalized value overflows is clipped like
+    # any other, without a warning (whose presence would depend on the data).
+    with np.errstate(over="ignore"):
+        target = (y - center) / half_range
+    np.clip(target, -1.0, 1.0, out=target)
+    np.multiply(target, _ONE, out=target)
+    buffer[:, d] = target
+    np.multiply(X, clip_scales(X, feature_norm)[:, None], out=features)
+    if feature_norm >= _SMALLEST_EXACT_NORM:
+        np.divide(features, feature_norm / _ONE, out=features)
+        np.clip(features, -_ONE, _ONE, out=features)
+    else:
+        np.divide(features, feature_norm, out=features)
+        np.clip(features, -1.0, 1.0, out=features)
+        np.multiply(features, _ONE, out=features)
+    np.trunc(buffer, out=buffer)  # the intercept column is an integer already
+
+
 def encode_with_gram(
     X: np.ndarray,
     y: np.ndarray,
@@ -87,8 +146,13 @@ def encode_with_gram(
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`encode_rows` and :func:`gram_of_codes` in one pass over row blocks.
 
-    Working block by block keeps every temporary in cache; at a million rows
-    this is several times faster than encoding the whole array first.
+    Each block of rows is clipped, quantized into a small float64 buffer that
+    stays in cache (with the constant intercept column ``_ONE`` already in
+    place, so the block's Gram holds the intercept's sums too), reduced by one
+    BLAS ``syrk`` that is exact (see the bound at ``_MAX_EXACT_ROWS``: a block
+    has far fewer rows) and added into the int64 total; its int16 codes are
+    written once. The result is bit-identical to :func:`encode_rows` followed
+    by :func:`gram_of_codes`.
 
     Returns
     -------
@@ -96,17 +160,26 @@ def encode_with_gram(
     gram : ndarray of int64
     """
     n, d = X.shape
+    y = np.asarray(y, dtype=np.float64)
+    width = d + 1 + fit_intercept
+    rows = int(np.clip(_ENCODE_BYTES // (8 * width), _ENCODE_MIN_ROWS, _ENCODE_MAX_ROWS))
     codes = np.empty((n, d + 1), dtype=np.int16)
-    inner = np.zeros((d + 1, d + 1), dtype=np.int64)
-    sums = np.zeros(d + 1, dtype=np.int64)
-    for start in range(0, n, _ENCODE_BLOCK):
-        stop = min(n, start + _ENCODE_BLOCK)
-        block = encode_rows(X[start:stop], y[start:stop], feature_norm, center, half_range)
-        codes[start:stop] = block
-        values = block.astype(np.float64)
-        inner += (values.T @ values).astype(np.int64)
-        sums += values.sum(axis=0).astype(np.int64)
-    return codes, _with_intercept(inner, sums, n) if fit_intercept else inner
+    gram = np.zeros((width, width), dtype=np.int64)
+    # Columns [features, target, (intercept)]: the codes are the first d + 1.
+    buffer = np.empty((min(rows, max(n, 1)), width), dtype=np.float64)
+    if fit_intercept:
+        buffer[:, -1] = _ONE
+    for start in range(0, n, rows):
+        stop = min(n, start + rows)
+        block = buffer[: stop - start]
+        rows_x = np.asarray(X[start:stop], dtype=np.float64)
+        _encode_block_into(rows_x, y[start:stop], feature_norm, center, half_range, block)
+        codes[start:stop] = block[:, : d + 1]
+        gram += (block.T @ block).astype(np.int64)
+    if fit_intercept:  # to the layout [features, intercept, target]
+        order = np.r_[0:d, d + 1, d]
+        gram = gram[np.ix_(order, order)]
+    return codes, gram
 
 
 def is_dask_collection(data: object) -> bool:
@@ -164,7 +237,8 @@ def gram_of_codes(codes: np.ndarray, fit_intercept: bool) -> np.ndarray:
     """Exact integer Gram matrix of coded rows, with the intercept column inserted.
 
     The layout is ``[features, (intercept), target]``, matching
-    :func:`solve_noisy_gram`.
+    :func:`solve_noisy_gram`. Blocks of rows are multiplied in float64, which
+    is exact (see ``_MAX_EXACT_ROWS``), and summed in int64.
 
     Parameters
     ----------
@@ -175,27 +249,17 @@ def gram_of_codes(codes: np.ndarray, fit_intercept: bool) -> np.ndarray:
     -------
     ndarray of int64, shape (q, q) with ``q = n_features + 1 + fit_intercept``
     """
-    width = codes.shape[1]
-    inner = np.zeros((width, width), dtype=np.int64)
-    sums = np.zeros(width, dtype=np.int64)
-    for start in range(0, len(codes), _BLOCK):
-        block = codes[start : start + _BLOCK].astype(np.float64)
-        inner += (block.T @ block).astype(np.int64)
-        sums += block.sum(axis=0).astype(np.int64)
-    return _with_intercept(inner, sums, len(codes)) if fit_intercept else inner
-
-
-def _with_intercept(inner: np.ndarray, sums: np.ndarray, n_rows: int) -> np.ndarray:
-    """Insert the constant column (code ``_ONE``) before the target column."""
-    width = inner.shape[0]
-    gram = np.zeros((width + 1, width + 1), dtype=np.int64)
-    features = np.r_[0 : width - 1]
-    gram[np.ix_(features, features)] = inner[:-1, :-1]
-    gram[features, -1] = gram[-1, features] = inner[:-1, -1]
-    gram[-1, -1] = inner[-1, -1]
-    gram[width - 1, features] = gram[features, width - 1] = _ONE * sums[:-1]
-    gram[width - 1, -1] = gram[-1, width - 1] = _ONE * sums[-1]
-    gram[width - 1, width - 1] = _ONE * _ONE * n_rows
+    n, width = codes.shape
+    q = width + fit_intercept
+    gram = np.zeros((q, q), dtype=np.int64)
+    for start in range(0, n, _BLOCK):
+        part = codes[start : start + _BLOCK]
+        block = np.empty((len(part), q), dtype=np.float64)
+        block[:, : width - 1] = part[:, :-1]
+        block[:, -1] = part[:, -1]
+        if fit_intercept:
+            block[:, width - 1] = _ONE
+        gram += (block.T @ block).astype(np.int64)
     return gram
 
 

@@ -11,7 +11,14 @@ the loss at zero (labels clipped to a public interval).
 
 import numpy as np
 
-__all__ = ["clip_rows_l2", "clip_to_interval", "row_norms", "to_fixed_point", "FIXED_POINT_BITS"]
+__all__ = [
+    "clip_rows_l2",
+    "clip_scales",
+    "clip_to_interval",
+    "row_norms",
+    "to_fixed_point",
+    "FIXED_POINT_BITS",
+]
 
 #: Bits after the binary point of the fixed-point code. With values in [-1, 1]
 #: a code fits in int16, a product of two codes in 2**28, and 2**24 products sum
@@ -21,6 +28,36 @@ FIXED_POINT_BITS = 14
 # Rounding the scaling factor could push a clipped norm a few ulps above the
 # bound; aiming slightly inside keeps ``norm <= max_norm`` exact.
 _INSIDE = 1.0 - 1e-12
+
+
+def clip_scales(X: np.ndarray, max_norm: float) -> np.ndarray:
+    """The factor :func:`clip_rows_l2` multiplies each row of a float64 ``X`` by.
+
+    ``X * clip_scales(X, max_norm)[:, None]`` is ``clip_rows_l2(X, max_norm)``
+    bit for bit (a test checks it): 1 for rows of norm at most ``max_norm``
+    (times ``1 - 1e-12``), else the factor that puts the row just inside the
+    sphere. For callers that write the clipped rows into a buffer of their own.
+
+    Parameters
+    ----------
+    X : ndarray of float64, shape (n_samples, n_features)
+    max_norm : float
+        Public bound.
+
+    Returns
+    -------
+    ndarray of shape (n_samples,)
+    """
+    norms, (huge, largest, relative) = _norms_and_parts(X)
+    target = max_norm * _INSIDE
+    long = norms > target
+    scale = np.ones_like(norms)
+    # Dividing only where the norm is large avoids overflow warnings on zero
+    # rows: a warning's presence would depend on private values.
+    scale[long] = target / norms[long]
+    if huge.size:  # norms that overflowed: target / (largest * relative), exactly
+        scale[huge] = (target / largest) / relative
+    return scale
 
 
 def row_norms(X: np.ndarray) -> np.ndarray:

@@ -16,6 +16,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ..exceptions import StateVersionError, UnlearningError
+from ._id_index import IdIndex, _request_array
 from .ids import IdRequest, check_request, describe_ids, requested_ids
 
 __all__ = ["SampleRegistry", "VersionedState"]
@@ -81,10 +82,14 @@ class SampleRegistry(VersionedState):
 
     Notes
     -----
-    Size: ``n * n_columns`` items of ``dtype`` plus one id (8 bytes for
-    integer ids) and one int32 chunk number per live sample. Lookups use a
-    dict from id to slot, never persisted, built by the first lookup (a fit
-    that is never edited does not pay for it).
+    Size: ``n * n_columns`` items of ``dtype``, one int32 chunk number and one
+    ``alive`` flag per slot, and the ids: none while the ids are row positions
+    that still equal the slots (``id == slot``, until the first compaction,
+    which happens once half the rows are deleted), else one id per slot (8
+    bytes for integer ids). Lookups are vectorized
+    (:class:`~sklearn_dpu.unlearning._id_index.IdIndex`: a sorted copy of the
+    ids, or a dict for ``object`` ids), built on the first lookup and never
+    persisted: ``fit`` builds none.
 
     What a pickle holds beyond a fresh fit on the remaining rows: ``id_kind``
     (a public fact about the input), and, only when ``id_kind`` is
@@ -94,32 +99,42 @@ class SampleRegistry(VersionedState):
     the sum of ``n_deleted`` over the estimator's ``deletion_log_`` since the
     last ``fit``, so it tells nothing the log does not; the largest live
     position bounds it from below. Ids, rows and chunks of deleted samples are
-    not kept. Ids (given, index or positions) are not pickled for other kinds.
+    not kept. The pickled layout (live rows, ids and chunks) is format 2,
+    whatever the in-memory layout of the ids.
     """
 
     FORMAT_VERSION = 2
 
     def __init__(self, n_columns: int, dtype=np.int16):
         self.rows = np.zeros((0, n_columns), dtype=dtype)
-        self.ids = np.zeros(0, dtype=np.int64)
+        self._ids: np.ndarray | None = None  # None: ids are the slots (positions)
         self.chunks = np.zeros(0, dtype=np.int32)
         self.alive = np.zeros(0, dtype=bool)
         self.size = 0  # slots in use; arrays beyond it are spare capacity
         self.n_seen = 0  # rows ever added; numbers the default ids
         self.id_kind = None  # set by the first check_new_ids
-        self._index: dict | None = None  # id -> slot; see _slot_of
-
-    @property
-    def _slot_of(self) -> dict:
-        """Id -> slot of the live samples, built on the first lookup."""
-        if self._index is None:
-            live = np.flatnonzero(self.alive[: self.size])
-            self._index = dict(zip(self.ids[live].tolist(), live.tolist(), strict=True))
-        return self._index
+        self._n_live = 0
+        self._index: IdIndex | None = None  # built on the first lookup
 
     @property
     def n_samples(self) -> int:
-        return int(np.count_nonzero(self.alive[: self.size]))
+        return self._n_live
+
+    @property
+    def ids(self) -> np.ndarray:
+        """The id of every slot (capacity included); materialized for positions."""
+        if self._ids is None:
+            return np.arange(len(self.alive), dtype=np.int64)
+        return self._ids
+
+    def ids_of(self, slots: np.ndarray) -> np.ndarray:
+        """The ids in ``slots``."""
+        return np.asarray(slots, dtype=np.int64) if self._ids is None else self._ids[slots]
+
+    def nbytes(self) -> int:
+        """Bytes of the stored rows, ids, chunks and flags (not of the lookup cache)."""
+        ids = 0 if self._ids is None else self._ids.nbytes
+        return self.rows.nbytes + ids + self.chunks.nbytes + self.alive.nbytes
 
     def default_ids(self, n: int) -> np.ndarray:
         """Ids for ``n`` new rows when the user gives none: arrival numbers."""
@@ -157,11 +172,16 @@ class SampleRegistry(VersionedState):
         values = self.default_ids(n_rows) if request.values is None else request.values
         if len(values) != n_rows:
             raise ValueError(f"sample_id has {len(values)} entries for {n_rows} rows")
-        if self.n_samples and not self._slot_of.keys().isdisjoint(values.tolist()):
-            clash = [i for i in values.tolist() if i in self._slot_of]  # error path only
-            raise ValueError(
-                f"{len(clash)} sample id(s) are already in the training set: {describe_ids(clash)}"
-            )
+        # Default positions start at n_seen, above every id of a positional
+        # stream: only given or index ids can clash.
+        if self._n_live and request.values is not None:
+            present = self._lookup().any_of(values)
+            if present.any():
+                clash = values[present].tolist()  # error path only
+                raise ValueError(
+                    f"{len(clash)} sample id(s) are already in the training set: "
+                    f"{describe_ids(clash)}"
+                )
         if stream is None:  # a fresh registry, discarded if the call fails later
             self.id_kind = request.kind
         return values
@@ -170,49 +190,82 @@ class SampleRegistry(VersionedState):
         """Append rows (ids already checked by :meth:`check_new_ids`).
 
         ``adopt=True``: ``rows`` is a new array nothing else will write to;
-        an empty registry keeps it as its storage instead of copying it.
+        an empty registry keeps it as its storage instead of copying it (it
+        is zeroed in place by deletions).
         """
         start, stop = self.size, self.size + len(ids)
+        positions = self.id_kind == "positions" and self._ids is None and ids.dtype == np.int64
+        implicit = positions and bool(len(ids) == 0 or (ids[0] == start and ids[-1] == stop - 1))
         storage = (self.rows.dtype, self.rows.shape[1:])
         if (
             adopt
             and start == 0
+            and len(self.alive) == 0
             and (rows.dtype, rows.shape[1:]) == storage
             and rows.flags.c_contiguous
         ):
-            self._reserve(stop, rows=rows)
-        elif stop > len(self.alive):
-            self._reserve(max(stop, 2 * len(self.alive)))
-        if start == 0:
-            self.ids = np.zeros(len(self.alive), dtype=ids.dtype)
-        elif not _same_kind(self.ids.dtype, ids.dtype):
-            self.ids = _concat_ids(self.ids, np.zeros(0, dtype=ids.dtype))
-        elif self.ids.dtype.kind in "US" and ids.dtype.itemsize > self.ids.dtype.itemsize:
-            self.ids = self.ids.astype(ids.dtype)
-        if self.rows is not rows:
+            self.rows = rows
+            self.chunks = np.full(stop, chunk, dtype=np.int32)
+            self.alive = np.ones(stop, dtype=bool)
+            self._ids = None if implicit else np.array(ids)
+        else:
+            if stop > len(self.alive):
+                self._reserve(max(stop, 2 * len(self.alive)))
+            if not implicit:
+                self._store_ids(start, stop, ids)
             self.rows[start:stop] = rows
-        self.ids[start:stop] = ids
-        self.chunks[start:stop] = chunk
-        self.alive[start:stop] = True
-        if self._index is not None:
-            self._index.update(zip(ids.tolist(), range(start, stop), strict=True))
+            self.chunks[start:stop] = chunk
+            self.alive[start:stop] = True
+        self._index = None  # rebuilt on the next lookup
         self.size = stop
         self.n_seen += len(ids)
+        self._n_live += len(ids)
 
-    def _reserve(self, capacity: int, rows: np.ndarray | None = None) -> None:
+    def _store_ids(self, start: int, stop: int, ids: np.ndarray) -> None:
+        if self._ids is None and start > 0:  # first non-slot ids: materialize the slots'
+            slots = np.arange(len(self.alive), dtype=np.int64)
+            self._ids = np.where(self.alive, slots, 0)  # deleted rows' ids are not kept
+        if self._ids is None or start == 0:
+            self._ids = np.zeros(len(self.alive), dtype=ids.dtype)
+        elif not _same_kind(self._ids.dtype, ids.dtype):
+            self._ids = _concat_ids(self._ids, np.zeros(0, dtype=ids.dtype))
+        elif self._ids.dtype.kind in "US" and ids.dtype.itemsize > self._ids.dtype.itemsize:
+            self._ids = self._ids.astype(ids.dtype)
+        self._ids[start:stop] = ids
+
+    def _reserve(self, capacity: int) -> None:
         def grown(array):
             out = np.zeros((capacity, *array.shape[1:]), dtype=array.dtype)
             out[: self.size] = array[: self.size]
             return out
 
-        self.rows = grown(self.rows) if rows is None else rows
-        self.ids = grown(self.ids)
+        self.rows = grown(self.rows)
         self.chunks, self.alive = grown(self.chunks), grown(self.alive)
+        if self._ids is not None:
+            self._ids = grown(self._ids)
 
     def live(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Rows, ids and chunks of the live samples, in arrival order (copies)."""
         keep = np.flatnonzero(self.alive[: self.size])
-        return self.rows[keep], self.ids[keep], self.chunks[keep]
+        return self.rows[keep], self.ids_of(keep), self.chunks[keep]
+
+    def _lookup(self) -> IdIndex:
+        if self._index is None:
+            live = np.flatnonzero(self.alive[: self.size])
+            self._index = IdIndex(self.ids_of(live), live)
+        return self._index
+
+    def _find(self, requested: list) -> np.ndarray:
+        """Slots of the ids in ``requested``, -1 where unknown (vectorized)."""
+        if self._ids is not None:
+            return self._lookup().find(requested)
+        # Ids are the slots: integers in range whose slot is alive.
+        values = _request_array(requested, np.dtype(np.int64))
+        if values is None:  # not plain integers: the exact dict path
+            return self._lookup().find(requested)
+        inside = (values >= 0) & (values < self.size)
+        slots = np.where(inside, values, 0)
+        return np.where(inside & self.alive[slots], slots, -1)
 
     def slots_of(self, sample_ids: Iterable) -> np.ndarray:
         """Slots of ``sample_ids``; raises :class:`UnlearningError` on a bad request.
@@ -222,13 +275,13 @@ class SampleRegistry(VersionedState):
         ids, truncated.
         """
         requested = check_request(sample_ids)
-        slots = np.array(list(map(self._slot_of.get, requested)), dtype=object)
-        unknown = np.flatnonzero(slots == None)  # noqa: E711 (elementwise)
+        slots = self._find(requested)
+        unknown = np.flatnonzero(slots < 0)
         if len(unknown):
             raise UnlearningError(
                 f"{len(unknown)} of {len(requested)} sample id(s) are not in the training "
                 "set (never added, or already deleted): "
-                f"{describe_ids([requested[k] for k in unknown])}"
+                f"{describe_ids([requested[k] for k in unknown.tolist()])}"
             )
         if len(requested) >= self.n_samples:
             raise UnlearningError(
@@ -239,18 +292,19 @@ class SampleRegistry(VersionedState):
     def remove(self, slots: np.ndarray) -> None:
         """Forget the rows in ``slots``: zero them, drop their ids from the index."""
         if self._index is not None:
-            for sample_id in self.ids[slots].tolist():
-                del self._index[sample_id]
+            self._index.drop(self.ids_of(slots))
         self.rows[slots] = 0
         self.chunks[slots] = 0
         self.alive[slots] = False
-        self.ids[slots] = None if self.ids.dtype == object else self.ids.dtype.type()
+        if self._ids is not None:
+            self._ids[slots] = None if self._ids.dtype == object else self._ids.dtype.type()
+        self._n_live -= len(slots)
         if 2 * self.n_samples < self.size:
             self._compact()
 
     def _compact(self) -> None:
-        self.rows, self.ids, self.chunks = self.live()
-        self.size = len(self.ids)
+        self.rows, self._ids, self.chunks = self.live()
+        self.size = len(self._ids)
         self.alive = np.ones(self.size, dtype=bool)
         self._index = None
 
@@ -270,9 +324,11 @@ class SampleRegistry(VersionedState):
         state = dict(state)
         if state.get("_format_version") == 1:  # before id_kind: ids defaulted to positions
             state.update(_format_version=self.FORMAT_VERSION, id_kind="positions")
+        ids = state.pop("ids", None)
         super().__setstate__(state)
+        self._ids = np.zeros(0, dtype=np.int64) if ids is None else ids
         if self.n_seen is None:
-            self.n_seen = len(self.ids)  # not used: positions cannot join this stream
-        self.size = len(self.ids)
+            self.n_seen = len(self._ids)  # not used: positions cannot join this stream
+        self.size = self._n_live = len(self._ids)
         self.alive = np.ones(self.size, dtype=bool)
         self._index = None

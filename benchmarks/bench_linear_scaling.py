@@ -1,0 +1,234 @@
+"""DPLinearRegression's fit and deletion cost against shape, measured in one run.
+
+Prints (and writes to results/linear_scaling.txt and .json):
+
+* fit at n = 1e6, d in {20, 100} as ratios to ``LinearRegression().fit`` and to a
+  bare ``X.T @ X`` on the same array (goals: <= 0.25 and <= 3), and the peak
+  memory the fit allocates (tracemalloc, the input excluded) over the input's
+  size (goal: <= 0.5, i.e. input plus fit <= 1.5 times the input);
+* one-row deletion at n = 1e5, d = 1000 in a fresh process, the first
+  deletion included, as a speed-up over the fit (goal >= 100);
+* a scaling table: fit and one-row deletion time for n in 1e4..1e7 and d in
+  {10, 100, 1000} (where the input fits in ``--max-gb``), with log-log slopes
+  (fit: 1 in n and up to 2 in d; deletion: 0 in n, 2 to 3 in d).
+
+All contenders run with the same BLAS thread count (``--threads``, default 1:
+on a shared machine a multi-threaded BLAS spin-waits and times become
+meaningless). Ratios come from one run; timings on a busy machine are noisy.
+``--quick`` shrinks the sizes for a smoke run.
+"""
+
+import argparse
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+import tracemalloc
+
+import numpy as np
+from sklearn.linear_model import LinearRegression
+from threadpoolctl import threadpool_limits
+
+from sklearn_dpu.linear_model import DPLinearRegression
+
+RESULTS = pathlib.Path(__file__).parent / "results"
+
+
+def _data(n, d, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1, 1, size=(n, d))
+    y = X @ rng.normal(size=d) / np.sqrt(d) + 0.1 * rng.normal(size=n)
+    return X, y
+
+
+def _params(d):
+    return dict(feature_norm=float(np.sqrt(d)), target_bound=4.0, random_state=0)
+
+
+def _best(fn, repeats):
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return float(min(times))
+
+
+def fit_ratios(n, d, repeats):
+    X, y = _data(n, d)
+    gram = _best(lambda: X.T @ X, repeats)
+    sklearn_fit = _best(lambda: LinearRegression().fit(X, y), repeats)
+    private_fit = _best(lambda: DPLinearRegression(**_params(d)).fit(X, y), repeats)
+    tracemalloc.start()
+    DPLinearRegression(**_params(d)).fit(X, y)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return {
+        "n": n,
+        "d": d,
+        "gram_s": gram,
+        "sklearn_fit_s": sklearn_fit,
+        "private_fit_s": private_fit,
+        "ratio_to_sklearn": private_fit / sklearn_fit,
+        "ratio_to_gram": private_fit / gram,
+        "input_mb": X.nbytes / 1e6,
+        "fit_peak_mb": peak / 1e6,
+        "peak_over_input": peak / X.nbytes,
+    }
+
+
+def deletion_run(n, d, n_deletions, warm=False):
+    """Fit, then time ``n_deletions`` one-row deletions (the first included).
+
+    ``warm``: first fit and delete on a tiny data set of the same width, so
+    that one-time costs (the noise calibration, imports) do not hide the
+    slopes of the scaling table.
+    """
+    if warm:
+        DPLinearRegression(**_params(d)).fit(*_data(2 * d + 10, d)).delete_samples([0])
+    X, y = _data(n, d)
+    start = time.perf_counter()
+    reg = DPLinearRegression(**_params(d)).fit(X, y)
+    fit = time.perf_counter() - start
+    deletions = []
+    for i in range(n_deletions):
+        start = time.perf_counter()
+        reg.delete_samples([i])
+        deletions.append(time.perf_counter() - start)
+    return {"n": n, "d": d, "fit_s": fit, "deletions_s": deletions}
+
+
+def fresh_deletion_run(n, d, n_deletions, threads, warm=False):
+    """:func:`deletion_run` in a fresh interpreter (nothing warmed by earlier runs)."""
+    code = (
+        "import json, sys; from threadpoolctl import threadpool_limits; "
+        "sys.path.insert(0, sys.argv[1]); import bench_linear_scaling as b; "
+        "threadpool_limits(int(sys.argv[5])); "
+        "print(json.dumps(b.deletion_run(*map(int, sys.argv[2:5]), warm=sys.argv[6] == '1')))"
+    )
+    here = str(pathlib.Path(__file__).parent)
+    out = subprocess.run(
+        [sys.executable, "-c", code, here, *map(str, (n, d, n_deletions, threads, int(warm)))],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=os.environ,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _slope(xs, ys):
+    if len(xs) < 2:
+        return float("nan")
+    return float(np.polyfit(np.log(xs), np.log(ys), 1)[0])
+
+
+def scaling(ns, ds, max_bytes, n_deletions, threads):
+    rows = []
+    for d in ds:
+        for n in ns:
+            if n * d * 8 > max_bytes or n <= d:
+                continue
+            run = fresh_deletion_run(n, d, n_deletions, threads, warm=True)
+            rows.append(
+                {
+                    "n": n,
+                    "d": d,
+                    "fit_s": run["fit_s"],
+                    "first_deletion_s": run["deletions_s"][0],
+                    "deletion_s": float(np.median(run["deletions_s"])),
+                }
+            )
+            print(
+                f"  n={n:>9} d={d:>5}  fit {run['fit_s']:8.3f} s  "
+                f"deletion {rows[-1]['deletion_s'] * 1e3:8.2f} ms",
+                flush=True,
+            )
+    slopes = {}
+    for d in ds:
+        sub = [r for r in rows if r["d"] == d]
+        slopes[f"fit vs n (d={d})"] = _slope([r["n"] for r in sub], [r["fit_s"] for r in sub])
+        slopes[f"deletion vs n (d={d})"] = _slope(
+            [r["n"] for r in sub], [r["deletion_s"] for r in sub]
+        )
+    for n in ns:
+        sub = [r for r in rows if r["n"] == n]
+        slopes[f"fit vs d (n={n})"] = _slope([r["d"] for r in sub], [r["fit_s"] for r in sub])
+        slopes[f"deletion vs d (n={n})"] = _slope(
+            [r["d"] for r in sub], [r["deletion_s"] for r in sub]
+        )
+    slopes = {k: v for k, v in slopes.items() if np.isfinite(v)}
+    return rows, slopes
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--max-gb", type=float, default=1.0)
+    args = parser.parse_args()
+    if args.quick:
+        fit_shapes, deletion_shape, repeats = [(20_000, 20)], (5_000, 100), 1
+        ns, ds = [1_000, 10_000], [10, 100]
+    else:
+        fit_shapes, deletion_shape, repeats = [(10**6, 20), (10**6, 100)], (10**5, 1000), 3
+        ns, ds = [10**4, 10**5, 10**6, 10**7], [10, 100, 1000]
+    load = os.getloadavg()
+    lines = [
+        "DPLinearRegression scaling (bench_linear_scaling.py)",
+        f"BLAS threads: {args.threads}; cores: {os.cpu_count()}; load average at start: "
+        f"{load[0]:.1f} {load[1]:.1f} {load[2]:.1f} (other jobs were running if > 0)",
+        "",
+        "Fit at n = 1e6 (best of 3): ratios to LinearRegression and to a bare X.T @ X",
+    ]
+    print("\n".join(lines), flush=True)
+    with threadpool_limits(args.threads):
+        fits = [fit_ratios(n, d, repeats) for n, d in fit_shapes]
+    for f in fits:
+        line = (
+            f"  n={f['n']} d={f['d']}: private {f['private_fit_s']:.3f} s, sklearn "
+            f"{f['sklearn_fit_s']:.3f} s (ratio {f['ratio_to_sklearn']:.3f}, goal <= 0.25), "
+            f"X.T @ X {f['gram_s']:.3f} s (ratio {f['ratio_to_gram']:.2f}, goal <= 3); "
+            f"fit peak {f['fit_peak_mb']:.0f} MB over input {f['input_mb']:.0f} MB = "
+            f"{f['peak_over_input']:.2f} (goal <= 0.5)"
+        )
+        lines.append(line)
+        print(line, flush=True)
+    n, d = deletion_shape
+    run = fresh_deletion_run(n, d, 5, args.threads)
+    first, rest = run["deletions_s"][0], float(np.median(run["deletions_s"][1:]))
+    line = (
+        f"One-row deletion at n={n}, d={d} (fresh process): fit {run['fit_s']:.2f} s, first "
+        f"deletion {first * 1e3:.1f} ms (speed-up {run['fit_s'] / first:.0f}x), median of the "
+        f"next 4 {rest * 1e3:.1f} ms (speed-up {run['fit_s'] / rest:.0f}x); goal >= 100x"
+    )
+    lines += [
+        "",
+        line,
+        "",
+        "Scaling (fresh process per shape, warmed on tiny data; deletion = median of 3):",
+    ]
+    print(line, flush=True)
+    rows, slopes = scaling(ns, ds, args.max_gb * 1e9, 3, args.threads)
+    lines += [
+        f"  n={r['n']:>9} d={r['d']:>5}  fit {r['fit_s']:9.3f} s  deletion "
+        f"{r['deletion_s'] * 1e3:9.2f} ms (first {r['first_deletion_s'] * 1e3:.2f} ms)"
+        for r in rows
+    ]
+    lines += ["", "Log-log slopes (expected: fit ~1 in n, <= 2 in d; deletion ~0 in n, 2-3 in d):"]
+    lines += [f"  {k}: {v:.2f}" for k, v in slopes.items()]
+    load = os.getloadavg()
+    lines.append(f"\nload average at end: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if not args.quick:
+        RESULTS.mkdir(exist_ok=True)
+        (RESULTS / "linear_scaling.txt").write_text(text)
+        payload = {"fits": fits, "deletion": run, "scaling": rows, "slopes": slopes}
+        (RESULTS / "linear_scaling.json").write_text(json.dumps(payload, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

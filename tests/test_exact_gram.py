@@ -1,0 +1,102 @@
+"""The blocked float64 Gram of fixed-point codes is the exact integer Gram.
+
+``encode_with_gram`` clips, quantizes and multiplies block by block in
+float64; ``gram_of_codes`` does the same on stored codes. Both must equal
+``codes.T @ codes`` computed in int64, bit for bit, across block boundaries,
+and the codes must be those of the reference ``encode_rows``.
+"""
+
+import numpy as np
+import pytest
+
+from sklearn_dpu.linear_model import _sufficient_statistics as ss
+from sklearn_dpu.linear_model._sufficient_statistics import (
+    encode_rows,
+    encode_with_gram,
+    gram_of_codes,
+)
+from sklearn_dpu.privacy.clipping import clip_rows_l2, clip_scales
+
+_ONE = 1 << 14
+
+
+def _reference_gram(codes, fit_intercept):
+    c = codes.astype(np.int64)
+    if fit_intercept:
+        c = np.column_stack([c[:, :-1], np.full(len(c), _ONE), c[:, -1]])
+    return c.T @ c
+
+
+def _data(n, d, dtype, seed):
+    rng = np.random.default_rng(seed)
+    X = (rng.standard_t(2, size=(n, d)) * 3).astype(dtype)
+    y = (rng.standard_t(2, size=n) * 5).astype(dtype)
+    if dtype == np.float64 and n:
+        X[::7] *= 1e200  # rows whose squared norm overflows
+        X[1::11] = 0.0
+    return X, y
+
+
+@pytest.mark.parametrize("fit_intercept", [True, False])
+@pytest.mark.parametrize(
+    ("n", "d", "dtype"),
+    [(1, 1, np.float64), (255, 3, np.float32), (257, 3, np.float64), (5000, 40, np.float64)],
+)
+def test_blocked_gram_is_the_integer_gram(monkeypatch, n, d, dtype, fit_intercept):
+    # Small blocks, so that the data cross several block boundaries.
+    monkeypatch.setattr(ss, "_ENCODE_MIN_ROWS", 1)
+    monkeypatch.setattr(ss, "_ENCODE_MAX_ROWS", 256)
+    monkeypatch.setattr(ss, "_BLOCK", 100)
+    X, y = _data(n, d, dtype, seed=n)
+    reference = encode_rows(X, y, 2.0, 0.3, 4.0)
+    codes, gram = encode_with_gram(X, y, 2.0, 0.3, 4.0, fit_intercept)
+    assert codes.dtype == np.int16 and np.array_equal(codes, reference)
+    expected = _reference_gram(reference, fit_intercept)
+    assert gram.dtype == np.int64 and np.array_equal(gram, expected)
+    assert np.array_equal(gram_of_codes(reference, fit_intercept), expected)
+
+
+def test_extreme_codes_stay_exact():
+    # Every code at +-2**14: the largest products, summed over a block.
+    n, d = 3000, 5
+    codes = np.full((n, d + 1), _ONE, dtype=np.int16)
+    codes[::2] = -_ONE
+    assert np.array_equal(gram_of_codes(codes, True), _reference_gram(codes, True))
+    X = np.where(np.arange(n)[:, None] % 2, -1.0, 1.0) * np.ones((n, d)) * 10
+    y = np.full(n, 1e6)
+    codes, gram = encode_with_gram(X, y, 1.0, 0.0, 1.0, True)
+    assert np.array_equal(gram, _reference_gram(codes, True))
+    assert np.abs(codes[:, -1]).max() == _ONE
+
+
+def test_tiny_feature_norm_uses_the_reference_order():
+    X, y = _data(300, 4, np.float64, seed=3)
+    X = X * 1e-306
+    for norm in (2.0**-1010, 1e-300):
+        reference = encode_rows(X, y, norm, 0.0, 4.0)
+        codes, gram = encode_with_gram(X, y, norm, 0.0, 4.0, True)
+        assert np.array_equal(codes, reference)
+        assert np.array_equal(gram, _reference_gram(reference, True))
+
+
+def test_empty_input():
+    codes, gram = encode_with_gram(np.zeros((0, 3)), np.zeros(0), 1.0, 0.0, 1.0, True)
+    assert codes.shape == (0, 4) and not gram.any() and gram.shape == (5, 5)
+
+
+def test_clip_scales_are_the_factors_of_clip_rows_l2():
+    X, _ = _data(2000, 6, np.float64, seed=5)
+    X[3] = np.finfo(np.float64).max  # a norm above the largest float
+    for norm in (1e-3, 1.0, 2.5, 1e300):
+        assert np.array_equal(X * clip_scales(X, norm)[:, None], clip_rows_l2(X, norm))
+
+
+def test_an_overflowing_target_is_clipped_without_a_warning():
+    import warnings
+
+    X, y = np.zeros((3, 2)), np.array([1e308, -1e308, 0.5])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        codes, gram = encode_with_gram(X, y, 1.0, -1e308, 1e-10, True)
+    assert codes[:, -1].tolist() == [_ONE, 0, _ONE]
+    assert np.array_equal(gram, _reference_gram(codes, True))

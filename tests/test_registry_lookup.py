@@ -1,0 +1,140 @@
+"""The sample registry's vectorized id lookup against a plain dict's answers.
+
+The registry finds slots by sorted search (typed ids), by arithmetic (row
+positions, stored implicitly) or by a dict (object ids, odd requests); every
+answer must be the one a ``dict`` from id to slot gives, as before.
+"""
+
+import pickle
+
+import numpy as np
+import pytest
+
+from sklearn_dpu.exceptions import UnlearningError
+from sklearn_dpu.linear_model import DPLinearRegression
+from sklearn_dpu.unlearning.ids import requested_ids
+from sklearn_dpu.unlearning.state import SampleRegistry
+
+
+def _registry(ids, n_columns=2):
+    registry = SampleRegistry(n_columns)
+    request = requested_ids(None, ids) if ids is not None else requested_ids(None, None)
+    n = len(ids) if ids is not None else 50
+    values = registry.check_new_ids(request, n)
+    registry.add(values, np.ones((n, n_columns), dtype=np.int16), chunk=1)
+    return registry
+
+
+def _reference_find(registry, requested):
+    """What the dict-based registry answered: -1 for unknown ids."""
+    rows, ids, _ = registry.live()
+    slots = np.flatnonzero(registry.alive[: registry.size])
+    table = dict(zip(ids.tolist(), slots.tolist(), strict=True))
+    return [table.get(v, -1) for v in requested]
+
+
+ID_SETS = {
+    "int64": np.array([7, -3, 12, 40, 2**40, 5]),
+    "uint64": np.array([2**63 + 5, 1, 2**64 - 1, 9], dtype=np.uint64),
+    "float": np.array([0.5, -2.0, 3.25, 1e300, 7.0]),
+    "str": np.array(["bob", "alice", "a", "zed", "carol"]),
+    "object": np.array(["x", 3, (1, 2), 2.5], dtype=object),
+    "positions": None,
+}
+
+REQUESTS = [
+    [7],
+    [7.0],  # equal to the int id 7 in Python
+    [np.int32(12), 5],
+    ["7"],
+    [2**63 + 5],
+    [2**64 - 1, 1],
+    [2**70],
+    [0.5, -2.0],
+    [3],
+    ["alice", "zed"],
+    ["a\x00"],  # NumPy would drop the NUL; Python does not
+    [(1, 2)],
+    [-1],
+    [49, 0],
+    [50],
+    [float("nan")],
+]
+
+
+@pytest.mark.parametrize("kind", list(ID_SETS))
+def test_lookup_matches_a_dict(kind):
+    registry = _registry(ID_SETS[kind])
+    for request in REQUESTS:
+        assert registry._find(request).tolist() == _reference_find(registry, request), request
+
+
+@pytest.mark.parametrize("kind", list(ID_SETS))
+def test_lookup_after_deletions_compaction_and_pickle(kind):
+    registry = _registry(ID_SETS[kind])
+    rng = np.random.default_rng(0)
+    for _ in range(2):  # 4 ids at least: two remain
+        _, live_ids, _ = registry.live()
+        victim = live_ids.tolist()[int(rng.integers(len(live_ids)))]
+        registry.remove(registry.slots_of([victim]))
+        with pytest.raises(UnlearningError, match="not in the training set"):
+            registry.slots_of([victim])
+        for request in REQUESTS + [live_ids.tolist()]:
+            assert registry._find(request).tolist() == _reference_find(registry, request)
+    loaded = pickle.loads(pickle.dumps(registry))
+    _, live_ids, _ = registry.live()
+    assert loaded.live()[1].tolist() == live_ids.tolist()
+    assert loaded.slots_of(live_ids.tolist()[:1]).tolist() == [0]
+
+
+def test_positions_are_stored_implicitly_until_compaction():
+    registry = _registry(None)
+    assert registry.nbytes() == registry.rows.nbytes + registry.chunks.nbytes + 50
+    assert registry._index is None  # the fit builds no lookup structure
+    registry.remove(registry.slots_of(list(range(0, 20))))
+    assert registry._ids is None  # a deletion alone keeps ids implicit
+    registry.remove(registry.slots_of(list(range(20, 30))))  # more than half: compacted
+    assert registry.size == 20 and registry.live()[1].tolist() == list(range(30, 50))
+    assert registry.slots_of([30, 49]).tolist() == [0, 19]
+    registry.add(registry.check_new_ids(None, 2), np.zeros((2, 2), np.int16), chunk=2)
+    assert registry.live()[1].tolist()[-2:] == [50, 51]
+    assert registry.slots_of([51]).tolist() == [21]
+
+
+def test_positions_then_given_ids_make_a_mixed_stream():
+    registry = _registry(None)
+    registry.remove(registry.slots_of([3]))
+    ids = registry.check_new_ids(requested_ids(None, ["new"]), 1)
+    registry.add(ids, np.zeros((1, 2), np.int16), chunk=2)
+    assert registry.live()[1].tolist() == [*range(3), *range(4, 50), "new"]
+    assert registry.slots_of(["new", 4]).tolist() == [50, 4]
+    with pytest.raises(ValueError, match="already in the training set"):
+        registry.check_new_ids(requested_ids(None, [7, "other"]), 2)
+
+
+def test_clashing_new_ids_are_refused_without_change():
+    registry = _registry(np.array(["a", "b", "c"]))
+    with pytest.raises(ValueError, match="1 sample id.s. are already in the training set: 'b'"):
+        registry.check_new_ids(requested_ids(None, ["d", "b"]), 2)
+    assert registry.n_samples == 3 and registry.live()[1].tolist() == ["a", "b", "c"]
+
+
+def test_errors_name_unknown_ids_and_refuse_deleting_everything():
+    registry = _registry(np.arange(4))
+    with pytest.raises(UnlearningError, match="2 of 3 sample id.s. are not in .*: 9, 'x'"):
+        registry.slots_of([1, 9, "x"])
+    with pytest.raises(UnlearningError, match="requested more than once"):
+        registry.slots_of([1, 1])
+    with pytest.raises(UnlearningError, match="cannot delete every sample"):
+        registry.slots_of([0, 1, 2, 3])
+
+
+def test_fit_adopts_the_codes_and_keeps_no_id_array():
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(300, 3)), rng.normal(size=300)
+    reg = DPLinearRegression(feature_norm=2.0, target_bound=3.0, random_state=0).fit(X, y)
+    registry = reg.unlearning_state_.registry
+    assert registry._ids is None and registry.rows.shape == (300, 4)
+    reg.delete_samples([5, 299])
+    assert registry.n_samples == 298 and not registry.alive[[5, 299]].any()
+    assert not registry.rows[[5, 299]].any()
