@@ -25,6 +25,8 @@ References
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import scipy.linalg
+import scipy.sparse.linalg
 from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import validate_data
@@ -339,14 +341,49 @@ def solve_noisy_gram(
         count = max(float(noisy_gram[n_slopes, n_slopes]), floor, 1.0)
         A = A - np.outer(sums, sums) / count
         b = b - sums * (total / count)
-    eigenvalues, eigenvectors = np.linalg.eigh(A)
-    lift = max(0.0, floor - eigenvalues[0]) if n_slopes else 0.0
-    shifted = eigenvalues + lift
-    safe = np.where(shifted > 0, shifted, np.inf)  # only when sigma = 0 and A is singular
-    w = eigenvectors @ ((eigenvectors.T @ b) / safe)
+    w = _lifted_solve(A, b, floor) if n_slopes else np.zeros(0)
     if not fit_intercept:
         return w
     return np.append(w, (total - sums @ w) / count)
+
+
+def _smallest_eigenvalue(A: np.ndarray) -> float:
+    """The smallest eigenvalue of the symmetric ``A``: dense for small ``d``,
+    else Lanczos iterations (ARPACK, from a fixed start vector, so the result
+    is deterministic) to a relative 1e-10, with a dense fallback."""
+    if len(A) <= 64:
+        return float(np.linalg.eigvalsh(A)[0])
+    try:
+        values = scipy.sparse.linalg.eigsh(
+            A, k=1, which="SA", v0=np.ones(len(A)), tol=1e-10, return_eigenvectors=False
+        )
+        return float(values[0])
+    except scipy.sparse.linalg.ArpackError:  # pragma: no cover - no convergence
+        return float(scipy.linalg.eigh(A, subset_by_index=[0, 0], eigvals_only=True)[0])
+
+
+def _lifted_solve(A: np.ndarray, b: np.ndarray, floor: float) -> np.ndarray:
+    """``(A + lam I)^{-1} b`` with ``lam = max(0, floor - lambda_min(A))``.
+
+    The smallest eigenvalue alone (:func:`_smallest_eigenvalue`), then one
+    Cholesky solve: ``d^3 / 3`` flops instead of a full eigendecomposition's
+    ``~9 d^3``, about 4 times faster at d = 1000 (the re-release of every
+    deletion). The system is
+    then positive definite with smallest eigenvalue ``floor``; when it is not
+    (``floor = 0`` and a singular ``A``, public data only), the minimum-norm
+    solution over the positive eigenvalues, as before.
+    """
+    lift = max(0.0, floor - _smallest_eigenvalue(A))
+    if floor > 0.0:
+        try:
+            factor = scipy.linalg.cho_factor(A + lift * np.eye(len(A)), check_finite=False)
+            return scipy.linalg.cho_solve(factor, b, check_finite=False)
+        except np.linalg.LinAlgError:  # pragma: no cover - lifted to floor > 0
+            pass
+    eigenvalues, eigenvectors = np.linalg.eigh(A)
+    shifted = eigenvalues + lift
+    safe = np.where(shifted > 0, shifted, np.inf)  # only when sigma = 0 and A is singular
+    return eigenvectors @ ((eigenvectors.T @ b) / safe)
 
 
 def validate_training_data(
