@@ -9,7 +9,7 @@ reports name) agree with these records.
 Examples
 --------
 >>> from sklearn_dpu.guarantees import GUARANTEES
->>> GUARANTEES["DPLinearRegression"].deletion
+>>> GUARANTEES["UnlearnableSGDClassifier"].deletion
 'exact'
 >>> sorted(GUARANTEES["DPLogisticRegression"].deletion_methods)
 ['certified', 'retrain']
@@ -68,8 +68,9 @@ GUARANTEES: dict[str, Guarantee] = {
         Guarantee(
             "DPLinearRegression",
             "ADD_OR_REMOVE_ONE",
-            "exact",
-            # certified: with bounds estimated from the data ("auto"), which are kept
+            # with its default bounds estimated from the data ("auto"), which are
+            # kept: certified; with public bounds: exact
+            "certified",
             frozenset({"exact", "certified"}),
             _COMMON,
         ),

@@ -394,7 +394,7 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
             feature_norm = self.feature_norm
             if auto:
                 # The bounds are the fit's first release, drawn from its own generator.
-                shares, bounds = draw_bounds(
+                _, bounds = draw_bounds(
                     X_,
                     y_,
                     self.epsilon,
@@ -403,7 +403,6 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
                     auto_target=auto_target,
                     fit_intercept=self.fit_intercept,
                 )
-                releases.append(shares.release())
                 upper = calibration_bounds(
                     X_.shape[1],
                     self.epsilon,
@@ -411,10 +410,9 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
                     auto_target=auto_target,
                     fit_intercept=self.fit_intercept,
                 )
-                steps = _gd_steps(frozen)
-                planned = auto_noise_multiplier(upper, self.epsilon, self.delta, steps)
+                releases.append(upper.release())
                 multiplier = auto_noise_multiplier(
-                    shares, self.epsilon, self.delta, steps, at_least=planned
+                    upper, self.epsilon, self.delta, _gd_steps(frozen)
                 )
                 fit_recipe = self._recipe(frozen, multiplier)
                 if auto_target:
@@ -635,9 +633,10 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         With public bounds: one release of the recipe ``params`` make
         (``sizes`` unused). With ``"auto"`` bounds: the bounds release, then
         the statistics' release calibrated so that both compose to at most
-        ``(epsilon, delta)`` (see :func:`calibration_bounds`): exact for the
-        target's bounds alone; with the features', whose design a noisy count
-        chooses, an upper bound (the fit records the exact events).
+        ``(epsilon, delta)``; the bounds are recorded as the design that
+        dominates whichever one the noisy count chooses
+        (:func:`calibration_bounds`), so the plan is exactly what a fit
+        charges.
         """
         auto_features, auto_target = _auto(params["feature_norm"]), _auto(params["target_bound"])
         if not (auto_features or auto_target):
@@ -652,11 +651,7 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         )
         multiplier = auto_noise_multiplier(upper, epsilon, delta, _gd_steps(params))
         recipe = self._recipe(params, multiplier)
-        # With the features' bounds the design is chosen from a noisy count:
-        # the plan is the pooled design, which dominates both (the fit
-        # records the exact events).
-        plan = (upper.release(), recipe.release(1, 1))
-        return ReleasePlan(plan, exact=not auto_features, restart=True)
+        return ReleasePlan((upper.release(), recipe.release(1, 1)), restart=True)
 
     def _recipe(self, params, noise_multiplier: float | None = None) -> SSPRecipe | NoisyGDRecipe:
         """The mechanisms of one release with ``params`` (calibrated from their

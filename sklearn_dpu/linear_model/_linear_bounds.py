@@ -35,24 +35,28 @@ selections are pure DP and together ``(eps_b, 0)``-DP by basic composition
 the bounds and a Gaussian mechanism on the statistics clipped to them; its
 noise multiplier is the smallest for which the pooled design's events (which
 dominate the per-feature ones, :func:`calibration_bounds`) and the Gaussian
-event compose to at most ``(epsilon, delta)`` under the PLD accountant of
-``privacy_spent_`` (each pure-DP event is composed as binary randomized
-response, which dominates every pure-DP mechanism under composition,
-[KOV15]_).
+event compose to at most ``(epsilon, delta)`` under the accountant of
+``privacy_spent_`` (the count as the Laplace mechanism it is; each selection
+as binary randomized response, which dominates every pure-DP mechanism
+under composition, [KOV15]_ proof of Thm 3.3). Those pooled events are also
+what the ledger records, whichever design ran, so a fit charges exactly
+its plan.
 
 References
 ----------
 .. [DR14] C. Dwork and A. Roth, "The algorithmic foundations of differential
-   privacy", 2014, Theorem 3.10 (exponential mechanism) and Theorem 3.16
-   (basic composition).
+   privacy", 2014, Theorem 3.6 (Laplace mechanism), Theorem 3.10 and 3.11
+   (exponential mechanism) and Theorem 3.16 (basic composition).
 .. [Smi11] A. Smith, "Privacy-preserving statistical estimation with optimal
    convergence rates", STOC 2011.
 .. [GJK21] J. Gillenwater, M. Joseph and A. Kulesza, "Differentially private
    quantiles", ICML 2021.
 .. [KOV15] P. Kairouz, S. Oh and P. Viswanath, "The composition theorem for
-   differential privacy", ICML 2015, Theorem 3.5.
+   differential privacy", ICML 2015, Theorem 3.3 (its proof builds the
+   mechanism that dominates every (eps, delta)-DP one).
 """
 
+import dataclasses
 import warnings
 from dataclasses import dataclass
 from functools import lru_cache
@@ -92,10 +96,12 @@ __all__ = [
 AUTO = "auto"
 
 BOUNDS_REFERENCE = (
+    "noisy count by the Laplace mechanism (Dwork & Roth 2014, Thm 3.6); selections by the "
     "exponential mechanism (Dwork & Roth 2014, Thm 3.10) with a rank utility on the cells "
     "of a public geometric grid, add/remove sensitivity max(q, 1 - q) (after Smith 2011; "
-    "Gillenwater, Joseph & Kulesza 2021); k selections at eps_b / k, basic composition "
-    "(Dwork & Roth 2014, Thm 3.16)"
+    "Gillenwater, Joseph & Kulesza 2021); the features' selections share their epsilon "
+    "(basic composition, Dwork & Roth 2014, Thm 3.16), recorded as one selection at it "
+    "(which dominates them: Kairouz, Oh & Viswanath 2015, proof of Thm 3.3)"
 )
 
 
@@ -222,6 +228,7 @@ class BoundsRecipe:
     row_norm: tuple[PrivateQuantile, ...]
     target: tuple[PrivateQuantile, ...]
     spread_inflation: float = 1.0
+    description: str = ""
 
     @property
     def mechanisms(self) -> tuple:
@@ -234,6 +241,13 @@ class BoundsRecipe:
 
     def release(self) -> Release:
         """The ledger record of the bounds (chunk 1: they are frozen for a stream)."""
+        if self.description:
+            return Release.of(
+                list(self.mechanisms),
+                f"{self.description} (eps_b={self.epsilon:.4g})",
+                (1, 1),
+                BOUNDS_REFERENCE,
+            )
         parts = []
         if self.feature_scales:
             centered = "median and " if self.feature_centers else ""
@@ -449,21 +463,32 @@ def calibration_bounds(
     fit_intercept: bool,
     shares: AutoBoundsShares = AUTO_BOUNDS,
 ) -> BoundsRecipe:
-    """The bounds release the statistics' noise is calibrated against.
+    """The bounds release a fit records, and calibrates its Gaussian against.
 
-    The pooled design, whichever design :func:`draw_bounds` chooses: it
-    dominates the per-feature one, whose ``2 d + 1`` selections of
-    ``eps_f / (2 d + 1)`` each are ``eps_f``-DP by basic composition
-    ([DR14]_ Thm 3.16) and hence dominated, under any composition, by the
-    pooled design's one ``eps_f``-DP selection (binary randomized response at
-    ``eps_f`` dominates every ``eps_f``-DP mechanism, [KOV15]_ proof of Thm 3.3; the
-    ledger composes both as such). So one noise multiplier, chosen before the
-    count, makes either design at most ``(epsilon, delta)``-DP, and this
-    release with it is an upper bound a budget can check before any data is
-    read. The per-feature design then spends a little less than
-    ``epsilon``, which ``privacy_spent_`` states.
+    The pooled design's events, whichever design :func:`draw_bounds` chooses:
+    they dominate the per-feature design's, whose ``2 d + 1`` selections of
+    ``eps_f / (2 d + 1)`` each are ``eps_f``-DP together by basic composition
+    ([DR14]_ Thm 3.16), hence dominated under any composition by one
+    ``eps_f``-DP selection (binary randomized response at ``eps_f``
+    dominates every ``eps_f``-DP mechanism, [KOV15]_ proof of Thm 3.3; the
+    accountant composes the selections as such). Recording these events for
+    either design makes the fit's charge its plan, known before the data are
+    read: were the per-feature design recorded as it ran, a budget's
+    accountant could find it a hair more expensive than the plan (its many
+    small events each rounded up on the PLD's grid), and a fit could be
+    refused after reading the data, for a reason that depends on the noisy
+    count and charged nothing. The price: the per-feature design is
+    accounted (and its Gaussian calibrated) as if it cost ``eps_f`` in full.
     """
-    return bounds_recipe(
+    description = ""
+    if auto_features:
+        description = (
+            "noisy row count, then private per-feature centers and scales or one "
+            "private row-norm quantile (as the count chose; accounted as one selection "
+            "at the features' epsilon, which dominates both)"
+            + (", and private center and half-range of the target" if auto_target else "")
+        )
+    recipe = bounds_recipe(
         n_features,
         epsilon,
         auto_features=auto_features,
@@ -472,6 +497,7 @@ def calibration_bounds(
         per_feature=False,
         shares=shares,
     )
+    return dataclasses.replace(recipe, description=description)
 
 
 def auto_noise_multiplier(
@@ -479,7 +505,6 @@ def auto_noise_multiplier(
     epsilon: float,
     delta: float,
     gd_steps: int = 0,
-    at_least: float = 0.0,
 ) -> float:
     """Gaussian noise multiplier of the statistics' release after ``recipe``.
 
@@ -493,18 +518,12 @@ def auto_noise_multiplier(
     the PLD's discretization. ``calibrate_noise_multiplier`` solves the same
     problem with a fixed fine PLD grid, whose memory explodes at a large
     epsilon.
-
-    ``at_least``: the smallest multiplier allowed (the planned one, for the
-    design a fit actually ran: in theory it already suffices, since the
-    planned design dominates; this checks it on the accountant, whose
-    discretization may disagree by a hair, and raises it only then).
     """
     return _auto_noise_multiplier(
         tuple(recipe.events),
         float(epsilon),
         float(delta),
         int(gd_steps),
-        float(at_least),
     )
 
 
@@ -517,7 +536,7 @@ def _statistics_events(multiplier: float, gd_steps: int) -> list:
 
 @lru_cache(maxsize=64)
 def _auto_noise_multiplier(
-    bounds_events: tuple, epsilon: float, delta: float, gd_steps: int, at_least: float
+    bounds_events: tuple, epsilon: float, delta: float, gd_steps: int
 ) -> float:
     pure_events = list(bounds_events)
 
@@ -529,10 +548,6 @@ def _auto_noise_multiplier(
     # bracket: the Gaussian alone at (epsilon, delta) is a lower bound, as the
     # bounds' events only add privacy loss.
     low = gaussian_noise_multiplier(epsilon, delta)
-    if at_least > 0.0:
-        if spent(at_least) <= epsilon:
-            return float(at_least)
-        low = max(low, at_least)
     high = 2.0 * low
     while spent(high) > epsilon:
         low, high = high, 2.0 * high

@@ -26,8 +26,9 @@ References
    as used in [U24]_ Thm 34, which states only its interface and guarantee
    (the selection rule is reconstructed here from [RS16]_).
 .. [KOV15] P. Kairouz, S. Oh and P. Viswanath, "The composition theorem for
-   differential privacy", ICML 2015, Theorem 3.4 (the two-point privacy loss
-   of randomized response dominates every pure epsilon-DP mechanism).
+   differential privacy", ICML 2015, proof of Theorem 3.3 (the two-point
+   privacy loss of randomized response dominates every pure epsilon-DP
+   mechanism).
 .. [U24] M. E. Ullah, "Statistical learning via stochastic optimization under
    data privacy considerations", PhD thesis, Johns Hopkins University, 2024.
 """
