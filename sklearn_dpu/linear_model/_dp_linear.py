@@ -393,27 +393,16 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
             center, half_range = target
             feature_norm = self.feature_norm
             if auto:
-                # The bounds are the fit's first release, drawn from its own generator.
-                _, bounds = draw_bounds(
-                    X_,
-                    y_,
-                    self.epsilon,
-                    release_generator(self.random_state, 0),
-                    auto_features=auto_features,
-                    auto_target=auto_target,
-                    fit_intercept=self.fit_intercept,
-                )
-                upper = calibration_bounds(
-                    X_.shape[1],
-                    self.epsilon,
-                    auto_features=auto_features,
-                    auto_target=auto_target,
-                    fit_intercept=self.fit_intercept,
-                )
+                # The bounds are the fit's first release, drawn from its own generator;
+                # the ledger holds the design that dominates the one drawn.
+                kinds = dict(auto_features=auto_features, auto_target=auto_target)
+                kinds["fit_intercept"] = self.fit_intercept
+                rng = release_generator(self.random_state, 0)
+                bounds = draw_bounds(X_, y_, self.epsilon, rng, **kinds)[1]
+                upper = calibration_bounds(X_.shape[1], self.epsilon, **kinds)
                 releases.append(upper.release())
-                multiplier = auto_noise_multiplier(
-                    upper, self.epsilon, self.delta, _gd_steps(frozen)
-                )
+                steps = _gd_steps(frozen)
+                multiplier = auto_noise_multiplier(upper, self.epsilon, self.delta, steps)
                 fit_recipe = self._recipe(frozen, multiplier)
                 if auto_target:
                     center, half_range = bounds.target_center, bounds.target_half_range
