@@ -110,15 +110,7 @@ def clip_rows_l2(X: np.ndarray, max_norm: float, out: np.ndarray | None = None) 
         rounding would overshoot the bound.
     """
     X = np.asarray(X, dtype=np.float64)
-    norms, (huge, largest, relative) = _norms_and_parts(X)
-    target = max_norm * _INSIDE
-    long = norms > target
-    scale = np.ones_like(norms)
-    # Dividing only where the norm is large avoids overflow warnings on zero
-    # rows: a warning's presence would depend on private values.
-    scale[long] = target / norms[long]
-    if huge.size:  # norms that overflowed: target / (largest * relative), exactly
-        scale[huge] = (target / largest) / relative
+    scale = clip_scales(X, max_norm)
     if out is None:
         return X * scale[:, None]
     # Rows inside the ball have scale 1 and x * 1 == x exactly: copy them
