@@ -113,14 +113,14 @@ def test_a_budget_filled_to_the_plan_never_refuses_after_reading_data(tmp_path):
     history = [dp_event.GaussianDpEvent(0.7)]  # an earlier release on the budget
     probe = PrivacyBudget(1e9, 1e-5)
     probe.charge(history, "earlier release")
-    planned = probe.planned_epsilon(DPLinearRegression(epsilon=0.03, budget=probe))
+    planned = probe.planned_epsilon(DPLinearRegression(epsilon=0.05, budget=probe))
     rng = np.random.default_rng(0)
     for n in (2000, 60000):  # the pooled design, then the per-feature one
         X = rng.normal(size=(n, 2))
         y = X @ [1.0, -2.0] + rng.normal(size=n)
         budget = PrivacyBudget(planned, 1e-5)
         budget.charge(history, "earlier release")
-        reg = DPLinearRegression(epsilon=0.03, random_state=0, budget=budget).fit(X, y)
+        reg = DPLinearRegression(epsilon=0.05, random_state=0, budget=budget).fit(X, y)
         assert hasattr(reg, "feature_scale_") == (n == 60000)
         assert hasattr(reg, "coef_")
 
@@ -372,3 +372,18 @@ def test_too_few_rows_for_the_epsilon_warn_from_the_noisy_count():
         DPLinearRegression(
             epsilon=0.1, feature_norm=300.0, target_bound=(0, 6000), random_state=0
         ).fit(X, y)
+
+
+def test_the_correlated_note_composes_the_kept_bounds():
+    """With rerelease_correlation > 0 the report's note gives each group's
+    epsilon with the estimated bounds they were all in (before: 0.62 for the
+    remaining samples, below the fit's own 1.0)."""
+    import re
+
+    X = np.random.default_rng(0).normal(size=(3000, 3))
+    reg = DPLinearRegression(epsilon=1.0, rerelease_correlation=0.9, random_state=0, **AUTO)
+    reg.fit(X, X.sum(axis=1)).delete_samples([1])
+    (note,) = [n for n in reg.deletion_log_[-1].notes if "Remaining samples" in n]
+    remaining, deleted = (float(v) for v in re.findall(r"eps = ([0-9.]+)", note))
+    assert remaining >= 1.0
+    assert deleted == pytest.approx(reg.privacy_spent_.epsilon, rel=1e-3)

@@ -88,9 +88,10 @@ def _auto(bound) -> bool:
 
 
 class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
-    """Differentially private linear regression with exact deletion.
+    """Differentially private linear regression with certified or exact deletion.
 
-    Rows are clipped to public bounds; the estimator then releases a
+    Rows are clipped to bounds, estimated privately by default (``"auto"``,
+    see Notes) or public; the estimator then releases a
     differentially private model under the **add/remove-one** relation: for
     any data set and any one record added to or removed from it, the
     distribution of the released ``coef_`` and ``intercept_`` changes by at most
@@ -114,34 +115,30 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
     so ``privacy_spent_`` grows with ``log t``. With ``'noisy_gd'`` each call
     is a full release.
 
-    :meth:`delete_samples` is **exact**: the rows' contribution is subtracted
-    from the secret integer statistics and the affected sums are re-released
-    with fresh noise. Afterwards the whole state (statistics, noise, stored
-    rows) has the distribution of a fit on the remaining rows, and holds
-    nothing of the deleted ones. Each re-release is accounted; a deletion is
-    never refused for lack of budget.
+    :meth:`delete_samples` subtracts the rows' contribution from the secret
+    integer statistics and re-releases the affected sums with fresh noise.
+    With public bounds it is **exact**: afterwards the whole state
+    (statistics, noise, stored rows) has the distribution of a fit on the
+    remaining rows, and holds nothing of the deleted ones. With the default
+    estimated bounds it is **certified**: the bounds are kept, an
+    ``(eps_b, 0)``-DP release that saw the deleted rows, so the state is
+    within ``k eps_b`` of such a fit for the ``k`` rows deleted since the fit
+    (``deletion_epsilon``; at ``epsilon=1``, ``eps_b = 0.5``: refit when
+    that is too large). Each re-release is accounted; a deletion is never
+    refused for lack of budget.
 
     **What deleting costs the remaining rows.** Every :meth:`delete_samples`
     call is a new release to the rows that stay: with the default
     independent noise, ``k`` calls compose ``k + 1`` releases (at
-    ``epsilon=1, delta=1e-5``: 1.0 after the fit, 1.47 after one call, 3.8
-    after 10, 14.5 after 100; see ``privacy_spent_``). Deleting many ids in
-    one call costs one re-release. ``rerelease_correlation=rho`` bounds the
-    growth: each re-release's noise is ``rho`` times the previous noise plus
-    fresh noise ``sqrt(1 - rho^2) W``, so every release is still marginally a
-    fresh fit's, and for the remaining rows the fit and ``k`` re-releases
-    form one Gaussian mechanism of precision ``mu^2 [2 + (k-1)(1-rho)]/(1+rho)``
-    instead of ``(k + 1) mu^2`` (derivation in
+    ``epsilon=1, delta=1e-5``: 1.0 after the fit, 1.25 after one call, 2.52
+    after 10, 8.30 after 100 with the default estimated bounds, which are not
+    re-released; 1.47, 3.8 and 14.5 with public bounds; see
+    ``privacy_spent_``). Deleting many ids in
+    one call costs one re-release. ``rerelease_correlation=rho`` slows the
+    growth with re-release noise correlated to the previous release, at the
+    price of a larger exposure of each deleted row (see the parameter and
     :mod:`sklearn_dpu.linear_model._correlated_rerelease`, on Gaussian DP
-    [5]_). The price: a deleted row's exposure over everything published
-    grows from ``mu^2`` to ``mu^2 / (1 - rho^2)`` (deleted after the fit),
-    because given the previous release the new one shows its contribution
-    under noise ``sigma sqrt(1 - rho^2)``; each report states it as
-    ``deletion_epsilon``. ``privacy_spent_`` (and the budget's charge) is
-    the larger of the remaining rows' and the most exposed deleted row's
-    epsilon; for ``rho > 1/2`` that is the deleted row's. Supported for
-    ``solver='ssp'`` with a single :meth:`fit` (a :meth:`partial_fit` stream
-    refuses it).
+    [5]_).
 
     ``X`` may be a Dask array: rows are clipped, coded and summed block by
     block on the workers, and only the compact int16 codes (kept for
@@ -189,8 +186,8 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         (deleted after the fit: ``1 / (1 - rho^2) = 5.3`` times a release's
         precision at ``rho = 0.9``). ``privacy_spent_``, and the budget's
         charge, is the larger of the two: above ``rho = 1/2`` the deleted
-        rows'. Measured at ``epsilon=1, delta=1e-5`` after 1, 10 and 100
-        single deletions: 1.47, 3.82, 14.52 at ``rho = 0``; 1.17, 2.25, 7.45
+        rows'. Measured with public bounds at ``epsilon=1, delta=1e-5`` after
+        1, 10 and 100 single deletions: 1.47, 3.82, 14.52 at ``rho = 0``; 1.17, 2.25, 7.45
         at ``rho = 0.5`` (the best for one deletion); 2.51, 2.64, 3.72 at
         ``rho = 0.9`` (the best for 100 among 0.5 to 0.95). Needs
         ``solver='ssp'`` and no :meth:`partial_fit` after the fit. Frozen at
@@ -515,7 +512,11 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
     # ------------------------------------------------------------- deletion
 
     def delete_samples(self, sample_ids: Any) -> Self:
-        """Exactly remove samples and re-release the model with fresh noise.
+        """Remove samples from the statistics and re-release the model with fresh noise.
+
+        Exact with public bounds; certified with estimated ones (the kept
+        bounds are within ``k eps_b`` for the ``k`` rows deleted since the
+        fit): the report's ``method`` and ``deletion_epsilon`` say which.
 
         Parameters
         ----------

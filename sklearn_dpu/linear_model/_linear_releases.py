@@ -52,6 +52,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..privacy.accounting import epsilon_spent
 from ..privacy.ledger import Release
 from ..privacy.mechanisms import GaussianCount, GaussianMechanism, GaussianSteps
 from ..privacy.tree_aggregation import TreeAggregator
@@ -63,7 +64,7 @@ from ._correlated_rerelease import (
     deleted_row_precision,
     remaining_row_precision,
 )
-from ._linear_bounds import published_bounds
+from ._linear_bounds import calibration_bounds, published_bounds
 from ._linear_state import LinearStatisticsState
 from ._noisy_gd import gd_mechanisms
 from ._sufficient_statistics import GRAM_SCALE, contribution_bound
@@ -318,18 +319,35 @@ class CorrelatedStatement:
 
 
 def correlated_statement(
-    noise_multiplier: float, delta: float, n_rereleases: int, rho: float
+    noise_multiplier: float,
+    delta: float,
+    n_rereleases: int,
+    rho: float,
+    kept_events: tuple = (),
 ) -> CorrelatedStatement:
     """The report's statement after ``n_rereleases`` correlated re-releases.
 
     The deleted rows were in the fit and the earlier re-releases; the
     correlated new release sharpens what those showed of them. From public
-    parameters only.
+    parameters only. ``kept_events``: the events of releases every row was
+    in and that are not re-released (privately estimated bounds); the
+    note's per-group epsilons compose them with the Gaussian exposures (the
+    report's ``deletion_epsilon`` adds the kept bounds by group privacy
+    instead, :func:`~sklearn_dpu.unlearning.report.with_kept_release`).
     """
     exposure = deleted_row_precision(n_rereleases, rho)
     remaining = remaining_row_precision(n_rereleases, rho)
     deletion_epsilon = gdp_epsilon(np.sqrt(exposure) / noise_multiplier, delta)
     remaining_eps = gdp_epsilon(np.sqrt(remaining) / noise_multiplier, delta)
+    deleted_eps = deletion_epsilon
+    if kept_events:
+        kept = list(kept_events)
+        remaining_eps = epsilon_spent(
+            [*kept, GaussianMechanism(1.0, noise_multiplier / np.sqrt(remaining)).dp_event], delta
+        )
+        deleted_eps = epsilon_spent(
+            [*kept, GaussianMechanism(1.0, noise_multiplier / np.sqrt(exposure)).dp_event], delta
+        )
     guarantee = (
         f". Correlated re-release (rho={rho:g}): the remaining samples pay "
         f"less than a fresh release, but everything published (before and "
@@ -345,7 +363,7 @@ def correlated_statement(
         f"remaining_epsilon is privacy_spent_, the largest exposure of any sample "
         f"ever in the data: here that of {who}. Remaining samples: eps = "
         f"{remaining_eps:.4g}; samples deleted by this call: eps = "
-        f"{deletion_epsilon:.4g}",
+        f"{deleted_eps:.4g}",
     )
     return CorrelatedStatement(guarantee, deletion_epsilon, notes)
 
@@ -440,7 +458,20 @@ def deletion_outcome(
         released_count = None
     guarantee, deletion_epsilon, notes = EXACT_GUARANTEE, None, ()
     if rho > 0:
-        said = correlated_statement(state.noise_multiplier, delta, state.n_rereleases, rho)
+        kept = ()
+        if getattr(state, "bounds", None) is not None:  # the estimated bounds' events
+            kept = tuple(
+                calibration_bounds(
+                    n_features,
+                    params["epsilon"],
+                    auto_features=isinstance(params["feature_norm"], str),
+                    auto_target=isinstance(params["target_bound"], str),
+                    fit_intercept=params["fit_intercept"],
+                ).events
+            )
+        said = correlated_statement(
+            state.noise_multiplier, delta, state.n_rereleases, rho, kept_events=kept
+        )
         guarantee += said.guarantee
         deletion_epsilon, notes = said.deletion_epsilon, said.notes
     if deletion_epsilon is None:
@@ -459,5 +490,5 @@ def deletion_outcome(
     if bounds is None:
         return outcome
     total = n_deleted if n_deleted_total is None else n_deleted_total
-    what = f"the privately estimated bounds ({', '.join(published_bounds(bounds))})"
+    what = f"the release of the privately estimated bounds ({', '.join(published_bounds(bounds))})"
     return with_kept_release(outcome, what, bounds.epsilon, total)
