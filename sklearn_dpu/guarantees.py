@@ -89,7 +89,7 @@ GUARANTEES: dict[str, Guarantee] = {
             "UnlearnableSGDClassifier",
             "ADD_OR_REMOVE_ONE",
             "exact",
-            frozenset({"exact"}),
+            frozenset({"exact", "certified"}),  # certified: feature_norm="auto"
             (
                 *_COMMON,
                 "deletion requests chosen after looking at the model (exactness of the "

@@ -39,6 +39,7 @@ ESTIMATORS = [
         solver="sgd", batch_sampling="fixed", loss="modified_huber", epsilon=float("inf")
     ),
     UnlearnableSGDClassifier(loss="hinge", noise_multiplier=1.0, coupling_share=1.0),
+    UnlearnableSGDClassifier(feature_norm="auto"),
 ]
 
 # Checks an estimator cannot pass, with the reason. Empty: every check passes.

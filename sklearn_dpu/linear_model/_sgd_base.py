@@ -9,6 +9,9 @@ optimization under data privacy considerations", PhD thesis, Johns Hopkins
 University, 2024, Ch. 4 and App. C).
 """
 
+import dataclasses
+import math
+
 import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator, ClassifierMixin
@@ -17,10 +20,12 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..base import PrivateEstimatorMixin
 from ..privacy.clipping import clip_rows_l2
-from ..privacy.ledger import PrivacySpent, privacy_spent
+from ..privacy.ledger import PrivacySpent, Release, privacy_spent
+from ._auto_bounds import draw_bound, is_auto, kept_bound_outcome, norm_bound_mechanism
 from ._losses import get_loss
 from ._scores import ScoresToLabelsMixin
 from ._sgd_edits import SGDEditLedger
+from ._sgd_plan import BOUND_EPSILON_SHARE, SGDParams
 from ._sgd_releases import fit_ledger
 
 __all__ = ["BaseUnlearnableSGD"]
@@ -84,14 +89,14 @@ class BaseUnlearnableSGD(
         """Normalizer of the batch gradient (the expected batch size, about)."""
         return self.unlearning_state_.schedule.batch_size
 
-    def _encode(self, X, y, classes_) -> np.ndarray:
-        """Clipped float32 rows with the label code appended."""
+    def _encode(self, X, y, classes_, feature_norm: float) -> np.ndarray:
+        """Rows clipped to ``feature_norm`` in float32, the label code appended."""
         codes = np.searchsorted(classes_, y)
         rows = np.empty((len(X), X.shape[1] + 1), dtype=np.float32)
         # Clipped in float64, rounded once into the float32 rows (no float64 copy).
         clip_rows_l2(
             np.asarray(X, dtype=np.float64),
-            self.feature_norm * _STORAGE_MARGIN,
+            feature_norm * _STORAGE_MARGIN,
             out=rows[:, :-1],
         )
         rows[:, -1] = codes
@@ -123,12 +128,40 @@ class BaseUnlearnableSGD(
         """(epsilon, delta) of the published model on its own: it has the law of
         a fit on the current data, so this is a fit's releases (count and run)."""
         schedule = self.unlearning_state_.schedule
-        releases = fit_ledger(self.edit_ledger_.params, schedule)
+        releases = [*self._bound_releases(), *fit_ledger(self.edit_ledger_.params, schedule)]
         return self._cached_privacy(
             f"model{schedule.bucket}",
             lambda ledger, delta: privacy_spent(releases, delta),
             depends_on_ledger=False,
         )
+
+    # ----------------------------------------------- feature_norm='auto'
+
+    def _release_bound(self, params: SGDParams, X) -> tuple[SGDParams, list]:
+        """``feature_norm='auto'``: draw the row-norm bound (release 0, for
+        ``BOUND_EPSILON_SHARE * epsilon``), publish it as ``feature_norm_`` and
+        return the run's parameters with it and the bound's record; else
+        forget an earlier fit's bound and return ``params`` unchanged."""
+        self.__dict__.pop("feature_norm_", None)
+        if not is_auto(self.feature_norm):
+            return params, []
+        mechanism = norm_bound_mechanism(self.epsilon, BOUND_EPSILON_SHARE)
+        self.feature_norm_, made = draw_bound(X, mechanism, self.random_state)
+        return dataclasses.replace(params, feature_norm=self.feature_norm_), [made]
+
+    def _bound_releases(self) -> list:
+        """The kept bound's record (the fit's first release), if one was drawn."""
+        return self.privacy_ledger_[:1] if hasattr(self, "feature_norm_") else []
+
+    def _with_kept_bound(self, outcome, n_new: int):
+        """A deletion's outcome restated for a kept released bound: certified at
+        ``k eps_b`` plus the exact run's 0, ``k`` the rows deleted since the fit
+        (:func:`~sklearn_dpu.linear_model._auto_bounds.kept_bound_outcome`)."""
+        if not hasattr(self, "feature_norm_"):
+            return outcome
+        # The bound's pure-DP event (mechanisms.pure_dp_event) has parameter eps_b.
+        eps_b = float(Release.from_dict(self.privacy_ledger_[0]).event.noise_parameter)
+        return kept_bound_outcome(outcome, eps_b, self._n_deleted_since_fit(n_new), math.inf)
 
     # ------------------------------------------------------------ output
 

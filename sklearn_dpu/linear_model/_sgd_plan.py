@@ -43,12 +43,18 @@ from typing import Any
 
 from dp_accounting.pld import PLDAccountant
 
+from ..base import _same
 from ..privacy.accounting import NEIGHBORING_RELATION, epsilon_spent
 from ..privacy.calibration import gaussian_noise_multiplier
 from ..privacy.mechanisms import GaussianSteps
 from ..unlearning.coupling import noise_for_recompute_rate, recompute_probability_bound
+from ._auto_bounds import is_auto, model_params
+from ._logistic_releases import SHARES
 
 __all__ = [
+    "BOUND_EPSILON_SHARE",
+    "changed_run_params",
+    "run_params",
     "COUNT_DELTA_SHARE",
     "COUNT_EPSILON_SHARE",
     "MIN_NOISY_COUNT",
@@ -66,6 +72,10 @@ __all__ = [
 #: Shares of (epsilon, delta) spent on the noised record count.
 COUNT_EPSILON_SHARE = 0.05
 COUNT_DELTA_SHARE = 0.1
+#: Share of epsilon spent on the released row-norm bound of
+#: ``feature_norm='auto'`` (pure DP, before the count and the run): the same
+#: constant as :class:`~sklearn_dpu.linear_model.DPLogisticRegression`'s.
+BOUND_EPSILON_SHARE = SHARES.bounds
 #: Public floor of the noised count (a tiny or negative draw is clamped to it).
 MIN_NOISY_COUNT = 16.0
 # Coarse PLD grid for the search, then one check on a finer one. A
@@ -115,6 +125,33 @@ class SGDParams:
     def as_dict(self) -> dict:
         """Name to value, for :meth:`PrivateEstimatorMixin._changed_params`."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def run_params(params: Mapping[str, Any], bound: float | None) -> SGDParams:
+    """The parameters the count and the run read: with ``feature_norm='auto'``
+    the epsilon the bound leaves, ``(1 - BOUND_EPSILON_SHARE) epsilon``, and
+    the released ``bound`` (1.0 before it is drawn: no planned event reads
+    it); explicit parameters unchanged
+    (:func:`~sklearn_dpu.linear_model._auto_bounds.model_params`). Raises
+    ValueError for ``'auto'`` without a privacy target (``epsilon=inf``)."""
+    if is_auto(params["feature_norm"]) and math.isinf(params["epsilon"]):
+        raise ValueError(
+            "feature_norm='auto' releases a private bound and needs a finite epsilon; "
+            "with epsilon=np.inf give feature_norm explicitly"
+        )
+    return SGDParams.of(model_params(params, BOUND_EPSILON_SHARE, bound))
+
+
+def changed_run_params(
+    params: Mapping[str, Any], bound: float | None, frozen: SGDParams
+) -> list[str]:
+    """Names of the parameters ``params`` (with the kept ``bound``, if one was
+    released) would run with differently from the stored run's ``frozen``."""
+    current = run_params(params, bound).as_dict()
+    changed = [name for name, value in frozen.as_dict().items() if not _same(current[name], value)]
+    if is_auto(params["feature_norm"]) != (bound is not None) and "feature_norm" not in changed:
+        changed.append("feature_norm")
+    return changed
 
 
 @dataclass(frozen=True)

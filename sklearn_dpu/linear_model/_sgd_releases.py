@@ -28,19 +28,26 @@ References
    Theorem 2.
 """
 
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
 from dp_accounting import dp_event
 
 from ..privacy.ledger import ApproximateDPBound, Release, ReleasePlan
 from ..privacy.mechanisms import GaussianCount, GaussianSteps
 from ..unlearning.report import DeletionCost, DeletionOutcome
+from . import _auto_bounds as auto_bounds
 from ._dp_logistic import _LABEL_SET_NOTE
 from ._sgd_plan import (
+    BOUND_EPSILON_SHARE,
     COUNT_DELTA_SHARE,
     COUNT_EPSILON_SHARE,
     SGDParams,
     SGDSchedule,
     check_sampling,
     count_multiplier,
+    run_params,
     run_steps,
     schedule_run,
     schedule_target,
@@ -54,6 +61,7 @@ __all__ = [
     "edit_release",
     "fit_ledger",
     "fit_release_plan",
+    "planned_fit",
     "run_release",
 ]
 
@@ -180,6 +188,27 @@ def fit_release_plan(params: SGDParams, n_features: int | None) -> ReleasePlan:
     count = [] if schedule is not None else [count_release(params)]
     bound = ApproximateDPBound(eps_run, delta_run, "noisy mini-batch SGD run")
     return ReleasePlan(count, bounds=[bound], exact=False, restart=True)
+
+
+def planned_fit(params: Mapping[str, Any], n_features: int | None) -> ReleasePlan:
+    """:func:`fit_release_plan` of the estimator's parameters, with
+    ``feature_norm='auto'`` the bound's release first (its epsilon is
+    ``BOUND_EPSILON_SHARE * epsilon``; the count and the run are planned for
+    the rest, :func:`~sklearn_dpu.linear_model._sgd_plan.run_params`).
+
+    With ``schedule_size`` and an integer ``max_iter``: the run's exact
+    release. Otherwise the noised count's release and an
+    :class:`~sklearn_dpu.privacy.ledger.ApproximateDPBound` for the run,
+    whose steps and sampling rate come from the noised count. With
+    ``schedule_size`` and ``max_iter="auto"`` the steps depend on the number
+    of features, unknown to ``_fit_release_plan``: the run is then a bound at
+    the whole ``(epsilon, delta)`` it is calibrated to. Two such bounds
+    exceed any budget's delta: plan searches with ``schedule_size`` and an
+    integer ``max_iter``.
+    """
+    plan = fit_release_plan(run_params(params, None), n_features)
+    bounds = auto_bounds.planned_bounds(params, BOUND_EPSILON_SHARE)
+    return dataclasses.replace(plan, releases=(*bounds, *plan.releases))
 
 
 def edit_release(

@@ -27,8 +27,8 @@ from ._sgd_edits import (
     start_run,
     worst_insertion,
 )
-from ._sgd_plan import SGDParams, check_sampling, schedule_run, size_bucket
-from ._sgd_releases import count_mechanism, deletion_outcome, fit_ledger, fit_release_plan
+from ._sgd_plan import changed_run_params, check_sampling, run_params, schedule_run, size_bucket
+from ._sgd_releases import count_mechanism, deletion_outcome, fit_ledger, planned_fit
 
 __all__ = ["UnlearnableSGDClassifier", "schedule_run", "size_bucket"]
 
@@ -146,9 +146,15 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
     fit_intercept : bool, default=True
         The intercept is learned as the weight of a constant feature equal to
         ``feature_norm``.
-    feature_norm : float, default=1.0
+    feature_norm : float or "auto", default=1.0
         Public bound on the L2 norm of a row; longer rows (at fit, insertion
-        and prediction) are scaled down to it. Never computed from the data.
+        and prediction) are scaled down to it. A number is never computed from
+        the data. ``"auto"``: a private median of the rows' L2 norms, released
+        first (pure DP) for ``BOUND_EPSILON_SHARE = 0.1`` of epsilon as
+        ``feature_norm_`` (kept by edits); the count and run get the other
+        ``0.9 epsilon``, so ``privacy_spent_`` stays at most ``epsilon``.
+        Deletions are then certified at ``k * 0.1 epsilon``, ``k`` the rows
+        deleted since the fit (the kept bound; the run stays exact).
     solver : {"nesterov", "sgd"}, default="nesterov"
         ``"nesterov"``: the last iterate of accelerated SGD (Alg. 9), which
         reaches a given accuracy in fewer steps, hence with less noise for the
@@ -222,6 +228,9 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
         ``n_ref = 2**(floor(8 log2 n_noisy) / 8)`` is the size class of the
         noised count (clamped to ``MIN_NOISY_COUNT = 16``).
     learning_rate_ : float
+    feature_norm_ : float
+        ``feature_norm="auto"`` only: the released bound (the first entry of
+        ``privacy_ledger_``).
     privacy_ledger_ : list of dict
         The fit and every later release (see Notes).
     privacy_spent_ : PrivacySpent
@@ -360,7 +369,7 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
         ],
         "alpha": [Interval(Real, 0, None, closed="left")],
         "fit_intercept": ["boolean"],
-        "feature_norm": [Interval(Real, 0, None, closed="neither")],
+        "feature_norm": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "solver": [StrOptions({"sgd", "nesterov"})],
         "batch_sampling": [StrOptions({"poisson", "fixed"})],
         "delta": [DELTA_CONSTRAINT],
@@ -410,25 +419,13 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
 
     # ----------------------------------------------------------- planning
 
-    def _params(self) -> SGDParams:
-        return SGDParams.of(self.get_params(deep=False))
-
     def _plan_releases(self, params, sizes: PublicSizes) -> ReleasePlan:
         """What one :meth:`fit` adds to the ledger, from the parameters and the
-        public number of features alone
-        (:func:`~sklearn_dpu.linear_model._sgd_releases.fit_release_plan`).
-
-        With ``schedule_size`` and an integer ``max_iter``: the run's exact
-        release. Otherwise the noised count's release and an
-        :class:`~sklearn_dpu.privacy.ledger.ApproximateDPBound` for the run,
-        whose steps and sampling rate come from the noised count. With
-        ``schedule_size`` and ``max_iter="auto"`` the steps depend on the
-        number of features, unknown to :meth:`_fit_release_plan`: the run is
-        then a bound at the whole ``(epsilon, delta)``. Two such bounds exceed
-        any budget's delta: plan searches with ``schedule_size`` and an
-        integer ``max_iter``.
-        """
-        return fit_release_plan(SGDParams.of(params), sizes.n_features)
+        public number of features alone: ``feature_norm='auto'``'s bound, then
+        the count and the run (exact with ``schedule_size`` and an integer
+        ``max_iter``, else a bound;
+        :func:`~sklearn_dpu.linear_model._sgd_releases.planned_fit`)."""
+        return planned_fit(params, sizes.n_features)
 
     # ---------------------------------------------------------------- fit
 
@@ -453,12 +450,11 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
             return self._fit(X, y, requested_ids(X, sample_id), classes=None)
 
     def _fit(self, X, y, sample_id, classes):
-        params = self._params()
+        params = run_params(self.get_params(deep=False), None)  # 'auto': drawn in _train
         check_sampling(params)
-        # Only a budget reads the plan: without one, skip planning the run
-        # (a PLD computation with an explicit noise_multiplier).
+        # Only a budget reads the plan (with noise_multiplier: a PLD computation).
         if self.budget is not None:
-            plan = self._plan_releases(params.as_dict(), PublicSizes.of(X))
+            plan = self._plan_releases(self.get_params(deep=False), PublicSizes.of(X))
         else:
             plan = ReleasePlan((), exact=False, restart=True)
 
@@ -481,16 +477,18 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
             ids = registry.check_new_ids(
                 registry.default_ids(len(Xv)) if sample_id is None else sample_id, len(Xv)
             )
-            return registry, ids, self._encode(Xv, yv, classes_), classes_
+            return registry, ids, (Xv, yv), classes_
 
         given = classes is not None
         self._run_update("fit", plan, validate, lambda data: self._train(params, given, *data))
         return self
 
-    def _train(self, params: SGDParams, classes_given: bool, registry, ids, rows, classes_):
-        """Draw the count, schedule and train the run; return the fit's releases."""
+    def _train(self, params, classes_given: bool, registry, ids, data, classes_):
+        """Draw the bound ('auto') and the count, train the run; return the releases."""
+        params, made = self._release_bound(params, data[0])
+        rows = self._encode(*data, classes_, params.feature_norm)
         n, n_features = len(rows), rows.shape[1] - 1
-        rng = release_generator(self.random_state, 0)
+        rng = release_generator(self.random_state, len(made))
         if params.schedule_size is not None:
             n_noisy = float(params.schedule_size)  # public: no count is read or released
         else:
@@ -511,7 +509,7 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
             params,
             n_noisy,
             classes_given=classes_given,
-            n_streams=1,
+            n_streams=1 + len(made),
             reserve_charged=np.zeros(state.n_steps, dtype=bool),
         )
         self.__dict__.pop("_privacy_cache", None)
@@ -519,7 +517,7 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
         self.deletion_log_ = []
         self.insertion_log_ = []
         self.learning_rate_ = state.learning_rate
-        return fit_ledger(params, schedule)
+        return [*made, *fit_ledger(params, schedule)]
 
     # ---------------------------------------------------------- insertion
 
@@ -567,7 +565,8 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
 
     def _insert(self, X, y, classes, sample_id):
         state, ledger = self.unlearning_state_, self.edit_ledger_
-        changed = self._changed_params(ledger.params.as_dict())
+        bound = getattr(self, "feature_norm_", None)
+        changed = changed_run_params(self.get_params(deep=False), bound, ledger.params)
         if changed:
             raise ValueError(
                 f"partial_fit cannot change {', '.join(changed)} of a fitted "
@@ -603,7 +602,7 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
             ids = registry.check_new_ids(
                 registry.default_ids(len(Xv)) if sample_id is None else sample_id, len(Xv)
             )
-            return ids, self._encode(Xv, yv, self.classes_)
+            return ids, self._encode(Xv, yv, self.classes_, ledger.params.feature_norm)
 
         def compute(data):
             ids, rows = data
@@ -690,7 +689,7 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
             outcomes = delete_from_run(ledger, state, slots, self.random_state)
             release = record_edit(ledger, state, outcomes, "delete_samples")
             self._publish()
-            return deletion_outcome(
+            outcome = deletion_outcome(
                 refit=outcomes[0].refit,
                 tested_steps=sum(len(o.tested_steps) for o in outcomes),
                 recomputed_steps=sum(o.recomputed_steps for o in outcomes),
@@ -698,6 +697,7 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
                 n_steps=state.n_steps,
                 batch_size=state.batch_size,
             )
+            return self._with_kept_bound(outcome, n_deleted)
 
         self._run_deletion(n_deleted, plan, execute)
         return self
