@@ -106,7 +106,9 @@ def test_insertion_rate_matches_exact_prediction():
         for row in range(LOW, N):
             state = est.unlearning_state_
             code = np.searchsorted(est.classes_, Y[row])
-            clipped = est._encode(X[row : row + 1], Y[row : row + 1], est.classes_)[0, :-1]
+            clipped = est._encode(
+                X[row : row + 1], Y[row : row + 1], est.classes_, est.feature_norm
+            )[0, :-1]
             predicted.append(recompute_probability(state, insert=(clipped, code)))
             est.partial_fit(X[row : row + 1], Y[row : row + 1])
             observed.append(est.insertion_log_[-1].recomputed_steps > 0)
