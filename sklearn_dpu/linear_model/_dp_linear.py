@@ -395,7 +395,7 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
                 kinds = dict(auto_features=auto_features, auto_target=auto_target)
                 kinds["fit_intercept"] = self.fit_intercept
                 rng = release_generator(self.random_state, 0)
-                bounds = draw_bounds(X_, y_, self.epsilon, rng, **kinds)[1]
+                bounds = draw_bounds(X_, y_, self.epsilon, rng, **kinds)
                 upper = calibration_bounds(X_.shape[1], self.epsilon, **kinds)
                 releases.append(upper.release())
                 steps = _gd_steps(frozen)

@@ -415,7 +415,7 @@ def draw_bounds(
     auto_target: bool,
     fit_intercept: bool,
     shares: AutoBoundsShares = AUTO_BOUNDS,
-) -> tuple[BoundsRecipe, ReleasedBounds]:
+) -> ReleasedBounds:
     """Choose the design from a noisy count, then release the bounds.
 
     The count is drawn first; with ``feature_norm="auto"`` the per-feature
@@ -466,7 +466,7 @@ def draw_bounds(
             UnreliableBoundsWarning,
             stacklevel=4,
         )
-    return recipe, recipe.draw(X, y, rng)
+    return recipe.draw(X, y, rng)
 
 
 def calibration_bounds(
