@@ -244,6 +244,19 @@ class PrivateGridSearch(
     ...     {"alpha": [0.0, 1e5]}, random_state=0).fit(X, y)
     >>> search.best_params_
     {'alpha': 0.0}
+
+    A named scoring, candidates drawn from distributions, and a refit on all
+    the rows (one more release, planned and charged with the search):
+
+    >>> from scipy.stats import loguniform
+    >>> search = PrivateGridSearch(
+    ...     DPLinearRegression(feature_norm=1.5, target_bound=1.0),
+    ...     param_distributions={"alpha": loguniform(1e-2, 1e6)}, n_iter=3,
+    ...     scoring="neg_mean_absolute_error", refit=True, random_state=0).fit(X, y)
+    >>> sorted(search.cv_results_)
+    ['epsilon_spent', 'param_alpha', 'params']
+    >>> search.privacy_ledger_[-1]["chunks"]  # the refit: both parts
+    [1, 2]
     """
 
     _parameter_constraints: dict = {

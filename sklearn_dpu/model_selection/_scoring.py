@@ -25,13 +25,15 @@ same ``h * n_val`` and leaves the selection's distribution unchanged (both
 mechanisms depend on differences of utilities only).
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 from sklearn.base import is_classifier
 
-__all__ = ["SCORINGS", "ValidationScore", "check_scoring", "loss_bound"]
+__all__ = ["SCORINGS", "ValidationScore", "check_scoring", "target_interval"]
 
 #: The named scorings the search accepts, with the per-row score each sums.
 SCORINGS = {
@@ -66,7 +68,7 @@ class ValidationScore:
     score_func: Callable | None = None
     score_bounds: tuple[float, float] | None = None
 
-    def sensitivity(self, estimator) -> float | None:
+    def sensitivity(self, estimator: Any) -> float | None:
         """The per-row cost bound ``h - l`` for ``estimator``'s candidate.
 
         ``None`` when it is known only once the candidate is fitted (a
@@ -83,7 +85,7 @@ class ValidationScore:
         low, high = interval
         return (high - low) ** 2 if self.kind == "squared" else high - low
 
-    def cost(self, estimator, X, y: np.ndarray) -> float:
+    def cost(self, estimator: Any, X: ArrayLike, y: np.ndarray) -> float:
         """The summed validation cost ``sum(h - s(x, y))`` of a fitted candidate."""
         prediction = estimator.predict(X)
         if self.kind == "zero_one":
@@ -105,7 +107,9 @@ class ValidationScore:
         return float(np.sum(error**2 if self.kind == "squared" else np.abs(error)))
 
 
-def check_scoring(scoring, score_bounds, estimator) -> ValidationScore:
+def check_scoring(
+    scoring: str | Callable | None, score_bounds: Sequence[float] | None, estimator: Any
+) -> ValidationScore:
     """The search's per-row score for ``scoring``, checked before any data is read.
 
     Parameters
@@ -174,7 +178,7 @@ def check_scoring(scoring, score_bounds, estimator) -> ValidationScore:
     return ValidationScore(kind)
 
 
-def check_target_bound(estimator) -> None:
+def check_target_bound(estimator: Any) -> None:
     """Refuse a regressor whose target range is neither public nor released."""
     params = estimator.get_params()
     if "target_bound" not in params:
@@ -190,7 +194,7 @@ def check_target_bound(estimator) -> None:
         )
 
 
-def target_interval(estimator) -> tuple[float, float] | None:
+def target_interval(estimator: Any) -> tuple[float, float] | None:
     """A regressor's public target range, or its released one once fitted.
 
     A ``target_bound="auto"`` is the released ``target_interval_`` (a DP
@@ -209,8 +213,3 @@ def target_interval(estimator) -> tuple[float, float] | None:
     else:
         low, high = -float(bound), float(bound)
     return low, high
-
-
-def loss_bound(estimator, scoring=None, score_bounds=None) -> float | None:
-    """The per-row cost bound of ``estimator``'s candidate under ``scoring``."""
-    return check_scoring(scoring, score_bounds, estimator).sensitivity(estimator)

@@ -6,10 +6,12 @@ and the random split of the data into a training and a validation part.
 """
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 from sklearn.model_selection import ParameterGrid, ParameterSampler
 from sklearn.utils.validation import indexable
 
@@ -46,7 +48,7 @@ def candidate_points(params: dict) -> list[dict]:
     return list(sampler)
 
 
-def cv_results(points: list[dict], fitted: list, scores=None) -> dict:
+def cv_results(points: list[dict], fitted: list, scores: ArrayLike | None = None) -> dict:
     """``cv_results_``: what a search may publish about its candidates.
 
     ``params`` and ``param_<name>`` (masked where a point lacks the name)
@@ -92,7 +94,13 @@ class Split:
     full: tuple = ()  # (X, y, ids): every row, for a refit
 
 
-def split_rows(X, y, sample_id, rng, validation_fraction: float) -> "Split":
+def split_rows(
+    X: ArrayLike,
+    y: ArrayLike,
+    sample_id: Any,
+    rng: np.random.Generator,
+    validation_fraction: float,
+) -> "Split":
     """Read the data and assign each row to the training or the validation part."""
     X, y = indexable(X, y)
     n = len(y)
@@ -125,21 +133,21 @@ def split_rows(X, y, sample_id, rng, validation_fraction: float) -> "Split":
     )
 
 
-def public_sizes(X) -> PublicSizes:
+def public_sizes(X: ArrayLike) -> PublicSizes:
     """The number of features, when ``X`` states its shape (never its values)."""
     shape = getattr(X, "shape", None)
     n_features = int(shape[1]) if isinstance(shape, tuple) and len(shape) == 2 else None
     return PublicSizes(n_features=n_features)
 
 
-def retrain_cost(cost) -> DeletionCost:
+def retrain_cost(cost: Mapping[str, Any]) -> DeletionCost:
     """The inner model's retrain estimate as a :class:`DeletionCost`: its work
     counts, without wall-time estimates (no timing of a retrain is reported)."""
     names = {f.name for f in dataclasses.fields(DeletionCost)} - {"wall_time_s"}
     return DeletionCost(**{name: cost[name] for name in cost if name in names})
 
 
-def take(data, rows):
+def take(data: Any, rows: np.ndarray) -> Any:
     """Rows ``rows`` of an array-like, a DataFrame or a list."""
     if hasattr(data, "iloc"):
         return data.iloc[rows]
