@@ -16,6 +16,7 @@ from sklearn_dpu.base import PublicSizes
 from sklearn_dpu.linear_model import DPLinearRegression, DPLogisticRegression
 from sklearn_dpu.model_selection import PrivateGridSearch
 from sklearn_dpu.model_selection._private_search import _candidates, _selection
+from sklearn_dpu.model_selection._search_results import cv_results
 from sklearn_dpu.preprocessing import PublicBoundsScaler
 from sklearn_dpu.privacy.ledger import privacy_spent
 
@@ -143,8 +144,12 @@ def test_refit_fits_the_choice_on_all_rows_and_charges_it(budget_path):
     assert budget.spent().epsilon == pytest.approx(search.privacy_spent_.epsilon)
     assert planned == pytest.approx(search.privacy_spent_.epsilon)
     # every row now deletes through the refit model
+    n_before = len(search.privacy_ledger_)
     search.delete_samples([0])
     assert search.best_estimator_.deletion_log_[-1].n_deleted == 1
+    # its re-releases use rows of both parts: recorded on both
+    rereleased = search.privacy_ledger_[n_before:]
+    assert rereleased and all(entry["chunks"] == [1, 2] for entry in rereleased)
 
 
 def test_refit_is_refused_before_reading_data_when_the_budget_cannot_afford_it(budget_path):
@@ -214,6 +219,17 @@ def test_cv_results_publish_only_public_values():
     assert results["param_alpha"].mask.tolist() == [False, False, True]
     assert results["param_fit_intercept"].mask.tolist() == [True, True, False]
     assert results["params"][search.best_index_] == search.best_params_
+
+
+def test_cv_results_rank_only_released_scores():
+    # A method that releases (and charges) some candidates' scores publishes
+    # them with their rank; the others stay masked.
+    points = [{"a": 1}, {"a": 2}, {"a": 3}]
+    fitted = [_linear(random_state=0).fit(*_regression(100)).best_estimator_] * 3
+    results = cv_results(points, fitted, np.ma.MaskedArray([0.2, 0.9, 0.0], [0, 0, 1]))
+    assert results["mean_test_score"].mask.tolist() == [False, False, True]
+    assert results["rank_test_score"].tolist() == [2, 1, None]
+    assert "rank_test_score" not in cv_results(points, fitted)
 
 
 def test_cv_results_do_not_depend_on_neighbouring_data():

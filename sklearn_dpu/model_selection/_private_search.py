@@ -520,6 +520,7 @@ class PrivateGridSearch(
         self.best_params_ = points[best]
         self.best_estimator_ = fitted[best]
         self._validation_ids = set(split.validation_ids.tolist())
+        self._model_chunks = (_TRAIN, _TRAIN)  # the parts best_estimator_ was fitted on
         if self.refit:
             # All the rows, both parts: one more release, planned and charged.
             seed = None
@@ -531,6 +532,7 @@ class PrivateGridSearch(
             made.extend(_on([Release.from_dict(e) for e in refit.privacy_ledger_], 1, 2))
             self.best_estimator_ = refit
             self._validation_ids = set()  # every row is in the refit model
+            self._model_chunks = (_TRAIN, _VALIDATION)
         if "budget" in self.best_estimator_.get_params(deep=False):
             self.best_estimator_.set_params(budget=self._inner_budget())
         self.n_candidates_ = len(fitted)
@@ -613,7 +615,9 @@ class PrivateGridSearch(
                     best.set_params(budget=inner_budget)
             inner = best.deletion_log_[-1]
         rereleased = tuple(
-            dataclasses.replace(Release.from_dict(entry), chunks=(_TRAIN, _TRAIN))
+            dataclasses.replace(
+                Release.from_dict(entry), chunks=getattr(self, "_model_chunks", (_TRAIN, _TRAIN))
+            )
             for entry in best.privacy_ledger_[n_before:]
         )
         self._validation_ids = self._validation_ids - set(in_validation)
