@@ -6,7 +6,7 @@ from typing import Any, Self
 
 import numpy as np
 from numpy.typing import ArrayLike
-from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
+from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone
 from sklearn.utils import get_tags
 from sklearn.utils.parallel import Parallel, delayed
 from sklearn.utils.validation import check_is_fitted
@@ -21,10 +21,11 @@ from ..privacy.random import release_generator
 from ..unlearning.ids import as_id_list, check_request, requested_ids
 from ..unlearning.report import DeletionCost, DeletionOutcome, DeletionPlan
 from ._group_privacy import group_epsilon
-from ._scoring import check_scoring, target_interval
+from ._scoring import check_scoring
 from ._search_delegation import _DelegatesToBestEstimator
 from ._search_results import Split as _Split
 from ._search_results import candidate_points, cv_results, public_sizes, retrain_cost, split_rows
+from ._search_results import on_chunks as _on
 
 __all__ = ["PrivateGridSearch"]
 
@@ -38,23 +39,6 @@ _GEM_REFERENCE = (
     "thesis' Delta(D_j) meant for an averaged one"
 )
 _PF_REFERENCE = "permute-and-flip, McKenna & Sheldon 2020, Thm 1 (monotone utilities)"
-
-
-def _loss_bound(estimator) -> tuple[str, float | None, object]:
-    """The default validation loss of a candidate: (name, bound, clip interval).
-
-    The zero-one loss of a classifier (bound 1); the squared error of a
-    regressor clipped to its target range, public or released
-    (:func:`~sklearn_dpu.model_selection._scoring.target_interval`; ``None``
-    before a ``target_bound="auto"`` candidate is fitted).
-    """
-    if is_classifier(estimator):
-        return "zero-one loss", 1.0, None
-    interval = target_interval(estimator)
-    if interval is None:
-        return "squared error", None, None
-    low, high = interval
-    return "squared error", (high - low) ** 2, (low, high)
 
 
 def _fit_candidate(estimator, X, y, sample_id):
@@ -173,8 +157,9 @@ class PrivateGridSearch(
     n_jobs : int, default=None
         Candidates fitted in parallel (joblib; see Parallelism).
     random_state : int, RandomState instance or None, default=None
-        Source of the split, the candidates' noise and the selection. An int
-        is for tests only.
+        Source of the split, the candidates' noise, the selection, the
+        refit's noise and the candidates drawn from ``param_distributions``
+        (a public choice). An int is for tests only.
     budget : PrivacyBudget, default=None
         Charged, with the estimator's own ``budget``, for the whole search
         and for every deletion's re-release (see Budgets above).
@@ -701,9 +686,3 @@ def _planned(candidate, sizes: PublicSizes, searcher: str) -> ReleasePlan:
             f"{searcher} cannot plan the cost of fitting {type(candidate).__name__} before "
             f"reading the data, so it cannot charge a budget for it: {err}"
         ) from err
-
-
-def _on(releases, first: int, last: int) -> list[Release]:
-    """``releases`` recorded on the search's chunks ``first`` to ``last``
-    (1: the training part, 2: the validation part)."""
-    return [dataclasses.replace(r, chunks=(first, last)) for r in releases]

@@ -213,3 +213,20 @@ def target_interval(estimator: Any) -> tuple[float, float] | None:
     else:
         low, high = -float(bound), float(bound)
     return low, high
+
+
+def default_loss(estimator: Any) -> tuple[str, float | None, object]:
+    """The default validation loss of a candidate: (name, bound, clip interval).
+
+    The zero-one loss of a classifier (bound 1); the squared error of a
+    regressor clipped to its target range, public or released
+    (:func:`~sklearn_dpu.model_selection._scoring.target_interval`; ``None``
+    before a ``target_bound="auto"`` candidate is fitted).
+    """
+    if is_classifier(estimator):
+        return "zero-one loss", 1.0, None
+    interval = target_interval(estimator)
+    if interval is None:
+        return "squared error", None, None
+    low, high = interval
+    return "squared error", (high - low) ** 2, (low, high)

@@ -16,6 +16,7 @@ from sklearn.model_selection import ParameterGrid, ParameterSampler
 from sklearn.utils.validation import indexable
 
 from ..base import PublicSizes
+from ..privacy.ledger import Release
 from ..privacy.random import release_generator
 from ..unlearning.report import DeletionCost
 
@@ -154,3 +155,9 @@ def take(data: Any, rows: np.ndarray) -> Any:
     if isinstance(data, list):
         return [data[i] for i in rows]
     return np.asarray(data)[rows] if not hasattr(data, "shape") else data[rows]
+
+
+def on_chunks(releases: list, first: int, last: int) -> list[Release]:
+    """``releases`` recorded on the search's chunks ``first`` to ``last``
+    (1: the training part, 2: the validation part)."""
+    return [dataclasses.replace(r, chunks=(first, last)) for r in releases]
