@@ -1,7 +1,6 @@
 """scikit-learn's estimator checks on every estimator and transformer of the library."""
 
 import pytest
-from scipy.stats import loguniform
 from sklearn.utils.estimator_checks import (
     check_dataframe_column_names_consistency,
     check_param_validation,
@@ -40,7 +39,7 @@ ESTIMATORS = [
     PrivateGridSearch(DPLinearRegression(), {"alpha": [0.0, 1.0]}, refit=True, scoring="r2"),
     PrivateGridSearch(
         DPLogisticRegression(),
-        param_distributions={"C": loguniform(0.1, 100.0)},
+        param_distributions={"C": [0.1, 1.0, 10.0, 100.0]},
         n_iter=3,
         scoring="accuracy",
         refit=True,

@@ -13,6 +13,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn_dpu import BudgetExceededError, PrivacyBudget
 from sklearn_dpu import io as dpu_io
 from sklearn_dpu.base import PublicSizes
+from sklearn_dpu.exceptions import PersistenceError
 from sklearn_dpu.linear_model import DPLinearRegression, DPLogisticRegression
 from sklearn_dpu.model_selection import PrivateGridSearch
 from sklearn_dpu.model_selection._private_search import _candidates, _selection
@@ -282,6 +283,23 @@ def test_pickle_and_skops_round_trip_keep_the_new_attributes(tmp_path):
         assert loaded.cv_results_["params"] == search.cv_results_["params"]
         np.testing.assert_array_equal(loaded.predict(X), search.predict(X))
         assert loaded.get_params(deep=False)["refit"] is True
+
+
+def test_skops_asks_to_trust_the_scipy_distributions_a_search_holds(tmp_path):
+    X, y = _regression(200)
+    base = DPLinearRegression(feature_norm=1.5, target_bound=1.0)
+    search = PrivateGridSearch(
+        base, param_distributions={"alpha": loguniform(1e-2, 1e2)}, n_iter=2, random_state=0
+    ).fit(X, y)
+    dpu_io.save(search, tmp_path / "s.skops")
+    with pytest.raises(PersistenceError, match="rv_continuous_frozen"):
+        dpu_io.load(tmp_path / "s.skops")
+    trusted = [
+        "scipy.stats._distn_infrastructure.rv_continuous_frozen",
+        "scipy.stats._continuous_distns.reciprocal_gen",
+    ]
+    loaded = dpu_io.load(tmp_path / "s.skops", trusted=trusted)
+    assert loaded.cv_results_["params"] == search.cv_results_["params"]
 
 
 def test_works_in_a_pipeline_and_with_cross_validate():
