@@ -34,6 +34,16 @@ ESTIMATORS = [
     PrivateGridSearch(DPLinearRegression(), {"alpha": [0.0, 1.0, 10.0, 100.0]}),
     PrivateGridSearch(DPLogisticRegression(), {"C": [0.1, 1.0, 10.0, 100.0]}),
     PrivateGridSearch(UnlearnableSGDClassifier(), {"alpha": [1e-4, 1e-3, 1e-2, 1e-1]}),
+    # the GridSearchCV shape: refit on all rows, a named scoring, sampled candidates
+    # (refit over UnlearnableSGDClassifier passes too, but takes 50 s of checks)
+    PrivateGridSearch(DPLinearRegression(), {"alpha": [0.0, 1.0]}, refit=True, scoring="r2"),
+    PrivateGridSearch(
+        DPLogisticRegression(),
+        param_distributions={"C": [0.1, 1.0, 10.0, 100.0]},
+        n_iter=3,
+        scoring="accuracy",
+        refit=True,
+    ),
     UnlearnableSGDClassifier(),
     UnlearnableSGDClassifier(
         solver="sgd", batch_sampling="fixed", loss="modified_huber", epsilon=float("inf")
