@@ -91,6 +91,21 @@ def test_bad_dask_input_is_refused_before_the_budget_is_charged(tmp_path):
         clf.fit(da.from_array(X, chunks=1000), da.from_array(y, chunks=1000))
     assert budget.spent().epsilon == 0.0
     assert not hasattr(clf, "coef_")
-    for params in ({"solver": "objective"}, {"feature_norm": "auto"}):
-        with pytest.raises(ValueError, match="Dask"):
-            DPLogisticRegression(**params).fit(da.from_array(X[:10]), y[:10])
+    with pytest.raises(ValueError, match="Dask"):
+        DPLogisticRegression(solver="objective").fit(da.from_array(X[:10]), y[:10])
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_auto_feature_norm_from_counts_on_the_workers(seed):
+    # The private median of the row norms reads only counts per grid cell:
+    # summed over blocks they are the in-memory counts, so the bound is the same.
+    X, y = _data(n=3000)
+    X = X * np.random.default_rng(seed).uniform(0.5, 20.0)
+    kw = dict(feature_norm="auto", solver="noisy_gd", random_state=seed)
+    local = DPLogisticRegression(**kw).fit(X, y)
+    with _TaskNames() as tasks:
+        dist = DPLogisticRegression(**kw).fit(da.from_array(X, chunks=700), y)
+    assert "_norm_counts" in tasks.names
+    assert dist.feature_norm_ == local.feature_norm_
+    assert dist.privacy_ledger_ == local.privacy_ledger_
+    np.testing.assert_allclose(dist.coef_, local.coef_, rtol=1e-9, atol=1e-12)

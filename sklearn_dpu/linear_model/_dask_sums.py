@@ -33,11 +33,22 @@ from typing import Any
 
 import numpy as np
 
+from ..privacy.clipping import row_norms
+from ..privacy.quantiles import PrivateQuantile
 from ._logistic_solvers import normalized_rows
 from ._losses import LinearModelLoss
 from ._sufficient_statistics import is_dask_collection
 
-__all__ = ["DaskLoss", "DaskRows", "as_dask_array", "dask_classification_rows"]
+__all__ = [
+    "DaskInput",
+    "DaskLoss",
+    "DaskRows",
+    "as_dask_array",
+    "dask_classification_rows",
+    "design",
+    "release_norm_bound",
+    "validate_fit",
+]
 
 
 def as_dask_array(data: Any, name: str) -> Any:
@@ -216,39 +227,97 @@ class DaskLoss:
         return lambda v: A.map_sum(_hvp, self.loss, theta, np.asarray(v))
 
 
-def validate_fit(estimator: Any, X: Any, y: Any) -> tuple[DaskRows, np.ndarray, None]:
-    """Validate a Dask fit of a logistic regression: ``(rows, classes, None)``.
+def _check_block(X, y):
+    """Finiteness of one block, and its labels (run on a worker)."""
+    if not np.all(np.isfinite(np.asarray(X, dtype=np.float64))):
+        raise ValueError("Input X contains NaN or infinity.")
+    return np.unique(np.asarray(y).ravel())
 
-    Only public parameters are checked before the one pass over the data that
-    clips and normalizes the rows on the workers (and fails there on NaN or
-    infinity, before anything is charged).
+
+def _norm_counts(X, grid):
+    """``#{rows of the block with L2 norm <= c}`` for every grid value ``c``."""
+    norms = np.minimum(row_norms(np.asarray(X, dtype=np.float64)), np.finfo(np.float64).max)
+    return np.searchsorted(np.sort(norms), grid, side="right")
+
+
+@dataclass(frozen=True)
+class DaskInput:
+    """A validated Dask data set: ``X`` with whole rows per block, ``y`` aligned."""
+
+    X: Any
+    y: Any
+
+    def __len__(self) -> int:
+        return int(self.X.shape[0])
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (len(self), int(self.X.shape[1]))
+
+    def norm_counts(self, grid: np.ndarray) -> np.ndarray:
+        """Counts of rows with norm at most each grid value, summed over the blocks."""
+        import dask
+
+        task = dask.delayed(_norm_counts, pure=True)
+        parts = dask.compute(*[task(block, grid) for block in self.X.to_delayed().ravel()])
+        return reduce(np.add, parts)
+
+
+def release_norm_bound(X: DaskInput, mechanism: PrivateQuantile, rng: np.random.Generator) -> float:
+    """The private quantile of the rows' norms from counts made on the workers.
+
+    The exponential mechanism's utility reads the norms only through the
+    counts of norms at most each grid value (:meth:`PrivateQuantile.utilities_of_counts`),
+    integers summed exactly over the blocks: the release is the in-memory one,
+    draw for draw.
     """
+    return mechanism.release_counts(X.norm_counts(mechanism.grid.values), len(X), rng)
+
+
+def validate_fit(estimator: Any, X: Any, y: Any) -> tuple[DaskInput, np.ndarray, None]:
+    """Validate a Dask fit of a logistic regression: ``(data, classes, None)``.
+
+    Public parameters are checked first; then one pass over the blocks on the
+    workers checks that ``X`` is finite and collects the label set, before
+    anything is charged.
+    """
+    import dask
+    import dask.array as da
+
     if estimator.solver == "objective":
         raise ValueError(
             "solver='objective' does not take Dask input; use 'output', 'noisy_gd' or 'auto'"
         )
-    if isinstance(estimator.feature_norm, str):
-        raise ValueError(
-            "feature_norm='auto' needs the rows in memory, not a Dask collection; "
-            "pass a public feature_norm"
-        )
-    rows, classes = dask_classification_rows(
-        X, y, float(estimator.feature_norm), bool(estimator.fit_intercept)
-    )
+    X = as_dask_array(X, "X")
+    if X.ndim != 2 or np.isnan(X.shape[1]) or np.isnan(X.shape[0]):
+        raise ValueError(f"Expected a 2-D Dask array with known shape, got {X.shape}")
+    X = X.rechunk({1: -1})
+    y = as_dask_array(y, "y") if is_dask_collection(y) else da.from_array(np.asarray(y))
+    if y.ndim != 1 or y.shape[0] != X.shape[0]:
+        raise ValueError(f"y has shape {y.shape}, expected ({X.shape[0]},)")
+    y = y.rechunk((X.chunks[0],))
+    task = dask.delayed(_check_block, pure=True)
+    blocks = zip(X.to_delayed().ravel(), y.to_delayed().ravel(), strict=True)
+    labels = dask.compute(*[task(xb, yb) for xb, yb in blocks])
+    classes = np.unique(np.concatenate(labels)) if labels else np.array([])
     estimator.__dict__.pop("feature_names_in_", None)
-    estimator.n_features_in_ = rows.shape[1] - int(bool(estimator.fit_intercept))
-    return rows, classes, None
+    estimator.n_features_in_ = int(X.shape[1])
+    return DaskInput(X, y), classes, None
 
 
 def design(estimator: Any, X: Any, y_index: Any) -> tuple[np.ndarray, Any, Any]:
     """The registry rows, the design matrix and the loss a solver reads.
 
     In memory: the normalized rows, their first columns and the loss. From a
-    :class:`DaskRows`: the rows gathered once for the deletion registry, and
-    the persisted rows with a :class:`DaskLoss`, so that the solver's sums
-    run on the workers.
+    :class:`DaskInput`: the rows normalized (with the bound in use, released
+    or public) and persisted on the workers, gathered once for the deletion
+    registry, and a :class:`DaskLoss`, so that the solver's sums run on the
+    workers.
     """
-    if isinstance(X, DaskRows):
-        return X.compute(), X, DaskLoss(estimator._loss())
+    if isinstance(X, DaskInput):
+        rows, _ = dask_classification_rows(
+            X.X, X.y, estimator._norm_bound(), bool(estimator.fit_intercept), estimator.classes_
+        )
+        return rows.compute(), rows, DaskLoss(estimator._loss())
     rows = estimator._rows(X, y_index)
     return rows, rows[:, :-1], estimator._loss()

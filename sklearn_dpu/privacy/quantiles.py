@@ -210,11 +210,25 @@ class PrivateQuantile:
         holds the quantile (released rounded up to ``c_k``).
         """
         x = np.sort(_as_sample(values))
-        upto = np.searchsorted(x, self.grid.values, side="right")
-        upto[-1] = x.size
+        return self.utilities_of_counts(np.searchsorted(x, self.grid.values, side="right"), x.size)
+
+    def utilities_of_counts(self, upto: ArrayLike, n: int) -> np.ndarray:
+        """:meth:`utilities` from the counts ``upto[k] = #{x_i <= c_k}`` and ``n``.
+
+        The utility reads the values only through these counts, which are
+        sums over the values: counted block by block (on Dask workers) and
+        added, they give the same utilities, hence the same release.
+        """
+        upto = np.array(upto, dtype=np.intp)
+        upto[-1] = n
         after = np.concatenate([[0], upto[:-1]])
-        target = float(self.quantile) * x.size
+        target = float(self.quantile) * n
         return -np.maximum(np.maximum(after - target, target - upto), 0.0)
+
+    def release_counts(self, upto: ArrayLike, n: int, rng: np.random.Generator) -> float:
+        """:meth:`release` from the counts of :meth:`utilities_of_counts`."""
+        index = self._selection.select(self.utilities_of_counts(upto, n), rng)
+        return float(self.grid.values[index])
 
     def probabilities(self, values: ArrayLike) -> np.ndarray:
         """The exact probability of selecting each candidate."""
