@@ -47,9 +47,9 @@ from numpy.typing import ArrayLike
 from ..privacy.ledger import Release
 from ..privacy.quantiles import GeometricGrid, PrivateQuantile, private_norm_bound
 from ..privacy.random import release_generator
+from ..unlearning.report import DeletionOutcome, with_kept_release
 from ._dask_sums import DaskInput
 from ._dask_sums import release_norm_bound as release_dask_norm_bound
-from ..unlearning.report import DeletionOutcome, with_kept_release
 
 __all__ = [
     "AUTO_NORM",
