@@ -70,9 +70,9 @@ def throughput(n: int, d: int, block: int) -> list[dict]:
         ),
     ]
     for name, make, y in cases:
-        t_np, _ = _timed(lambda: make().set_params(random_state=0).fit(X, y))
+        t_np, _ = _timed(lambda make=make, y=y: make().set_params(random_state=0).fit(X, y))
         yd = da.from_array(y, chunks=block)
-        t_da, _ = _timed(lambda: make().set_params(random_state=0).fit(Xd, yd))
+        t_da, _ = _timed(lambda make=make, yd=yd: make().set_params(random_state=0).fit(Xd, yd))
         rows.append(
             {
                 "estimator": name,
@@ -198,20 +198,21 @@ def main() -> None:
     lines = []
     for row in results["throughput"]:
         lines.append(
-            f"{row['estimator']:32s} n={row['n']:.0e} d={row['d']}: numpy {row['numpy_s']:.2f} s, "
-            f"dask {row['dask_s']:.2f} s, ratio numpy/dask {row['ratio']:.2f}"
+            f"{row['estimator']:32s} n={row['n']:.0e} d={row['d']}: "
+            f"numpy {row['numpy_s']:.2f} s, dask {row['dask_s']:.2f} s, ratio numpy/dask {row['ratio']:.2f}"
         )
     o = results["out_of_core"]
     lines.append(
-        f"partial_fit over a memmap of {o['data_bytes'] / 1e6:.0f} MB in {o['n'] // o['chunk_rows']} "
-        f"chunks: peak traced {o['peak_traced_bytes'] / 1e6:.0f} MB ({o['peak_over_data']:.2f} of the "
-        f"data), of which the deletion registry {o['registry_bytes'] / 1e6:.0f} MB "
+        f"partial_fit over a memmap of {o['data_bytes'] / 1e6:.0f} MB in "
+        f"{o['n'] // o['chunk_rows']} chunks: peak traced {o['peak_traced_bytes'] / 1e6:.0f} MB "
+        f"({o['peak_over_data']:.2f} of the data), of which the deletion registry {o['registry_bytes'] / 1e6:.0f} MB "
         f"({o['registry_over_data']:.2f}); {o['seconds']:.1f} s"
     )
     for row in results["metadata"]:
         lines.append(
             f"{row['estimator']:26s} deletion metadata {row['bytes_per_row']:.1f} B/row "
-            f"({row['rows_dtype']} rows, d={row['d']}) -> {row['at_1e8_rows_GB']:.1f} GB at 1e8 rows"
+            f"({row['rows_dtype']} rows, d={row['d']}) -> "
+            f"{row['at_1e8_rows_GB']:.1f} GB at 1e8 rows"
         )
     t = results["task_latency"]
     lines.append(
