@@ -199,13 +199,15 @@ def main() -> None:
     for row in results["throughput"]:
         lines.append(
             f"{row['estimator']:32s} n={row['n']:.0e} d={row['d']}: "
-            f"numpy {row['numpy_s']:.2f} s, dask {row['dask_s']:.2f} s, ratio numpy/dask {row['ratio']:.2f}"
+            f"numpy {row['numpy_s']:.2f} s, dask {row['dask_s']:.2f} s, "
+            f"ratio numpy/dask {row['ratio']:.2f}"
         )
     o = results["out_of_core"]
     lines.append(
         f"partial_fit over a memmap of {o['data_bytes'] / 1e6:.0f} MB in "
         f"{o['n'] // o['chunk_rows']} chunks: peak traced {o['peak_traced_bytes'] / 1e6:.0f} MB "
-        f"({o['peak_over_data']:.2f} of the data), of which the deletion registry {o['registry_bytes'] / 1e6:.0f} MB "
+        f"({o['peak_over_data']:.2f} of the data), of which the deletion registry "
+        f"{o['registry_bytes'] / 1e6:.0f} MB "
         f"({o['registry_over_data']:.2f}); {o['seconds']:.1f} s"
     )
     for row in results["metadata"]:
