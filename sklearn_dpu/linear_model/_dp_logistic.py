@@ -336,7 +336,9 @@ class DPLogisticRegression(
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like, Dask array or Dask DataFrame of shape (n_samples, n_features)
+            Dask input: the solvers' sums run block by block on the workers
+            (:mod:`~sklearn_dpu.linear_model._dask_sums`; not ``'objective'``).
         y : array-like of shape (n_samples,)
         sample_id : array-like of shape (n_samples,), default=None
             Unique hashable ids for :meth:`delete_samples` (no NaN). Default:
