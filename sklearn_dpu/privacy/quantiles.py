@@ -254,6 +254,38 @@ def _as_matrix(X: ArrayLike) -> np.ndarray:
     return X
 
 
+def _is_dask(X) -> bool:
+    return type(X).__module__.split(".")[0] == "dask"
+
+
+def _block_counts(block, grids, norms):
+    """Per column of one block, ``#{values <= c}`` for each value ``c`` of its grid."""
+    x = np.asarray(block, dtype=np.float64)
+    if x.ndim == 1:
+        x = x[:, None]
+    if not np.all(np.isfinite(x)):
+        raise ValueError("X must be finite (no NaN or infinity)")
+    if norms:
+        x = np.minimum(row_norms(x), np.finfo(np.float64).max)[:, None]
+    return [np.searchsorted(np.sort(x[:, j]), grid, side="right") for j, grid in enumerate(grids)]
+
+
+def _dask_counts(X, mechanisms, norms: bool) -> tuple[list[np.ndarray], int]:
+    """Grid counts of a Dask array's columns (or row norms), block by block on
+    the workers, summed exactly in block order; and the number of rows."""
+    import dask
+
+    if X.ndim == 2:
+        X = X.rechunk({1: -1})
+    if X.shape[0] == 0 or (X.ndim == 2 and X.shape[1] == 0):
+        raise ValueError(f"X is empty (shape {X.shape})")
+    grids = [m.grid.values for m in mechanisms]
+    task = dask.delayed(_block_counts, pure=True)
+    parts = dask.compute(*[task(block, grids, norms) for block in X.to_delayed().ravel()])
+    counts = [np.sum([part[j] for part in parts], axis=0) for j in range(len(grids))]
+    return counts, int(X.shape[0])
+
+
 def column_mechanisms(
     n_features: int, epsilon: float, quantile: float, grid: GeometricGrid
 ) -> tuple[PrivateQuantile, ...]:
@@ -280,7 +312,9 @@ def private_column_quantiles(
 
     Parameters
     ----------
-    X : array-like of shape (n_samples, n_features)
+    X : array-like or Dask array of shape (n_samples, n_features)
+        A Dask array is counted block by block on the workers
+        (:meth:`PrivateQuantile.utilities_of_counts`): the same release.
     mechanisms : tuple of PrivateQuantile
         One per column (see :func:`column_mechanisms`).
     rng : numpy.random.Generator
@@ -290,6 +324,13 @@ def private_column_quantiles(
     ndarray of shape (n_features,)
         The released grid values, in column order.
     """
+    if _is_dask(X):  # counts per grid value on the workers: the same selections
+        if X.ndim != 2 or len(mechanisms) != X.shape[1]:
+            raise ValueError(f"{len(mechanisms)} mechanisms for X of shape {X.shape}")
+        counts, n = _dask_counts(X, mechanisms, norms=False)
+        return np.array(
+            [m.release_counts(c, n, rng) for m, c in zip(mechanisms, counts, strict=True)]
+        )
     X = _as_matrix(X)
     if len(mechanisms) != X.shape[1]:
         raise ValueError(f"{len(mechanisms)} mechanisms for {X.shape[1]} columns")
@@ -313,6 +354,9 @@ def private_norm_bound(X: ArrayLike, mechanism: PrivateQuantile, rng: np.random.
     -------
     float
     """
+    if _is_dask(X):  # counts per grid value on the workers: the same selection
+        (counts,), n = _dask_counts(X, [mechanism], norms=True)
+        return mechanism.release_counts(counts, n, rng)
     # overflow-safe: whether a row's norm overflows must not decide an error
     norms = np.minimum(row_norms(_as_matrix(X)), np.finfo(np.float64).max)  # inf: the top cell
     return mechanism.release(norms, rng)
