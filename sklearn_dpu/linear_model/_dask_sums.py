@@ -318,6 +318,22 @@ def design(estimator: Any, X: Any, y_index: Any) -> tuple[np.ndarray, Any, Any]:
         rows, _ = dask_classification_rows(
             X.X, X.y, estimator._norm_bound(), bool(estimator.fit_intercept), estimator.classes_
         )
-        return rows.compute(), rows, DaskLoss(estimator._loss())
+        gathered = rows.compute()
+        if not _on_a_cluster():  # the blocks are in this process: keep one copy, as views
+            rows = DaskRows(_from_array(gathered, rows.rows.chunks[0]))
+        return gathered, rows, DaskLoss(estimator._loss())
     rows = estimator._rows(X, y_index)
     return rows, rows[:, :-1], estimator._loss()
+
+
+def _on_a_cluster() -> bool:
+    """Whether Dask computes on a distributed cluster (a ``Client`` is the default)."""
+    import dask
+
+    return dask.config.get("scheduler", None) == "dask.distributed"
+
+
+def _from_array(rows: np.ndarray, chunks: tuple) -> Any:
+    import dask.array as da
+
+    return da.from_array(rows, chunks=(chunks, (rows.shape[1],)), asarray=False)
