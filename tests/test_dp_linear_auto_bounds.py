@@ -9,6 +9,7 @@ from sklearn.linear_model import LinearRegression
 
 import sklearn_dpu.linear_model._linear_bounds as linear_bounds
 from sklearn_dpu.base import PublicSizes
+from sklearn_dpu.exceptions import UnreliableBoundsWarning
 from sklearn_dpu.linear_model import DPLinearRegression
 from sklearn_dpu.linear_model._linear_bounds import (
     AUTO_BOUNDS,
@@ -281,16 +282,23 @@ def test_explicit_bounds_deletion_is_still_exact():
 # ---------------------------------------------------------------- bad input
 
 
-def test_auto_refuses_a_dask_array_and_changes_nothing():
+@pytest.mark.parametrize("n", [200, 3000])  # pooled and per-feature designs
+def test_auto_on_a_dask_array_is_the_in_memory_fit_bit_for_bit(n):
+    # Every selection reads only counts per grid value, counted block by block
+    # on the workers and summed exactly: the same bounds, the same model.
     da = pytest.importorskip("dask.array")
-    X, y = _heterogeneous(n=200, d=2)
-    reg = DPLinearRegression(feature_norm=3.0, target_bound=300.0, random_state=0).fit(X, y)
-    coef = reg.coef_.copy()
-    reg.set_params(**AUTO)
-    with pytest.raises(ValueError, match="Dask"):
-        reg.fit(da.from_array(X, chunks=50), da.from_array(y, chunks=50))
-    np.testing.assert_array_equal(reg.coef_, coef)
-    assert len(reg.privacy_ledger_) == 1 and not hasattr(reg, "feature_scale_")
+    X, y = _heterogeneous(n=n, d=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnreliableBoundsWarning)
+        local = DPLinearRegression(random_state=0, **AUTO).fit(X, y)
+        dist = DPLinearRegression(random_state=0, **AUTO).fit(
+            da.from_array(X, chunks=n // 7), da.from_array(y, chunks=n // 5)
+        )
+    assert _bounds_of(dist).keys() == _bounds_of(local).keys()
+    for name, value in _bounds_of(local).items():
+        np.testing.assert_array_equal(getattr(dist, name), value)
+    np.testing.assert_array_equal(dist.coef_, local.coef_)
+    assert dist.privacy_ledger_ == local.privacy_ledger_
 
 
 @pytest.mark.parametrize("where", ["X", "y"])

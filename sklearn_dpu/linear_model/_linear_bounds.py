@@ -77,6 +77,7 @@ from ..privacy.quantiles import (
     private_norm_bound,
 )
 from ._noisy_gd import gd_mechanisms
+from ._sufficient_statistics import is_dask_collection
 
 __all__ = [
     "AUTO",
@@ -300,7 +301,7 @@ class BoundsRecipe:
         elif self.row_norm:
             norm = private_norm_bound(X, self.row_norm[0], rng)
         if self.target:
-            y2 = np.asarray(y, dtype=np.float64).reshape(-1, 1)
+            y2 = _as_float(y).reshape(-1, 1)
             t_center = 0.0
             if len(self.target) == 2:
                 t_center = float(private_column_quantiles(y2, self.target[:1], rng)[0])
@@ -615,7 +616,14 @@ def rescale_features(X: np.ndarray, center: np.ndarray, scale: np.ndarray) -> np
     An overflow to infinity is clipped like any large value, without a
     warning (whose presence would depend on the data)."""
     with np.errstate(over="ignore"):
-        return np.clip((np.asarray(X, dtype=np.float64) - center) / scale, -1.0, 1.0)
+        return np.clip((_as_float(X) - center) / scale, -1.0, 1.0)
+
+
+def _as_float(X):
+    """float64 values; a Dask array stays one (lazy, computed block by block)."""
+    if is_dask_collection(X):
+        return X.astype(np.float64)
+    return np.asarray(X, dtype=np.float64)
 
 
 def published_bounds(bounds: "ReleasedBounds | None") -> dict:
