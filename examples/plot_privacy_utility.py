@@ -24,7 +24,7 @@ from sklearn_dpu.linear_model import (
     UnlearnableSGDClassifier,
 )
 
-epsilons = [0.1, 0.3, 1.0, 3.0, 10.0]
+epsilons = [0.1, 0.5, 2.0, 10.0]
 
 # %%
 # Regression. The features are in [-1, 1] and the target in [-4, 4] by
@@ -52,7 +52,7 @@ axes[0].set_title("DPLinearRegression (R$^2$)")
 # %%
 # Classification, with two estimators. Rows are divided by a fixed public
 # scale so that their norm is at most about 1, the bound both are given.
-X, y = make_classification(6000, 10, n_informative=5, random_state=0)
+X, y = make_classification(4000, 10, n_informative=5, random_state=0)
 X = X / (2 * np.sqrt(10))
 X_train, X_test, y_train, y_test = train_test_split(X, y, random_state=0)
 for ax, estimator in zip(
