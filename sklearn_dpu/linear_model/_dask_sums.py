@@ -27,6 +27,7 @@ References
    Alg. 1 / Thm 8; Alg. 3 / Thm 12 with the erratum on its noise.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import reduce
 from typing import Any
@@ -161,7 +162,7 @@ class DaskRows:
     def shape(self) -> tuple[int, int]:
         return (len(self), int(self.rows.shape[1]) - 1)
 
-    def map_sum(self, function, *args) -> Any:
+    def map_sum(self, function: Callable[..., Any], *args: Any) -> Any:
         """``function(*args, block)`` on every block, summed in block order."""
         import dask
 
@@ -212,17 +213,21 @@ class DaskLoss:
     def encode_labels(self, y_index: Any) -> None:
         return None
 
-    def value_and_grad(self, theta, A: DaskRows, y=None) -> tuple[float, np.ndarray]:
+    def value_and_grad(
+        self, theta: np.ndarray, A: DaskRows, y: Any = None
+    ) -> tuple[float, np.ndarray]:
         value, grad = A.map_sum(_value_and_grad, self.loss, np.asarray(theta))
         return float(value), grad
 
-    def gradient(self, theta, A: DaskRows, y=None) -> np.ndarray:
+    def gradient(self, theta: np.ndarray, A: DaskRows, y: Any = None) -> np.ndarray:
         return A.map_sum(_gradient, self.loss, np.asarray(theta))
 
-    def hessian(self, theta, A: DaskRows, y=None) -> np.ndarray:
+    def hessian(self, theta: np.ndarray, A: DaskRows, y: Any = None) -> np.ndarray:
         return A.map_sum(_hessian, self.loss, np.asarray(theta))
 
-    def hessian_operator(self, theta, A: DaskRows, y=None):
+    def hessian_operator(
+        self, theta: np.ndarray, A: DaskRows, y: Any = None
+    ) -> Callable[[np.ndarray], np.ndarray]:
         theta = np.asarray(theta)
         return lambda v: A.map_sum(_hvp, self.loss, theta, np.asarray(v))
 
