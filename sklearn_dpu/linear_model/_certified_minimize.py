@@ -457,13 +457,16 @@ def preconditioned_descent(
     theta = np.array(theta0, dtype=float)
     n, p = A.shape
     K = loss.n_outputs
-    H = _weighted_hessian(loss, theta, A, y, weights)
-    H[np.diag_indices_from(H)] += Lambda
-    factor = cho_factor(H)
-    for _ in range(int(steps)):
+    # Block products are far below the size where BLAS threads pay, and
+    # waking them costs more than the product on a busy machine.
+    with _SerialOptimizer():
+        H = _weighted_hessian(loss, theta, A, y, weights)
+        H[np.diag_indices_from(H)] += Lambda
+        factor = cho_factor(H)
+        for _ in range(int(steps)):
+            grad = _weighted_gradient(loss, theta, A, y, weights) + Lambda * theta
+            theta = theta - step_size * cho_solve(factor, grad)
         grad = _weighted_gradient(loss, theta, A, y, weights) + Lambda * theta
-        theta = theta - step_size * cho_solve(factor, grad)
-    grad = _weighted_gradient(loss, theta, A, y, weights) + Lambda * theta
     passes = int(steps) + 1
     flops = passes * 2.0 * n * p * K + n * p * p * K * (K + 1) / 2.0
     work = DescentWork(passes, 1, int(n), float(flops))
