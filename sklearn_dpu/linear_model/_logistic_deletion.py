@@ -284,7 +284,11 @@ def _legacy_fine_tune_work(loss, old: releases.ReleaseConfig, config, pending: i
 
 
 def scheduled_fine_tune(
-    params, loss, chunk: releases.ChunkModel, config: releases.ReleaseConfig, pending: int
+    params: releases.ReleaseParams,
+    loss: LinearModelLoss,
+    chunk: releases.ChunkModel,
+    config: releases.ReleaseConfig,
+    pending: int,
 ) -> FineTuneSchedule | None:
     """The fine-tune's schedule when the preconditioned descent runs, else ``None``.
 
