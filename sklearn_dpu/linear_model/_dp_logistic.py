@@ -552,7 +552,7 @@ class DPLogisticRegression(
 
         def execute():
             # Re-releases read the remaining rows; the registry changes only after.
-            chunks, fell_back = deletion.rerelease_chunks(
+            chunks, fell_back, work = deletion.rerelease_chunks(
                 params,
                 loss,
                 state.chunks,
@@ -566,7 +566,7 @@ class DPLogisticRegression(
             state.chunks = chunks
             self._publish()
             outcome = deletion.deletion_outcome(
-                chunk_plan.decision, fell_back, self.delta, target_model, (_LABEL_SET_NOTE,)
+                chunk_plan.decision, fell_back, self.delta, target_model, (_LABEL_SET_NOTE,), work
             )
             if not kept:
                 return outcome
