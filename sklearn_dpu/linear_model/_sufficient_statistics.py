@@ -127,11 +127,21 @@ def _encode_block_into(
     np.clip(target, -1.0, 1.0, out=target)
     np.multiply(target, _ONE, out=target)
     buffer[:, d] = target
-    np.multiply(X, clip_scales(X, feature_norm)[:, None], out=features)
+    scales = clip_scales(X, feature_norm)
     if feature_norm >= _SMALLEST_EXACT_NORM:
-        np.divide(features, feature_norm / _ONE, out=features)
+        # x * 1.0 is x exactly, so rows inside the ball (scale 1, usually
+        # nearly all) are divided straight from X and only the clipped ones
+        # take the multiply: one pass over the block fewer, the same bits.
+        # (A row to be clipped may overflow here, silently: it is rewritten
+        # below, and a warning's presence would depend on the data.)
+        with np.errstate(over="ignore"):
+            np.divide(X, feature_norm / _ONE, out=features)
+        long = np.flatnonzero(scales != 1.0)
+        if long.size:
+            features[long] = (X[long] * scales[long, None]) / (feature_norm / _ONE)
         np.clip(features, -_ONE, _ONE, out=features)
     else:
+        np.multiply(X, scales[:, None], out=features)
         np.divide(features, feature_norm, out=features)
         np.clip(features, -1.0, 1.0, out=features)
         np.multiply(features, _ONE, out=features)
@@ -177,7 +187,7 @@ def encode_with_gram(
         rows_x = np.asarray(X[start:stop], dtype=np.float64)
         _encode_block_into(rows_x, y[start:stop], feature_norm, center, half_range, block)
         codes[start:stop] = block[:, : d + 1]
-        gram += (block.T @ block).astype(np.int64)
+        np.add(gram, block.T @ block, out=gram, casting="unsafe")  # exact integers
     if fit_intercept:  # to the layout [features, intercept, target]
         order = np.r_[0:d, d + 1, d]
         gram = gram[np.ix_(order, order)]
@@ -261,7 +271,7 @@ def gram_of_codes(codes: np.ndarray, fit_intercept: bool) -> np.ndarray:
         block[:, -1] = part[:, -1]
         if fit_intercept:
             block[:, width - 1] = _ONE
-        gram += (block.T @ block).astype(np.int64)
+        np.add(gram, block.T @ block, out=gram, casting="unsafe")  # exact integers
     return gram
 
 
