@@ -23,6 +23,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._compat import DELTA_CONSTRAINT, HasMethods, Interval, StrOptions, _fit_context
+from .._validation import cast_outputs, output_dtype
 from ..base import PrivateEstimatorMixin, PublicSizes
 from ..privacy.ledger import ReleasePlan
 from ..privacy.random import release_generator
@@ -174,6 +175,12 @@ class DPLogisticRegression(
         can remove the noise.
     budget : PrivacyBudget, default=None
         Shared budget charged before each release.
+    verbose : int, default=0
+        Progress on stdout: ``1`` prints, after each fit, chunk, deletion, the
+        number of releases, ``n_iter_`` and the epsilon spent so far; ``2`` adds
+        one line per release (its ledger record). Only public values are
+        printed (ledger records, public schedules, parameters): never a loss,
+        a gradient, a record count or a timing (:mod:`sklearn_dpu._progress`).
 
     Attributes
     ----------
@@ -293,6 +300,7 @@ class DPLogisticRegression(
         "deletion_epsilon": [Interval(Real, 0, None, closed="neither"), None],
         "random_state": ["random_state"],
         "budget": [HasMethods(["charge", "check"]), None],
+        "verbose": ["verbose"],
     }
 
     def __init__(
@@ -311,6 +319,7 @@ class DPLogisticRegression(
         deletion_epsilon=None,
         random_state=None,
         budget=None,
+        verbose=0,
     ):
         self.epsilon = epsilon
         self.delta = delta
@@ -325,6 +334,7 @@ class DPLogisticRegression(
         self.deletion_epsilon = deletion_epsilon
         self.random_state = random_state
         self.budget = budget
+        self.verbose = verbose
 
     # ------------------------------------------------------------------ fit
 
@@ -370,6 +380,7 @@ class DPLogisticRegression(
         def compute(data):
             Xv, classes, y_index, registry, ids = data
             self.classes_ = classes
+            self._output_dtype = output_dtype(Xv)
             made = self._release_bound(Xv)
             rows = self._rows(Xv, y_index)
             registry.add(ids, rows, chunk=1, adopt=True)
@@ -473,6 +484,7 @@ class DPLogisticRegression(
             made = []
             if first:
                 self.classes_ = labels
+                self._output_dtype = output_dtype(Xv)
                 made = self._release_bound(Xv)
                 self.unlearning_state_ = LogisticUnlearningState(registry, self._frozen_params())
                 self.deletion_log_ = []
@@ -690,6 +702,7 @@ class DPLogisticRegression(
         self.solver_ = config.solver
         self.C_ = 1.0 / (config.Lambda * self._norm_bound() ** 2)
         self.n_iter_ = int(last.n_iter)
+        cast_outputs(self)  # float32 in, float32 out (LogisticRegression's)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

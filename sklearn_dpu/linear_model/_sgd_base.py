@@ -18,6 +18,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .._validation import cast_outputs
 from ..base import PrivateEstimatorMixin
 from ..privacy.clipping import clip_rows_l2
 from ..privacy.ledger import PrivacySpent, Release, privacy_spent
@@ -174,6 +175,9 @@ class BaseUnlearnableSGD(
             self.intercept_ = W[:, d] * state.feature_norm
         else:
             self.intercept_ = np.zeros(state.n_outputs)
+        # SGDClassifier's convention: float32 X gives a float32 coef_ and a
+        # float64 intercept_ (scores are computed in float64 on clipped rows).
+        cast_outputs(self, ("coef_",))
 
     def decision_function(self, X: ArrayLike) -> np.ndarray:
         """Scores of the (clipped) rows.

@@ -10,6 +10,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._compat import DELTA_CONSTRAINT, HasMethods, Interval, StrOptions, _fit_context, _num_samples
+from .._validation import output_dtype
 from ..base import PublicSizes
 from ..exceptions import UnlearningError
 from ..privacy.ledger import ReleasePlan
@@ -206,6 +207,12 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
         :class:`~sklearn_dpu.privacy.PrivacyBudget`. A fit or insertion that
         could exceed it is refused before the data are read; a deletion is
         never refused.
+    verbose : int, default=0
+        Progress on stdout: ``1`` prints, after each fit, chunk, deletion, the
+        number of releases, ``n_iter_`` and the epsilon spent so far; ``2`` adds
+        one line per release (its ledger record). Only public values are
+        printed (ledger records, public schedules, parameters): never a loss,
+        a gradient, a record count or a timing (:mod:`sklearn_dpu._progress`).
 
     Attributes
     ----------
@@ -376,6 +383,7 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
         "schedule_size": [Interval(Integral, 1, None, closed="left"), None],
         "random_state": ["random_state"],
         "budget": [HasMethods(["charge", "check"]), None],
+        "verbose": ["verbose"],
     }
 
     def __init__(
@@ -398,6 +406,7 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
         schedule_size=None,
         random_state=None,
         budget=None,
+        verbose=0,
     ):
         self.loss = loss
         self.epsilon = epsilon
@@ -416,6 +425,7 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
         self.schedule_size = schedule_size
         self.random_state = random_state
         self.budget = budget
+        self.verbose = verbose
 
     # ----------------------------------------------------------- planning
 
@@ -501,6 +511,7 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
                 "batch_sampling='poisson'"
             )
         self.classes_ = classes_
+        self._output_dtype = output_dtype(data[0])
         registry.add(ids, rows, chunk=1, adopt=True)
         state = start_run(registry, len(classes_), n_features, params, schedule)
         state.train(0, rng)

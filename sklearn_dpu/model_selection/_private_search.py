@@ -15,6 +15,7 @@ from sklearn.utils.parallel import Parallel, delayed
 from sklearn.utils.validation import check_is_fitted, indexable
 
 from .._compat import HasMethods, Interval, InvalidParameterError, _fit_context
+from .._progress import print_progress
 from ..base import PrivateEstimatorMixin, PublicSizes, planned_fit
 from ..exceptions import BudgetExceededError
 from ..privacy.ledger import Release, ReleasePlan, worst_case_events
@@ -156,6 +157,12 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
     budget : PrivacyBudget, default=None
         Charged, with the estimator's own ``budget``, for the whole search
         and for every deletion's re-release (see Budgets above).
+    verbose : int, default=0
+        Progress on stdout: ``1`` prints, after each fit, chunk, deletion or candidate, the
+        number of releases, ``n_iter_`` and the epsilon spent so far; ``2`` adds
+        one line per release (its ledger record). Only public values are
+        printed (ledger records, public schedules, parameters): never a loss,
+        a gradient, a record count or a timing (:mod:`sklearn_dpu._progress`).
 
     Attributes
     ----------
@@ -221,6 +228,7 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
         "n_jobs": [Integral, None],
         "random_state": ["random_state"],
         "budget": [HasMethods(["charge", "check"]), None],
+        "verbose": ["verbose"],
     }
 
     def __init__(
@@ -234,6 +242,7 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
         n_jobs=None,
         random_state=None,
         budget=None,
+        verbose=0,
     ):
         self.estimator = estimator
         self.param_grid = param_grid
@@ -243,6 +252,7 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.budget = budget
+        self.verbose = verbose
 
     @property
     def delta(self) -> float:
@@ -389,6 +399,7 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
             else [None] * n_candidates
         )
         candidates = _candidates(params, seeds)
+        print_progress(self, f"fit: {n_candidates} candidate(s), then a private selection")
         if self._budgets():
             plan = self._plan_releases(params, _public_sizes(X))
         else:
