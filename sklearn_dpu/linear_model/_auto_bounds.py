@@ -48,6 +48,7 @@ from ..privacy.ledger import Release
 from ..privacy.quantiles import GeometricGrid, PrivateQuantile, private_norm_bound
 from ..privacy.random import release_generator
 from ..unlearning.report import DeletionOutcome, with_kept_release
+from ._sparse_rows import is_sparse, sparse_row_norms
 
 __all__ = [
     "AUTO_NORM",
@@ -123,7 +124,11 @@ def norm_bound_mechanism(
 
 
 def release_norm_bound(X: ArrayLike, mechanism: PrivateQuantile, rng: np.random.Generator) -> float:
-    """Draw the bound: the mechanism's quantile of the L2 norms of ``X``'s rows."""
+    """Draw the bound: the mechanism's quantile of the L2 norms of ``X``'s rows
+    (of its non-zeros for sparse ``X``)."""
+    if is_sparse(X):
+        norms = np.minimum(sparse_row_norms(X), np.finfo(np.float64).max)
+        return float(mechanism.release(norms, rng))
     return float(private_norm_bound(np.asarray(X, dtype=np.float64), mechanism, rng))
 
 

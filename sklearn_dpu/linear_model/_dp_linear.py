@@ -356,6 +356,9 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
+            Dense (or a Dask array): the stored rows and the exact Gram matrix
+            are a dense fixed-point code, so ``scipy.sparse`` input raises
+            ``TypeError`` (convert with ``.toarray()`` if it fits in memory).
         y : array-like of shape (n_samples,)
         sample_id : array-like of shape (n_samples,), default=None
             Unique hashable ids for :meth:`delete_samples` (no NaN). Default:

@@ -28,7 +28,6 @@ from ..base import PrivateEstimatorMixin, PublicSizes
 from ..privacy.ledger import ReleasePlan
 from ..privacy.random import release_generator
 from ..unlearning.ids import as_id_list, requested_ids
-from ..unlearning.state import SampleRegistry
 from . import _auto_bounds as auto_bounds
 from . import _logistic_deletion as deletion
 from . import _logistic_releases as releases
@@ -36,6 +35,7 @@ from ._logistic_deletion import LogisticUnlearningState
 from ._logistic_solvers import normalized_rows, private_fit, private_sgd_pass
 from ._losses import LinearModelLoss
 from ._scores import ScoresToLabelsMixin
+from ._sparse_rows import in_storage_of, new_registry
 
 __all__ = ["DPLogisticRegression", "LogisticUnlearningState"]
 
@@ -49,6 +49,8 @@ _LABEL_SET_NOTE = (
 
 # Share of epsilon that feature_norm='auto' gives the row-norm bound.
 _SHARE = releases.SHARES.bounds
+# Input types kept (float32: see sklearn_dpu._validation); sparse input is CSR.
+_DTYPES = [np.float64, np.float32]
 
 
 class DPLogisticRegression(
@@ -344,7 +346,7 @@ class DPLogisticRegression(
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
         y : array-like of shape (n_samples,)
         sample_id : array-like of shape (n_samples,), default=None
             Unique hashable ids for :meth:`delete_samples` (no NaN). Default:
@@ -362,7 +364,7 @@ class DPLogisticRegression(
         self._check_public_params()
 
         def validate():
-            Xv, yv = validate_data(self, X, y, dtype=[np.float64, np.float32])
+            Xv, yv = validate_data(self, X, y, accept_sparse="csr", dtype=_DTYPES)
             check_classification_targets(yv)
             classes, y_index = np.unique(yv, return_inverse=True)
             if len(classes) < 2:
@@ -371,9 +373,9 @@ class DPLogisticRegression(
                     f"but the data contains only one class: {classes[0]!r}"
                 )
             self._check_public_params(len(classes))
-            registry = SampleRegistry(self._n_coef(Xv.shape[1]) + 1, dtype=np.float64)
+            registry = new_registry(Xv, self._n_coef(Xv.shape[1]) + 1)
             ids = registry.check_new_ids(
-                registry.default_ids(len(Xv)) if sample_id is None else sample_id, len(Xv)
+                registry.default_ids(Xv.shape[0]) if sample_id is None else sample_id, Xv.shape[0]
             )
             return Xv, classes, y_index, registry, ids
 
@@ -415,7 +417,7 @@ class DPLogisticRegression(
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
         y : array-like of shape (n_samples,)
         classes : array-like of shape (n_classes,), default=None
             Every label of the stream; required at the first call (unless the
@@ -458,13 +460,13 @@ class DPLogisticRegression(
         plan = ReleasePlan((*bounds, planned), exact=False, restart=first)
 
         def validate():
-            Xv, yv = validate_data(self, X, y, dtype=[np.float64, np.float32], reset=first)
+            Xv, yv = validate_data(self, X, y, accept_sparse="csr", dtype=_DTYPES, reset=first)
             check_classification_targets(yv)
             if first:
                 labels = np.unique(classes)
                 if len(labels) < 2:
                     raise ValueError("classes must contain at least 2 classes")
-                registry = SampleRegistry(self._n_coef(Xv.shape[1]) + 1, dtype=np.float64)
+                registry = new_registry(Xv, self._n_coef(Xv.shape[1]) + 1)
             else:
                 labels, registry = self.classes_, state.registry
             unseen = np.setdiff1d(np.unique(yv), labels)
@@ -475,7 +477,7 @@ class DPLogisticRegression(
                     "every label of the stream in `classes`"
                 )
             ids = registry.check_new_ids(
-                registry.default_ids(len(Xv)) if sample_id is None else sample_id, len(Xv)
+                registry.default_ids(Xv.shape[0]) if sample_id is None else sample_id, Xv.shape[0]
             )
             return Xv, yv, labels, registry, ids
 
@@ -494,7 +496,7 @@ class DPLogisticRegression(
                 theta0 = self.unlearning_state_.chunks[-1].theta
             registry = self.unlearning_state_.registry
             y_index = np.searchsorted(labels, yv)
-            rows = self._rows(Xv, y_index)
+            rows = in_storage_of(self._rows(Xv, y_index), registry)
             rng = release_generator(self.random_state, n_ledger)
             model, mechanisms = private_sgd_pass(
                 self._params(), self._loss(), rows[:, :-1], y_index, theta0, rng
@@ -599,7 +601,7 @@ class DPLogisticRegression(
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
 
         Returns
         -------
@@ -607,7 +609,7 @@ class DPLogisticRegression(
             For two classes, positive values predict ``classes_[1]``.
         """
         check_is_fitted(self)
-        X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
+        X = validate_data(self, X, accept_sparse="csr", dtype=_DTYPES, reset=False)
         scores = X @ self.coef_.T + self.intercept_
         return scores.ravel() if scores.shape[1] == 1 else scores
 
@@ -616,7 +618,7 @@ class DPLogisticRegression(
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
 
         Returns
         -------
@@ -707,4 +709,5 @@ class DPLogisticRegression(
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.classifier_tags.multi_class = True
+        tags.input_tags.sparse = True  # CSR (sklearn_dpu.linear_model._sparse_rows)
         return tags
