@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
+from ._progress import print_releases
 from .exceptions import (
     BudgetExceededError,
     BudgetUnavailableWarning,
@@ -319,6 +320,7 @@ class PrivateEstimatorMixin:
             self._charge_budgets(self._budget_increment(made, plan.restart), what)
         before = [] if plan.restart else list(self.privacy_ledger_)
         self._set_ledger([*before, *(r.to_dict() for r in made)])
+        print_releases(self, what, self.privacy_ledger_[len(before) :])
 
     def _fitted_copy(self) -> dict:
         """Deep copies of the fitted attributes (names ending in ``_``)."""
@@ -387,6 +389,7 @@ class PrivateEstimatorMixin:
             notes=outcome.notes,
         )
         self._log_deletion(report)
+        print_releases(self, f"{what} ({report.method})", [r.to_dict() for r in entries])
 
     def _check_deletable(self, sample_ids: list) -> None:
         """Raise :class:`~sklearn_dpu.exceptions.UnlearningError` if

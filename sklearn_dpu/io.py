@@ -51,6 +51,10 @@ TRUSTED_TYPES = (
     "sklearn_dpu.unlearning.report.DeletionCost",
     "sklearn_dpu.unlearning.report.DeletionReport",
     "sklearn_dpu.unlearning.state.SampleRegistry",
+    # Storage of a fit on scipy.sparse input.
+    "sklearn_dpu.linear_model._sparse_rows.SparseRows",
+    "sklearn_dpu.linear_model._sparse_rows.SparseSampleRegistry",
+    "scipy.sparse._csr.csr_array",  # skops stores it as an npz container
 )
 
 

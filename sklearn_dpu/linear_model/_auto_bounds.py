@@ -50,6 +50,7 @@ from ..privacy.random import release_generator
 from ..unlearning.report import DeletionOutcome, with_kept_release
 from ._dask_sums import DaskInput
 from ._dask_sums import release_norm_bound as release_dask_norm_bound
+from ._sparse_rows import is_sparse, sparse_row_norms
 
 __all__ = [
     "AUTO_NORM",
@@ -126,9 +127,13 @@ def norm_bound_mechanism(
 
 def release_norm_bound(X: ArrayLike, mechanism: PrivateQuantile, rng: np.random.Generator) -> float:
     """Draw the bound: the mechanism's quantile of the L2 norms of ``X``'s rows
-    (of a Dask data set: from counts made on the workers)."""
+    (of a Dask data set: from counts made on the workers; of its non-zeros
+    for sparse ``X``)."""
     if isinstance(X, DaskInput):
         return release_dask_norm_bound(X, mechanism, rng)
+    if is_sparse(X):
+        norms = np.minimum(sparse_row_norms(X), np.finfo(np.float64).max)
+        return float(mechanism.release(norms, rng))
     return float(private_norm_bound(np.asarray(X, dtype=np.float64), mechanism, rng))
 
 

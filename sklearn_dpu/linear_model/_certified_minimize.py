@@ -31,6 +31,7 @@ from scipy.sparse.linalg import LinearOperator, cg
 from threadpoolctl import ThreadpoolController
 
 from ._losses import LinearModelLoss
+from ._sparse_rows import squared_frobenius
 
 __all__ = [
     "CertifiedSolution",
@@ -250,7 +251,7 @@ def _project(theta, radius):
 def _constrained(fun, loss, A, y, Lambda, tol, theta, radius, max_iter, counter):
     """Minimizer over ``B(radius)``: the Lagrangian ridge ``nu`` by bisection, then
     one projected step whose gradient mapping certifies the distance."""
-    beta_f = loss.smoothness * float(np.einsum("ij,ij->", A, A)) + Lambda
+    beta_f = loss.smoothness * squared_frobenius(A) + Lambda
     eta = 1.0 / beta_f
     factor = (1.0 + np.sqrt(1.0 + 2.0 * eta * Lambda)) / 2.0
 

@@ -69,6 +69,7 @@ from ..unlearning.coupling import (
 from ..unlearning.state import VersionedState
 from ._losses import MarginLoss, get_loss
 from ._sgd_plan import SGDSchedule
+from ._sparse_rows import take_rows
 
 __all__ = ["CoupledSGDState", "EditOutcome", "InsertionRecord"]
 
@@ -265,7 +266,7 @@ class CoupledSGDState(VersionedState):
 
     def _rows(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Augmented float64 rows and int label codes of registry slots."""
-        raw = self.registry.rows[slots]
+        raw = take_rows(self.registry.rows, slots)
         X = np.empty((len(slots), self.n_coef))
         X[:, : self.n_features] = raw[:, : self.n_features]
         if self.fit_intercept:
@@ -411,7 +412,7 @@ class CoupledSGDState(VersionedState):
         for first, last in zip(firsts.tolist(), lasts.tolist(), strict=True):
             slots = self.batch_slots[ptr[first] : ptr[last]]
             k = len(slots)
-            np.take(rows, slots, axis=0, out=raw[:k], mode="clip")  # unbuffered
+            take_rows(rows, slots, out=raw[:k])  # unbuffered (dense storage)
             if self.fit_intercept:
                 # The label column sits where the intercept feature goes.
                 X[:k] = raw[:k]

@@ -19,6 +19,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._compat import DELTA_CONSTRAINT, HasMethods, Interval, StrOptions, _fit_context
+from .._validation import cast_outputs, output_dtype
 from ..base import PrivateEstimatorMixin, PublicSizes
 from ..privacy.calibration import gaussian_noise_multiplier
 from ..privacy.ledger import Release, ReleasePlan
@@ -199,6 +200,12 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
     budget : PrivacyBudget, default=None
         Shared budget charged before each release; see
         :class:`~sklearn_dpu.privacy.PrivacyBudget`.
+    verbose : int, default=0
+        Progress on stdout: ``1`` prints, after each fit, chunk, deletion, the
+        number of releases, ``n_iter_`` and the epsilon spent so far; ``2`` adds
+        one line per release (its ledger record). Only public values are
+        printed (ledger records, public schedules, parameters): never a loss,
+        a gradient, a record count or a timing (:mod:`sklearn_dpu._progress`).
 
     Attributes
     ----------
@@ -299,6 +306,7 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         "rerelease_correlation": [Interval(Real, 0, 1, closed="left")],
         "random_state": ["random_state"],
         "budget": [HasMethods(["charge", "check"]), None],
+        "verbose": ["verbose"],
     }
 
     def __init__(
@@ -316,6 +324,7 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         rerelease_correlation=0.0,
         random_state=None,
         budget=None,
+        verbose=0,
     ):
         self.epsilon = epsilon
         self.delta = delta
@@ -329,6 +338,7 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         self.rerelease_correlation = rerelease_correlation
         self.random_state = random_state
         self.budget = budget
+        self.verbose = verbose
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -346,6 +356,9 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
+            Dense (or a Dask array): the stored rows and the exact Gram matrix
+            are a dense fixed-point code, so ``scipy.sparse`` input raises
+            ``TypeError`` (convert with ``.toarray()`` if it fits in memory).
         y : array-like of shape (n_samples,)
         sample_id : array-like of shape (n_samples,), default=None
             Unique hashable ids for :meth:`delete_samples` (no NaN). Default:
@@ -381,6 +394,7 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
 
         def compute(data):
             X_, y_, registry, ids = data
+            self._output_dtype = output_dtype(X_)
             fit_recipe, bounds, releases = recipe, None, []
             center, half_range = target
             feature_norm = self.feature_norm
@@ -697,3 +711,4 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         )
         if rescaled:
             self.intercept_ -= float(self.coef_ @ bounds.feature_center)
+        cast_outputs(self)  # float32 in, float32 out (LinearRegression's)

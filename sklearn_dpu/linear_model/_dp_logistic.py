@@ -23,11 +23,11 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._compat import DELTA_CONSTRAINT, HasMethods, Interval, StrOptions, _fit_context
+from .._validation import cast_outputs, output_dtype
 from ..base import PrivateEstimatorMixin, PublicSizes
 from ..privacy.ledger import ReleasePlan
 from ..privacy.random import release_generator
 from ..unlearning.ids import as_id_list, requested_ids
-from ..unlearning.state import SampleRegistry
 from . import _auto_bounds as auto_bounds
 from . import _dask_sums as dask_sums
 from . import _logistic_deletion as deletion
@@ -36,6 +36,7 @@ from ._logistic_deletion import LogisticUnlearningState
 from ._logistic_solvers import normalized_rows, private_fit, private_sgd_pass
 from ._losses import LinearModelLoss
 from ._scores import ScoresToLabelsMixin
+from ._sparse_rows import in_storage_of, new_registry
 from ._sufficient_statistics import is_dask_collection
 
 __all__ = ["DPLogisticRegression", "LogisticUnlearningState"]
@@ -50,6 +51,8 @@ _LABEL_SET_NOTE = (
 
 # Share of epsilon that feature_norm='auto' gives the row-norm bound.
 _SHARE = releases.SHARES.bounds
+# Input types kept (float32: see sklearn_dpu._validation); sparse input is CSR.
+_DTYPES = [np.float64, np.float32]
 
 
 class DPLogisticRegression(
@@ -176,6 +179,12 @@ class DPLogisticRegression(
         can remove the noise.
     budget : PrivacyBudget, default=None
         Shared budget charged before each release.
+    verbose : int, default=0
+        Progress on stdout: ``1`` prints, after each fit, chunk, deletion, the
+        number of releases, ``n_iter_`` and the epsilon spent so far; ``2`` adds
+        one line per release (its ledger record). Only public values are
+        printed (ledger records, public schedules, parameters): never a loss,
+        a gradient, a record count or a timing (:mod:`sklearn_dpu._progress`).
 
     Attributes
     ----------
@@ -295,6 +304,7 @@ class DPLogisticRegression(
         "deletion_epsilon": [Interval(Real, 0, None, closed="neither"), None],
         "random_state": ["random_state"],
         "budget": [HasMethods(["charge", "check"]), None],
+        "verbose": ["verbose"],
     }
 
     def __init__(
@@ -313,6 +323,7 @@ class DPLogisticRegression(
         deletion_epsilon=None,
         random_state=None,
         budget=None,
+        verbose=0,
     ):
         self.epsilon = epsilon
         self.delta = delta
@@ -327,6 +338,7 @@ class DPLogisticRegression(
         self.deletion_epsilon = deletion_epsilon
         self.random_state = random_state
         self.budget = budget
+        self.verbose = verbose
 
     # ------------------------------------------------------------------ fit
 
@@ -336,8 +348,8 @@ class DPLogisticRegression(
 
         Parameters
         ----------
-        X : array-like, Dask array or Dask DataFrame of shape (n_samples, n_features)
-            Dask input: the solvers' sums run block by block on the workers
+        X : {array-like, sparse matrix} or Dask array of shape (n_samples, n_features)
+            Dask arrays and DataFrames: the solvers' sums run block by block on the workers
             (:mod:`~sklearn_dpu.linear_model._dask_sums`; not ``'objective'``).
         y : array-like of shape (n_samples,)
         sample_id : array-like of shape (n_samples,), default=None
@@ -359,7 +371,7 @@ class DPLogisticRegression(
             if is_dask_collection(X):  # rows normalized and kept on the workers
                 Xv, classes, y_index = dask_sums.validate_fit(self, X, y)
             else:
-                Xv, yv = validate_data(self, X, y, dtype=[np.float64, np.float32])
+                Xv, yv = validate_data(self, X, y, accept_sparse="csr", dtype=_DTYPES)
                 check_classification_targets(yv)
                 classes, y_index = np.unique(yv, return_inverse=True)
             if len(classes) < 2:
@@ -368,15 +380,16 @@ class DPLogisticRegression(
                     f"but the data contains only one class: {classes[0]!r}"
                 )
             self._check_public_params(len(classes))
-            registry = SampleRegistry(self._n_coef(self.n_features_in_) + 1, dtype=np.float64)
+            registry = new_registry(Xv, self._n_coef(self.n_features_in_) + 1)
             ids = registry.check_new_ids(
-                registry.default_ids(len(Xv)) if sample_id is None else sample_id, len(Xv)
+                registry.default_ids(Xv.shape[0]) if sample_id is None else sample_id, Xv.shape[0]
             )
             return Xv, classes, y_index, registry, ids
 
         def compute(data):
             Xv, classes, y_index, registry, ids = data
             self.classes_ = classes
+            self._output_dtype = output_dtype(Xv)
             made = self._release_bound(Xv)
             rows, A, loss = dask_sums.design(self, Xv, y_index)
             registry.add(ids, rows, chunk=1, adopt=True)
@@ -411,7 +424,7 @@ class DPLogisticRegression(
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
         y : array-like of shape (n_samples,)
         classes : array-like of shape (n_classes,), default=None
             Every label of the stream; required at the first call (unless the
@@ -454,13 +467,13 @@ class DPLogisticRegression(
         plan = ReleasePlan((*bounds, planned), exact=False, restart=first)
 
         def validate():
-            Xv, yv = validate_data(self, X, y, dtype=[np.float64, np.float32], reset=first)
+            Xv, yv = validate_data(self, X, y, accept_sparse="csr", dtype=_DTYPES, reset=first)
             check_classification_targets(yv)
             if first:
                 labels = np.unique(classes)
                 if len(labels) < 2:
                     raise ValueError("classes must contain at least 2 classes")
-                registry = SampleRegistry(self._n_coef(Xv.shape[1]) + 1, dtype=np.float64)
+                registry = new_registry(Xv, self._n_coef(Xv.shape[1]) + 1)
             else:
                 labels, registry = self.classes_, state.registry
             unseen = np.setdiff1d(np.unique(yv), labels)
@@ -471,7 +484,7 @@ class DPLogisticRegression(
                     "every label of the stream in `classes`"
                 )
             ids = registry.check_new_ids(
-                registry.default_ids(len(Xv)) if sample_id is None else sample_id, len(Xv)
+                registry.default_ids(Xv.shape[0]) if sample_id is None else sample_id, Xv.shape[0]
             )
             return Xv, yv, labels, registry, ids
 
@@ -480,6 +493,7 @@ class DPLogisticRegression(
             made = []
             if first:
                 self.classes_ = labels
+                self._output_dtype = output_dtype(Xv)
                 made = self._release_bound(Xv)
                 self.unlearning_state_ = LogisticUnlearningState(registry, self._frozen_params())
                 self.deletion_log_ = []
@@ -489,7 +503,7 @@ class DPLogisticRegression(
                 theta0 = self.unlearning_state_.chunks[-1].theta
             registry = self.unlearning_state_.registry
             y_index = np.searchsorted(labels, yv)
-            rows = self._rows(Xv, y_index)
+            rows = in_storage_of(self._rows(Xv, y_index), registry)
             rng = release_generator(self.random_state, n_ledger)
             model, mechanisms = private_sgd_pass(
                 self._params(), self._loss(), rows[:, :-1], y_index, theta0, rng
@@ -594,7 +608,7 @@ class DPLogisticRegression(
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
 
         Returns
         -------
@@ -602,7 +616,7 @@ class DPLogisticRegression(
             For two classes, positive values predict ``classes_[1]``.
         """
         check_is_fitted(self)
-        X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
+        X = validate_data(self, X, accept_sparse="csr", dtype=_DTYPES, reset=False)
         scores = X @ self.coef_.T + self.intercept_
         return scores.ravel() if scores.shape[1] == 1 else scores
 
@@ -611,7 +625,7 @@ class DPLogisticRegression(
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
 
         Returns
         -------
@@ -697,8 +711,10 @@ class DPLogisticRegression(
         self.solver_ = config.solver
         self.C_ = 1.0 / (config.Lambda * self._norm_bound() ** 2)
         self.n_iter_ = int(last.n_iter)
+        cast_outputs(self)  # float32 in, float32 out (LogisticRegression's)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.classifier_tags.multi_class = True
+        tags.input_tags.sparse = True  # CSR (sklearn_dpu.linear_model._sparse_rows)
         return tags

@@ -43,6 +43,7 @@ from ._logistic_releases import (
 )
 from ._losses import LinearModelLoss
 from ._noisy_gd_glm import dp_sgd_pass, noisy_projected_gd_glm, released_preconditioner
+from ._sparse_rows import is_sparse, sparse_normalized_rows
 
 __all__ = ["normalized_rows", "batch_model", "private_fit", "private_sgd_pass", "sgd_model"]
 
@@ -184,7 +185,7 @@ def private_fit(
     """Everything a fit releases from normalized rows: the noised count, then
     the batch model. Returns the model and the mechanisms that ran, count first."""
     count = count_mechanism(params)
-    n_noisy = count.release(len(A), rng)
+    n_noisy = count.release(A.shape[0], rng)
     model, mechanisms = batch_model(params, loss, A, y_index, n_noisy, rng)
     return model, (count, *mechanisms)
 
@@ -200,7 +201,7 @@ def private_sgd_pass(
     """Everything a stream chunk releases: the noised count, then one DP-SGD
     pass from ``theta0``. Returns the model and the mechanisms, count first."""
     count = count_mechanism(params)
-    n_noisy = count.release(len(A), rng)
+    n_noisy = count.release(A.shape[0], rng)
     model, mechanisms = sgd_model(params, loss, A, y_index, n_noisy, theta0, rng)
     return model, (count, *mechanisms)
 
@@ -213,8 +214,11 @@ def normalized_rows(
 
     One allocation: at n = 1e5 each copy of the data costs as much as a
     gradient step. ``rows[:, :-1]`` is the design matrix (a strided view BLAS
-    reads directly).
+    reads directly). Sparse ``X``: :class:`~._sparse_rows.SparseRows`, whose
+    design is CSR (:func:`~._sparse_rows.sparse_normalized_rows`).
     """
+    if is_sparse(X):
+        return sparse_normalized_rows(X, y_index, norm_bound, fit_intercept)
     n, d = np.shape(X)
     rows = np.empty((n, d + int(fit_intercept) + 1))
     clip_rows_l2(np.asarray(X, dtype=np.float64), norm_bound, out=rows[:, :d])

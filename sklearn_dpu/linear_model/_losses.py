@@ -89,6 +89,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import expit, log_expit, logsumexp
 
+from ._sparse_rows import dense_rows, weighted_gram
+
 __all__ = [
     "LOSSES",
     "Hinge",
@@ -429,6 +431,7 @@ class LinearModelLoss:
 
     def per_example_grads(self, theta: np.ndarray, A: np.ndarray, y: np.ndarray) -> np.ndarray:
         """Gradients of each row's loss, shape ``(n, n_params)``."""
+        A = dense_rows(A)  # one batch of sparse rows: dense per-example gradients
         D = self.base_loss.dz(self._scores(theta, A), y)
         if self.binary:
             return D * A
@@ -453,11 +456,11 @@ class LinearModelLoss:
         Hz = self.base_loss.hessian_z(self._scores(theta, A), y)
         K, p = self.n_outputs, self.n_coef
         if self.binary:
-            return A.T @ (A * Hz[:, 0, 0][:, None])
+            return weighted_gram(A, Hz[:, 0, 0])
         H = np.empty((K, p, K, p))
         for k in range(K):
             for j in range(k, K):
-                block = A.T @ (A * Hz[:, k, j][:, None])
+                block = weighted_gram(A, Hz[:, k, j])
                 H[k, :, j, :] = block
                 H[j, :, k, :] = block.T
         return H.reshape(K * p, K * p)

@@ -52,6 +52,7 @@ import numpy as np
 
 from ..privacy.mechanisms import GaussianDP, GaussianMechanism, GaussianSteps
 from ._losses import LinearModelLoss
+from ._sparse_rows import gram_matrix
 
 __all__ = [
     "DisjointBatchSums",
@@ -152,7 +153,7 @@ def released_preconditioner(
     -------
     ndarray of shape (p, p)
     """
-    gram = mechanism.release_symmetric(A.T @ A, rng)
+    gram = mechanism.release_symmetric(gram_matrix(A), rng)
     p = gram.shape[0]
     eigenvalues, vectors = np.linalg.eigh(gram)
     lifted = np.maximum(eigenvalues, 0.0) + 3.0 * mechanism.sigma * np.sqrt(p)
@@ -252,7 +253,7 @@ def dp_sgd_pass(
     lam = Lambda / n_public
     step = 1.0 / (loss.smoothness + lam)
     clip = steps.contribution_bound
-    assignment = rng.integers(n_batches, size=len(A))
+    assignment = rng.integers(n_batches, size=A.shape[0])
     order = np.argsort(assignment, kind="stable")
     bounds = np.searchsorted(assignment[order], np.arange(n_batches + 1))
     theta = np.array(theta0, dtype=float)

@@ -18,6 +18,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .._validation import cast_outputs
 from ..base import PrivateEstimatorMixin
 from ..privacy.clipping import clip_rows_l2
 from ..privacy.ledger import PrivacySpent, Release, privacy_spent
@@ -27,6 +28,7 @@ from ._scores import ScoresToLabelsMixin
 from ._sgd_edits import SGDEditLedger
 from ._sgd_plan import BOUND_EPSILON_SHARE, SGDParams
 from ._sgd_releases import fit_ledger
+from ._sparse_rows import clip_sparse, is_sparse, sparse_clipped_rows
 
 __all__ = ["BaseUnlearnableSGD"]
 
@@ -55,6 +57,7 @@ class BaseUnlearnableSGD(
         # swamps the gradient, so accuracy stays below the check's 0.83. Utility
         # at realistic n is tested in tests/test_unlearnable_sgd.py.
         tags.classifier_tags.poor_score = True
+        tags.input_tags.sparse = True  # CSR (sklearn_dpu.linear_model._sparse_rows)
         return tags
 
     def __setstate__(self, state):
@@ -92,7 +95,9 @@ class BaseUnlearnableSGD(
     def _encode(self, X, y, classes_, feature_norm: float) -> np.ndarray:
         """Rows clipped to ``feature_norm`` in float32, the label code appended."""
         codes = np.searchsorted(classes_, y)
-        rows = np.empty((len(X), X.shape[1] + 1), dtype=np.float32)
+        if is_sparse(X):  # the same values, in sparse storage
+            return sparse_clipped_rows(X, codes, feature_norm * _STORAGE_MARGIN, np.float32)
+        rows = np.empty((X.shape[0], X.shape[1] + 1), dtype=np.float32)
         # Clipped in float64, rounded once into the float32 rows (no float64 copy).
         clip_rows_l2(
             np.asarray(X, dtype=np.float64),
@@ -174,21 +179,27 @@ class BaseUnlearnableSGD(
             self.intercept_ = W[:, d] * state.feature_norm
         else:
             self.intercept_ = np.zeros(state.n_outputs)
+        # SGDClassifier's convention: float32 X gives a float32 coef_ and a
+        # float64 intercept_ (scores are computed in float64 on clipped rows).
+        cast_outputs(self, ("coef_",))
 
     def decision_function(self, X: ArrayLike) -> np.ndarray:
         """Scores of the (clipped) rows.
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
 
         Returns
         -------
         ndarray of shape (n_samples,) for two classes, else (n_samples, n_classes)
         """
         check_is_fitted(self)
-        X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
-        X = clip_rows_l2(np.asarray(X, dtype=np.float64), self.unlearning_state_.feature_norm)
+        X = validate_data(self, X, accept_sparse="csr", dtype=[np.float64, np.float32], reset=False)
+        if is_sparse(X):
+            X = clip_sparse(X, self.unlearning_state_.feature_norm)
+        else:
+            X = clip_rows_l2(np.asarray(X, dtype=np.float64), self.unlearning_state_.feature_norm)
         scores = X @ self.coef_.T + self.intercept_
         return scores[:, 0] if scores.shape[1] == 1 else scores
 
@@ -199,7 +210,7 @@ class BaseUnlearnableSGD(
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
 
         Returns
         -------

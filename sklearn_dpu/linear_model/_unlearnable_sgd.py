@@ -10,13 +10,13 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._compat import DELTA_CONSTRAINT, HasMethods, Interval, StrOptions, _fit_context, _num_samples
+from .._validation import output_dtype
 from ..base import PublicSizes
 from ..exceptions import UnlearningError
 from ..privacy.ledger import ReleasePlan
 from ..privacy.random import release_generator
 from ..unlearning.ids import as_id_list, requested_ids
 from ..unlearning.report import DeletionPlan
-from ..unlearning.state import SampleRegistry
 from ._coupled_sgd import InsertionRecord
 from ._sgd_base import BaseUnlearnableSGD
 from ._sgd_edits import (
@@ -29,6 +29,10 @@ from ._sgd_edits import (
 )
 from ._sgd_plan import changed_run_params, check_sampling, run_params, schedule_run, size_bucket
 from ._sgd_releases import count_mechanism, deletion_outcome, fit_ledger, planned_fit
+from ._sparse_rows import in_storage_of, new_registry
+
+# Input types kept (see sklearn_dpu._validation); sparse input is CSR.
+_DTYPES = [np.float64, np.float32]
 
 __all__ = ["UnlearnableSGDClassifier", "schedule_run", "size_bucket"]
 
@@ -206,6 +210,12 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
         :class:`~sklearn_dpu.privacy.PrivacyBudget`. A fit or insertion that
         could exceed it is refused before the data are read; a deletion is
         never refused.
+    verbose : int, default=0
+        Progress on stdout: ``1`` prints, after each fit, chunk, deletion, the
+        number of releases, ``n_iter_`` and the epsilon spent so far; ``2`` adds
+        one line per release (its ledger record). Only public values are
+        printed (ledger records, public schedules, parameters): never a loss,
+        a gradient, a record count or a timing (:mod:`sklearn_dpu._progress`).
 
     Attributes
     ----------
@@ -376,6 +386,7 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
         "schedule_size": [Interval(Integral, 1, None, closed="left"), None],
         "random_state": ["random_state"],
         "budget": [HasMethods(["charge", "check"]), None],
+        "verbose": ["verbose"],
     }
 
     def __init__(
@@ -398,6 +409,7 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
         schedule_size=None,
         random_state=None,
         budget=None,
+        verbose=0,
     ):
         self.loss = loss
         self.epsilon = epsilon
@@ -416,6 +428,7 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
         self.schedule_size = schedule_size
         self.random_state = random_state
         self.budget = budget
+        self.verbose = verbose
 
     # ----------------------------------------------------------- planning
 
@@ -435,7 +448,7 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
         y : array-like of shape (n_samples,)
         sample_id : array-like of shape (n_samples,), default=None
             Unique hashable ids for :meth:`delete_samples` (no NaN). Default:
@@ -459,7 +472,7 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
             plan = ReleasePlan((), exact=False, restart=True)
 
         def validate():
-            Xv, yv = validate_data(self, X, y, dtype=[np.float64, np.float32])
+            Xv, yv = validate_data(self, X, y, accept_sparse="csr", dtype=_DTYPES)
             check_classification_targets(yv)
             if classes is None:
                 classes_ = np.unique(yv)
@@ -473,9 +486,9 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
                     "the data, "
                     f"but the data contain only one class: {classes_[0]!r}"
                 )
-            registry = SampleRegistry(Xv.shape[1] + 1, dtype=np.float32)
+            registry = new_registry(Xv, Xv.shape[1] + 1, dtype=np.float32)
             ids = registry.check_new_ids(
-                registry.default_ids(len(Xv)) if sample_id is None else sample_id, len(Xv)
+                registry.default_ids(Xv.shape[0]) if sample_id is None else sample_id, Xv.shape[0]
             )
             return registry, ids, (Xv, yv), classes_
 
@@ -501,6 +514,7 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
                 "batch_sampling='poisson'"
             )
         self.classes_ = classes_
+        self._output_dtype = output_dtype(data[0])
         registry.add(ids, rows, chunk=1, adopt=True)
         state = start_run(registry, len(classes_), n_features, params, schedule)
         state.train(0, rng)
@@ -543,7 +557,7 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
         y : array-like of shape (n_samples,)
             Labels among ``classes_``.
         classes : array-like, default=None
@@ -592,7 +606,7 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
         plan = ReleasePlan(() if worst is None else (worst,), exact=False)
 
         def validate():
-            Xv, yv = validate_data(self, X, y, dtype=[np.float64, np.float32], reset=False)
+            Xv, yv = validate_data(self, X, y, accept_sparse="csr", dtype=_DTYPES, reset=False)
             if not np.isin(yv, self.classes_).all():
                 raise ValueError(
                     f"y contains labels not in classes_={self.classes_!r}; a fitted "
@@ -600,9 +614,10 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
                 )
             registry = state.registry
             ids = registry.check_new_ids(
-                registry.default_ids(len(Xv)) if sample_id is None else sample_id, len(Xv)
+                registry.default_ids(Xv.shape[0]) if sample_id is None else sample_id, Xv.shape[0]
             )
-            return ids, self._encode(Xv, yv, self.classes_, ledger.params.feature_norm)
+            rows = self._encode(Xv, yv, self.classes_, ledger.params.feature_norm)
+            return ids, in_storage_of(rows, registry)
 
         def compute(data):
             ids, rows = data

@@ -12,6 +12,7 @@ from sklearn.utils.parallel import Parallel, delayed
 from sklearn.utils.validation import check_is_fitted
 
 from .._compat import HasMethods, Interval, InvalidParameterError, _fit_context
+from .._progress import print_progress
 from ..base import PrivateEstimatorMixin, PublicSizes, planned_fit
 from ..exceptions import BudgetExceededError
 from ..privacy.accounting import epsilon_upper_bound
@@ -163,6 +164,12 @@ class PrivateGridSearch(
     budget : PrivacyBudget, default=None
         Charged, with the estimator's own ``budget``, for the whole search
         and for every deletion's re-release (see Budgets above).
+    verbose : int, default=0
+        Progress on stdout: ``1`` prints, after each fit, chunk, deletion or candidate, the
+        number of releases, ``n_iter_`` and the epsilon spent so far; ``2`` adds
+        one line per release (its ledger record). Only public values are
+        printed (ledger records, public schedules, parameters): never a loss,
+        a gradient, a record count or a timing (:mod:`sklearn_dpu._progress`).
 
     Attributes
     ----------
@@ -258,6 +265,7 @@ class PrivateGridSearch(
         "n_jobs": [Integral, None],
         "random_state": ["random_state"],
         "budget": [HasMethods(["charge", "check"]), None],
+        "verbose": ["verbose"],
     }
 
     def __init__(
@@ -276,6 +284,7 @@ class PrivateGridSearch(
         n_jobs=None,
         random_state=None,
         budget=None,
+        verbose=0,
     ):
         self.estimator = estimator
         self.param_grid = param_grid
@@ -290,6 +299,7 @@ class PrivateGridSearch(
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.budget = budget
+        self.verbose = verbose
 
     @property
     def delta(self) -> float:
@@ -456,6 +466,7 @@ class PrivateGridSearch(
             else [None] * n_candidates
         )
         candidates = _candidates(params, seeds, points)
+        print_progress(self, f"fit: {n_candidates} candidate(s), then a private selection")
         if self._budgets():
             plans = self._search_plans(params, candidates, public_sizes(X))
             for other in plans[1:]:  # every refit the selection may pick

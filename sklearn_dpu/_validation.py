@@ -1,0 +1,52 @@
+"""Output dtypes of the estimators: float32 in, float32 out, as scikit-learn.
+
+scikit-learn's linear models keep float32: :class:`~sklearn.linear_model.LogisticRegression`,
+:class:`~sklearn.linear_model.LinearRegression` and
+:class:`~sklearn.linear_model.Ridge` return float32 ``coef_`` (and
+``intercept_``) for float32 ``X``; :class:`~sklearn.linear_model.SGDClassifier`
+returns a float32 ``coef_`` and a float64 ``intercept_``. The estimators of
+this package follow the analogous one.
+
+Only the *published* model is cast. Every private computation (clipping,
+the fixed-point code, Gram matrices, gradient sums, noise calibration and the
+noise itself) runs in float64 whatever the input type: a float32 clip could
+overshoot the norm bound and a float32 sum could round a sensitivity away.
+Rounding the released model to float32 is post-processing of a DP release,
+so the guarantee is unchanged.
+"""
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["cast_outputs", "output_dtype"]
+
+
+def output_dtype(X: Any) -> str:
+    """``'float32'`` for float32 training data, else ``'float64'``.
+
+    Read from the dtype of the validated ``X`` (a public property of the
+    input, chosen by the caller), never from its values.
+    """
+    dtype = getattr(X, "dtype", None)
+    return "float32" if dtype == np.float32 else "float64"
+
+
+def cast_outputs(estimator: Any, names: tuple[str, ...] = ("coef_", "intercept_")) -> None:
+    """Cast the published attributes ``names`` to the estimator's output dtype.
+
+    The output dtype is ``estimator._output_dtype`` (set at fit from
+    :func:`output_dtype`); float64, the computation type, is left as is.
+    Scalars become NumPy scalars of that type (``LinearRegression``'s
+    ``intercept_`` for float32 data is a ``numpy.float32``).
+    """
+    if getattr(estimator, "_output_dtype", "float64") != "float32":
+        return
+    for name in names:
+        value = getattr(estimator, name, None)
+        if value is None:
+            continue
+        if np.ndim(value) == 0:
+            setattr(estimator, name, np.float32(value))
+        else:
+            setattr(estimator, name, np.asarray(value, dtype=np.float32))

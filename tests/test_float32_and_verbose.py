@@ -1,0 +1,207 @@
+"""float32 in, float32 out (as scikit-learn's analogous estimators), private
+computation in float64; ``verbose=`` prints only public values."""
+
+import contextlib
+import io
+
+import numpy as np
+import pytest
+
+from sklearn_dpu.linear_model import (
+    DPLinearRegression,
+    DPLogisticRegression,
+    UnlearnableSGDClassifier,
+)
+from sklearn_dpu.model_selection import PrivateGridSearch
+
+
+def _data(n=400, d=4, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    return X, (X[:, 0] - X[:, 1] > 0).astype(int), X @ np.linspace(-1, 1, d)
+
+
+@pytest.mark.parametrize(
+    "estimator",
+    [
+        DPLogisticRegression(solver="output", feature_norm=3.0, random_state=0),
+        DPLogisticRegression(solver="noisy_gd", feature_norm=3.0, random_state=0),
+        DPLogisticRegression(solver="objective", feature_norm=3.0, random_state=0),
+    ],
+    ids=lambda e: e.solver,
+)
+def test_logistic_float32_as_logistic_regression(estimator):
+    """LogisticRegression: float32 X gives float32 coef_, intercept_,
+    decision_function and predict_proba; the model is the float64 fit on the
+    same (float32-representable) values, rounded once: every private
+    computation ran in float64. Deletions keep the dtype."""
+    X, y, _ = _data()
+    X32 = X.astype(np.float32)
+    est32 = estimator.fit(X32, y)
+    assert est32.coef_.dtype == np.float32 and est32.intercept_.dtype == np.float32
+    assert est32.decision_function(X32).dtype == np.float32
+    assert est32.predict_proba(X32).dtype == np.float32
+    est64 = DPLogisticRegression(**estimator.get_params()).fit(X32.astype(np.float64), y)
+    assert est64.coef_.dtype == np.float64
+    np.testing.assert_array_equal(est32.coef_, est64.coef_.astype(np.float32))
+    np.testing.assert_array_equal(est32.intercept_, est64.intercept_.astype(np.float32))
+    assert est32.privacy_ledger_ == est64.privacy_ledger_
+    est32.delete_samples([0, 1])
+    assert est32.coef_.dtype == np.float32 and est32.intercept_.dtype == np.float32
+
+
+def test_logistic_partial_fit_float32():
+    X, y, _ = _data()
+    est = DPLogisticRegression(feature_norm=3.0, random_state=0)
+    est.partial_fit(X[:200].astype(np.float32), y[:200], classes=[0, 1])
+    est.partial_fit(X[200:].astype(np.float32), y[200:])
+    assert est.coef_.dtype == np.float32
+
+
+def test_sgd_float32_as_sgd_classifier():
+    """SGDClassifier: float32 X gives a float32 coef_ and a float64 intercept_."""
+    X, y, _ = _data()
+    X32 = X.astype(np.float32)
+    params = dict(feature_norm=3.0, random_state=0, max_iter=3)
+    est32 = UnlearnableSGDClassifier(**params).fit(X32, y)
+    assert est32.coef_.dtype == np.float32 and est32.intercept_.dtype == np.float64
+    est64 = UnlearnableSGDClassifier(**params).fit(X32.astype(np.float64), y)
+    np.testing.assert_array_equal(est32.coef_, est64.coef_.astype(np.float32))
+    np.testing.assert_array_equal(est32.intercept_, est64.intercept_)
+    est32.delete_samples([3])
+    assert est32.coef_.dtype == np.float32
+    est32.partial_fit(X32[:5], y[:5], sample_id=np.arange(1000, 1005))
+    assert est32.coef_.dtype == np.float32
+
+
+@pytest.mark.parametrize("solver", ["ssp", "noisy_gd", "ambssgd"])
+def test_linear_float32_as_linear_regression(solver):
+    """LinearRegression: float32 X gives float32 coef_, a numpy.float32
+    intercept_ and float32 predictions; the model is the float64 one rounded."""
+    X, _, t = _data()
+    X32, t32 = X.astype(np.float32), t.astype(np.float32)
+    params = dict(solver=solver, feature_norm=3.0, target_bound=3.0, random_state=0)
+    est32 = DPLinearRegression(**params).fit(X32, t32)
+    assert est32.coef_.dtype == np.float32 and isinstance(est32.intercept_, np.float32)
+    assert est32.predict(X32).dtype == np.float32
+    est64 = DPLinearRegression(**params).fit(X32.astype(np.float64), t32.astype(np.float64))
+    np.testing.assert_array_equal(est32.coef_, est64.coef_.astype(np.float32))
+    assert est32.intercept_ == np.float32(est64.intercept_)
+    est32.delete_samples([0])
+    assert est32.coef_.dtype == np.float32 and isinstance(est32.intercept_, np.float32)
+
+
+def test_float64_unchanged():
+    X, y, t = _data()
+    assert DPLogisticRegression(random_state=0).fit(X, y).coef_.dtype == np.float64
+    assert isinstance(DPLinearRegression(random_state=0).fit(X, t).intercept_, float)
+
+
+# ------------------------------------------------------------------ verbose
+
+
+def _stdout(fn) -> str:
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        fn()
+    return buffer.getvalue()
+
+
+def _runs(make, X, y, deleting=True):
+    def run():
+        est = make().fit(X, y)
+        if deleting:
+            est.delete_samples([0])
+
+    return run
+
+
+VERBOSE_CASES = {
+    "logistic-noisy_gd": lambda s, v: DPLogisticRegression(
+        solver="noisy_gd", feature_norm=3.0, random_state=s, verbose=v
+    ),
+    "logistic-output": lambda s, v: DPLogisticRegression(
+        solver="output", feature_norm="auto", random_state=s, verbose=v
+    ),
+    "sgd": lambda s, v: UnlearnableSGDClassifier(
+        feature_norm=3.0, max_iter=2, random_state=s, verbose=v
+    ),
+    "linear-noisy_gd": lambda s, v: DPLinearRegression(
+        solver="noisy_gd", max_iter=30, random_state=s, verbose=v
+    ),
+    "linear-ambssgd": lambda s, v: DPLinearRegression(
+        solver="ambssgd", feature_norm=3.0, target_bound=3.0, random_state=s, verbose=v
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(VERBOSE_CASES))
+def test_verbose_prints_progress_only_when_asked(case):
+    X, y, t = _data()
+    target = t if case.startswith("linear") else y
+    make = VERBOSE_CASES[case]
+    assert _stdout(_runs(lambda: make(0, 0), X, target)) == ""
+    out = _stdout(_runs(lambda: make(0, 2), X, target))
+    lines = out.splitlines()
+    assert any("fit:" in line and "privacy spent so far: epsilon=" in line for line in lines)
+    assert any(line.startswith("[") and "delete_samples" in line for line in lines)
+    assert any("release 1/" in line for line in lines)  # verbose=2: the ledger records
+    quiet = _stdout(_runs(lambda: make(0, 1), X, target))
+    assert "release 1/" not in quiet and "privacy spent so far" in quiet
+
+
+def _leaking_lines(outputs: dict) -> list:
+    """Line numbers whose text is the same for every seed on each data set
+    and differs between the two data sets."""
+    leaks = []
+    n_lines = max(len(o.splitlines()) for outs in outputs.values() for o in outs)
+    for k in range(n_lines):
+        per_set = [
+            {(o.splitlines() + [None] * n_lines)[k] for o in outs} for outs in outputs.values()
+        ]
+        if all(len(v) == 1 for v in per_set) and per_set[0] != per_set[1]:
+            leaks.append(k)
+    return leaks
+
+
+NEIGHBOURS = (("D", slice(0, 400)), ("D'", slice(0, 401)))
+
+
+@pytest.mark.parametrize("case", sorted(VERBOSE_CASES))
+def test_verbose_output_is_not_a_function_of_the_data(case):
+    """Neighbouring data sets (n and n + 1 rows), several seeds: a printed
+    line that is the same for every seed on one data set and differs between
+    the two would be a function of private data (the leak check's test)."""
+    X, y, t = _data(n=401)
+    target = t if case.startswith("linear") else y
+    make = VERBOSE_CASES[case]
+    outputs = {
+        name: [
+            _stdout(_runs(lambda s=seed: make(s, 2), X[rows], target[rows])) for seed in range(3)
+        ]
+        for name, rows in NEIGHBOURS
+    }
+    assert _leaking_lines(outputs) == []
+
+
+def test_verbose_leak_negative_control():
+    """The check above flags a line that prints the exact n."""
+    X, y, _ = _data(n=401)
+
+    def leaky(rows, seed):
+        est = DPLogisticRegression(feature_norm=3.0, random_state=seed, verbose=1)
+        return _stdout(lambda: (est.fit(X[rows], y[rows]), print(f"n={len(X[rows])}")))
+
+    outputs = {name: [leaky(rows, s) for s in range(3)] for name, rows in NEIGHBOURS}
+    assert _leaking_lines(outputs) == [1]
+
+
+def test_private_grid_search_verbose():
+    X, y, _ = _data()
+    search = PrivateGridSearch(
+        DPLogisticRegression(feature_norm=3.0), {"C": [0.1, 1.0]}, random_state=0, verbose=1
+    )
+    out = _stdout(lambda: search.fit(X, y))
+    assert "[PrivateGridSearch] fit: 2 candidate(s), then a private selection" in out
+    assert "privacy spent so far" in out
+    assert _stdout(lambda: search.set_params(verbose=0).fit(X, y)) == ""
