@@ -22,6 +22,7 @@ from ..privacy.mechanisms import GeneralizedExponentialMechanism, PermuteAndFlip
 from ..privacy.random import release_generator
 from ..unlearning.ids import as_id_list, check_request, requested_ids
 from ..unlearning.report import DeletionCost, DeletionOutcome, DeletionPlan
+from . import _selection_methods as _methods
 from ._group_privacy import group_epsilon
 
 __all__ = ["PrivateGridSearch"]
@@ -156,6 +157,20 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
     budget : PrivacyBudget, default=None
         Charged, with the estimator's own ``budget``, for the whole search
         and for every deletion's re-release (see Budgets above).
+    method : {"split_select", "repeat_and_select", "threshold"}, default="split_select"
+        The selection: the above, Papernot & Steinke's repeat-and-select or
+        Liu & Talwar's threshold rule (random runs, each a private fit and a
+        Laplace score of ``selection_epsilon``; see the user guide and
+        :mod:`sklearn_dpu.model_selection._selection_methods`).
+    distribution : {"truncated_negative_binomial", "logarithmic", "poisson"}, \
+            default="logarithmic"
+        Law of the number of runs of ``repeat_and_select``, of mean
+        ``expected_runs`` (default 10.0); ``eta`` (default 1.0: geometric) is
+        the truncated negative binomial's shape.
+    threshold : float, default=0.5
+        ``threshold``: the mean normalised utility (accuracy for a classifier)
+        a run's noisy score must reach; after a failing run the search stops
+        with probability ``stop_probability`` (default 0.1) and raises.
 
     Attributes
     ----------
@@ -221,6 +236,7 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
         "n_jobs": [Integral, None],
         "random_state": ["random_state"],
         "budget": [HasMethods(["charge", "check"]), None],
+        **_methods.METHOD_CONSTRAINTS,
     }
 
     def __init__(
@@ -234,6 +250,12 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
         n_jobs=None,
         random_state=None,
         budget=None,
+        method="split_select",
+        distribution="logarithmic",
+        expected_runs=10.0,
+        eta=1.0,
+        threshold=0.5,
+        stop_probability=0.1,
     ):
         self.estimator = estimator
         self.param_grid = param_grid
@@ -243,6 +265,12 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.budget = budget
+        self.method = method
+        self.distribution = distribution
+        self.expected_runs = expected_runs
+        self.eta = eta
+        self.threshold = threshold
+        self.stop_probability = stop_probability
 
     @property
     def delta(self) -> float:
@@ -296,6 +324,8 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
         and the selection on the validation part. An upper bound: the fit
         charges the exact releases its candidates made.
         """
+        if params["method"] != "split_select":
+            return _methods.plan(params, sizes)
         grid = ParameterGrid(params["param_grid"])
         candidates = _candidates(params, [None] * len(grid))
         releases, bounds = [], []
@@ -389,7 +419,7 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
             else [None] * n_candidates
         )
         candidates = _candidates(params, seeds)
-        if self._budgets():
+        if self._budgets() or self.method != "split_select":  # refuse before reading data
             plan = self._plan_releases(params, _public_sizes(X))
         else:
             # Nothing to check: candidates that cannot plan their fit may run.
@@ -399,6 +429,8 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
             return self._split(X, y, sample_id, rng)
 
         def compute(split):
+            if self.method != "split_select":
+                return _methods.search(self, split, sample_id)
             return self._search(candidates, _selection(params, candidates), split, sample_id)
 
         self._run_update("fit", plan, validate, compute)
@@ -615,17 +647,19 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
         # What the selection retains of every sample deleted so far: group
         # privacy over the fit's releases, composed.
         group = self.n_deleted_
-        retained = group_epsilon(
-            [Release.from_dict(e).event for e in self.privacy_ledger_[: self._n_fit_releases]],
-            group,
-            self.delta,
-        )
+        fit_events = [
+            Release.from_dict(e).event for e in self.privacy_ledger_[: self._n_fit_releases]
+        ]
+        if self.method == "split_select":
+            retained, retained_delta = group_epsilon(fit_events, group, self.delta), self.delta
+        else:  # an (epsilon, delta) bound of the whole selection, for the group
+            retained, retained_delta = _methods.group_bound(fit_events, group, self.delta)
         guarantee = (
             f"model: {inner.guarantee}; "
             if inner is not None
             else "model: untouched (rows were in the validation part only); "
         ) + (
-            f"hyper-parameter choice: not recomputed, ({retained:.3g}, {self.delta:g})-"
+            f"hyper-parameter choice: not recomputed, ({retained:.3g}, {retained_delta:.3g})-"
             f"indistinguishable from a search without the {group} samples deleted so far"
         )
         stated = best.deletion_log_[-1] if best.deletion_log_ else None
@@ -637,7 +671,7 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
             # basic composition with what the selected model states of the rows
             # deleted so far (its latest report, also when this call left it alone)
             deletion_epsilon=retained + ((stated.deletion_epsilon or 0.0) if stated else 0.0),
-            deletion_delta=self.delta + ((stated.deletion_delta or 0.0) if stated else 0.0),
+            deletion_delta=retained_delta + ((stated.deletion_delta or 0.0) if stated else 0.0),
             # the inner model's, whose new ledger entries may also hold accounting entries
             rerelease_epsilon=None if inner is None else inner.rerelease_epsilon,
         )
