@@ -34,6 +34,33 @@ ESTIMATORS = [
     PrivateGridSearch(DPLinearRegression(), {"alpha": [0.0, 1.0, 10.0, 100.0]}),
     PrivateGridSearch(DPLogisticRegression(), {"C": [0.1, 1.0, 10.0, 100.0]}),
     PrivateGridSearch(UnlearnableSGDClassifier(), {"alpha": [1e-4, 1e-3, 1e-2, 1e-1]}),
+    # the random-run methods, seeded where the run may publish no model (a
+    # Poisson K of 0, or the threshold rule stopping first)
+    PrivateGridSearch(
+        DPLinearRegression(), {"alpha": [0.0, 1.0]}, method="repeat_and_select", expected_runs=2.0
+    ),
+    PrivateGridSearch(
+        DPLogisticRegression(),
+        {"C": [0.1, 1.0]},
+        method="repeat_and_select",
+        distribution="poisson",
+        expected_runs=3.0,
+        random_state=0,
+    ),
+    PrivateGridSearch(
+        DPLinearRegression(),
+        {"alpha": [0.0, 1.0]},
+        method="threshold",
+        threshold=0.05,
+        random_state=0,
+    ),
+    PrivateGridSearch(
+        DPLogisticRegression(),
+        {"C": [0.1, 1.0]},
+        method="threshold",
+        threshold=0.05,
+        random_state=0,
+    ),
     UnlearnableSGDClassifier(),
     UnlearnableSGDClassifier(
         solver="sgd", batch_sampling="fixed", loss="modified_huber", epsilon=float("inf")
