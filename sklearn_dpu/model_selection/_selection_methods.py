@@ -204,7 +204,7 @@ def _fit_and_score(candidate, split, score_mechanism, tau, rng_seed):
         low, high = interval
         target = np.clip(split.y_val.astype(float), low, high)
         losses = (np.clip(prediction, low, high) - target) ** 2
-    normalised = losses / bound
+    normalised = losses / bound if bound > 0 else np.zeros_like(losses)  # a point interval
     exact = float(np.sum(1.0 - tau - normalised)) if tau is not None else -float(normalised.sum())
     noisy = float(score_mechanism.release(exact, np.random.default_rng(rng_seed)))
     return candidate, noisy
