@@ -37,6 +37,7 @@ References
 import math
 from dataclasses import dataclass
 from numbers import Real
+from typing import Any
 
 import numpy as np
 from sklearn.base import clone
@@ -210,7 +211,7 @@ def _fit_and_score(candidate, split, score_mechanism, tau, rng_seed):
     return candidate, noisy
 
 
-def search(search_estimator, split, sample_id) -> list[Release]:
+def search(search_estimator: Any, split: Any, sample_id: Any) -> list[Release]:
     """Run the method on ``split``; set the search's fitted attributes.
 
     Returns the exact releases (the plan's one entry).

@@ -36,6 +36,7 @@ References
 """
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -150,7 +151,9 @@ def rdp_truncated_negative_binomial(
     return np.minimum.accumulate(bound[::-1])[::-1]
 
 
-def rdp_poisson(orders: np.ndarray, rdp: np.ndarray, mean: float, delta_hat) -> np.ndarray:
+def rdp_poisson(
+    orders: np.ndarray, rdp: np.ndarray, mean: float, delta_hat: Callable[[float], float]
+) -> np.ndarray:
     """RDP of repeat-and-select with a Poisson K of mean ``mean`` ([PS22]_ Thm 6).
 
     If the candidate is ``(lam, eps)``-RDP and ``(eps_hat, delta_hat)``-DP with
