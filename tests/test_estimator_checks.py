@@ -48,6 +48,12 @@ ESTIMATORS = [
         random_state=0,
     ),
     PrivateGridSearch(
+        UnlearnableSGDClassifier(schedule_size=1000, max_iter=5),  # exact planned events
+        {"alpha": [1e-4, 1e-3]},
+        method="repeat_and_select",
+        expected_runs=2.0,
+    ),
+    PrivateGridSearch(
         DPLinearRegression(),
         {"alpha": [0.0, 1.0]},
         method="threshold",

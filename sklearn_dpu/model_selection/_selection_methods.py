@@ -130,7 +130,7 @@ def _run_event(params: dict, sizes: PublicSizes, points: list[dict]):
                 f"method={method!r} needs every candidate's fit as exact dp_accounting "
                 f"events before the data are read; {type(candidate).__name__} plans an "
                 "(epsilon, delta) bound only (give UnlearnableSGDClassifier a public "
-                "schedule_size), use method='split_select'"
+                "schedule_size and an integer max_iter), or use method='split_select'"
             )
         fit_events = [r.event for r in fit_plan.releases]
         run = Release.of(
@@ -148,6 +148,15 @@ def _run_event(params: dict, sizes: PublicSizes, points: list[dict]):
             "different costs: tune them outside the search, or use method='split_select'"
         )
     return next(iter(events.values()))
+
+
+def _check_same_cost(params: dict, points: list[dict], run_event) -> None:
+    if event_key(_run_event(params, PublicSizes(n_features=None), points)) != event_key(run_event):
+        raise ValueError(
+            f"method={params['method']!r}: a point drawn from param_distributions costs "
+            "differently from the planned run; keep privacy parameters out of the "
+            "distributions"
+        )
 
 
 @dataclass(frozen=True)
@@ -170,8 +179,17 @@ def _selection(params: dict, run_event):
 
 
 def _space(params: dict) -> list[dict]:
-    """The points whose costs are checked: the grid, or a sample of the distributions."""
+    """The points whose costs are checked before the data are read: the grid,
+    or a public sample of ``param_distributions`` (each run's own point is
+    checked again before any candidate is fitted, see :func:`search`)."""
     if params.get("param_distributions") is not None:
+        if params["method"] == "threshold":
+            # its number of runs depends on the scores: a point found to cost
+            # differently mid-search would make the error itself a release
+            raise ValueError(
+                "method='threshold' draws from param_grid only (every point's cost "
+                "must be checked before the data are read)"
+            )
         return list(ParameterSampler(params["param_distributions"], 20, random_state=0))
     return list(ParameterGrid(params["param_grid"]))
 
@@ -254,6 +272,10 @@ def search(search_estimator: Any, split: Any, sample_id: Any) -> list[Release]:
                 "budget was charged (raise expected_runs)"
             )
         points, run_seeds = _points(params, rng, n_runs), seeds(n_runs)
+        if params.get("param_distributions") is not None:
+            # drawn independently of the data, checked before any fit: refusing
+            # here releases nothing
+            _check_same_cost(params, points, selection.run_event)
         done = Parallel(n_jobs=params["n_jobs"])(
             delayed(_fit_and_score)(
                 _candidate(params, p, s[0] if seeded else None),
