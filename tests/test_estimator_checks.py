@@ -67,6 +67,26 @@ ESTIMATORS = [
         threshold=0.05,
         random_state=0,
     ),
+    # a random-run method with sampled candidates, a named scoring and a refit
+    PrivateGridSearch(
+        DPLinearRegression(),
+        param_distributions={"alpha": [0.0, 1.0, 10.0]},
+        n_iter=2,
+        method="repeat_and_select",
+        expected_runs=2.0,
+        scoring="neg_mean_absolute_error",
+        refit=True,
+    ),
+    # the GridSearchCV shape: refit on all rows, a named scoring, sampled candidates
+    # (refit over UnlearnableSGDClassifier passes too, but takes 50 s of checks)
+    PrivateGridSearch(DPLinearRegression(), {"alpha": [0.0, 1.0]}, refit=True, scoring="r2"),
+    PrivateGridSearch(
+        DPLogisticRegression(),
+        param_distributions={"C": [0.1, 1.0, 10.0, 100.0]},
+        n_iter=3,
+        scoring="accuracy",
+        refit=True,
+    ),
     UnlearnableSGDClassifier(),
     UnlearnableSGDClassifier(
         solver="sgd", batch_sampling="fixed", loss="modified_huber", epsilon=float("inf")

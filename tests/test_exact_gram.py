@@ -100,3 +100,22 @@ def test_an_overflowing_target_is_clipped_without_a_warning():
         codes, gram = encode_with_gram(X, y, 1.0, -1e308, 1e-10, True)
     assert codes[:, -1].tolist() == [_ONE, 0, _ONE]
     assert np.array_equal(gram, _reference_gram(codes, True))
+
+
+def test_clipped_and_huge_rows_code_as_the_reference_without_a_warning():
+    # Rows inside the ball are divided straight from X, clipped ones are
+    # rescaled first; a huge row overflows the direct division before it is
+    # rewritten, which must neither warn nor change its code.
+    import warnings
+
+    X, y = _data(3000, 6, np.float64, seed=7)
+    X[::3] *= 1e3  # clipped
+    X[1] = np.finfo(np.float64).max  # a norm above the largest float
+    X[2, 0] = 1e300
+    for norm in (0.5, 1.0, 3.0, 1e300):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            codes, gram = encode_with_gram(X, y, norm, 0.0, 4.0, True)
+        reference = encode_rows(X, y, norm, 0.0, 4.0)
+        assert np.array_equal(codes, reference)
+        assert np.array_equal(gram, _reference_gram(reference, True))

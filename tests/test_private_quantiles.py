@@ -370,3 +370,36 @@ def test_a_refusal_of_the_sgd_after_a_scaler_leaves_both_logs_unchanged():
     with pytest.raises(UnlearningError, match="batch_sampling='fixed'"):
         delete_samples(pipe, list(range(10)), positions=True)
     assert pipe[0].deletion_log_ == [] and pipe[-1].deletion_log_ == []
+
+
+def test_counts_summed_over_blocks_give_the_same_utilities_and_release():
+    # The rank utility reads the values only through #{x <= c} per grid value:
+    # counted per block and summed (as on Dask workers), it is the same.
+    rng = np.random.default_rng(7)
+    x = np.concatenate([rng.lognormal(size=999), [0.0, 1e300, 5e-3]])
+    mech = PrivateQuantile(0.7, 0.9, GeometricGrid(1e-2, 1e2, ratio=1.2))
+    counts = sum(
+        np.searchsorted(np.sort(block), mech.grid.values, side="right")
+        for block in np.array_split(x, 7)
+    )
+    np.testing.assert_array_equal(mech.utilities_of_counts(counts, x.size), mech.utilities(x))
+    assert mech.release_counts(counts, x.size, np.random.default_rng(3)) == mech.release(
+        x, np.random.default_rng(3)
+    )
+
+
+def test_dask_column_quantiles_and_norm_bound_equal_the_in_memory_ones():
+    da = pytest.importorskip("dask.array")
+    X = np.random.default_rng(8).normal(size=(3000, 3)) * [1.0, 30.0, 0.1]
+    grid = GeometricGrid(1e-3, 1e3, ratio=1.1)
+    mechs = column_mechanisms(3, 1.0, 0.5, grid)
+    Xd = da.from_array(np.abs(X), chunks=(400, 2))
+    for seed in range(3):
+        np.testing.assert_array_equal(
+            private_column_quantiles(Xd, mechs, np.random.default_rng(seed)),
+            private_column_quantiles(np.abs(X), mechs, np.random.default_rng(seed)),
+        )
+        norm = PrivateQuantile(0.5, 0.5, grid)
+        assert private_norm_bound(
+            da.from_array(X, chunks=500), norm, np.random.default_rng(seed)
+        ) == private_norm_bound(X, norm, np.random.default_rng(seed))

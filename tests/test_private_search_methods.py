@@ -11,6 +11,7 @@ from dp_accounting.pld import PLDAccountant
 from dp_accounting.rdp import RdpAccountant
 from scipy import stats
 from scipy.stats import norm
+from sklearn.base import clone
 
 from sklearn_dpu.exceptions import BudgetExceededError
 from sklearn_dpu.linear_model import (
@@ -368,3 +369,144 @@ def test_published_values_do_not_single_out_neighbouring_data_sets(method):
         first = {str(v[key]) for v in per_set[0]}
         second = {str(v[key]) for v in per_set[1]}
         assert not (len(first) == 1 and len(second) == 1 and first != second), key
+
+
+# ------------------------------------------ with param_distributions, scoring, refit
+
+
+def test_repeat_and_select_runs_the_sampled_candidates_and_publishes_their_results():
+    from scipy.stats import loguniform
+
+    from sklearn_dpu.model_selection._search_results import candidate_points
+
+    X, y = _regression()
+    search = PrivateGridSearch(
+        DPLinearRegression(feature_norm=1.5, target_bound=1.0),
+        param_distributions={"alpha": loguniform(1e-2, 1e2)},
+        n_iter=4,
+        method="repeat_and_select",
+        random_state=0,
+    ).fit(X, y)
+    # the n_iter points split_select would run, drawn from the public random_state
+    points = candidate_points(search.get_params(deep=False))
+    results = search.cv_results_
+    assert results["params"] == points
+    assert sorted(results) == ["epsilon_spent", "n_runs", "param_alpha", "params"]
+    assert list(results["param_alpha"]) == [p["alpha"] for p in points]
+    assert results["n_runs"].sum() >= 1 and results["n_runs"][search.best_index_] >= 1
+    assert search.best_params_ == points[search.best_index_]
+    fit_epsilon = search.best_estimator_.privacy_spent_.epsilon
+    np.testing.assert_allclose(results["epsilon_spent"], fit_epsilon)
+
+
+def test_param_distributions_costs_checked_and_threshold_refused_before_data():
+    X = _Unreadable()
+    with pytest.raises(ValueError, match="same privacy"):
+        PrivateGridSearch(
+            DPLogisticRegression(),
+            param_distributions={"epsilon": [0.5, 1.0]},
+            n_iter=2,
+            method="repeat_and_select",
+        ).fit(X, np.zeros(100))
+    search = PrivateGridSearch(
+        DPLogisticRegression(),
+        param_distributions={"C": [0.1, 1.0]},
+        n_iter=2,
+        method="threshold",
+    )
+    with pytest.raises(ValueError, match="param_grid only"):
+        search.fit(X, np.zeros(100))
+    assert not hasattr(search, "best_estimator_")
+
+
+class _Exact:
+    """A score mechanism that releases the exact value (to read the score)."""
+
+    def release(self, value, rng):
+        return value
+
+
+@pytest.mark.parametrize("tau", [None, 0.25])
+def test_run_score_is_the_scorings_cost_normalised_by_its_bounds(tau):
+    from sklearn_dpu.model_selection._scoring import check_scoring
+    from sklearn_dpu.model_selection._search_results import split_rows
+    from sklearn_dpu.model_selection._selection_methods import _fit_and_score
+    from sklearn_dpu.unlearning.ids import requested_ids
+
+    X, y = _regression(n=400)
+    estimator = DPLinearRegression(feature_norm=1.5, target_bound=1.0, random_state=0)
+    split = split_rows(X, y, requested_ids(X, None), np.random.default_rng(0), 0.5)
+
+    def score_func(y_true, y_pred):
+        return -np.abs(y_true - y_pred)
+
+    scorer = check_scoring(score_func, (-4.0, 0.0), estimator)
+    model, score = _fit_and_score(estimator, split, scorer, _Exact(), tau, 0)
+    # per row: s in [-4, 0], cost -s in [0, 4], normalised by h - l = 4
+    normalised = np.clip(np.abs(split.y_val - model.predict(split.X_val)), 0, 4) / 4.0
+    expected = -normalised.sum() if tau is None else np.sum(1.0 - tau - normalised)
+    assert score == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("method", ["repeat_and_select", "threshold"])
+def test_random_run_methods_take_the_named_and_callable_scorings(method):
+    from sklearn.metrics import make_scorer, mean_squared_error
+
+    X, y = _regression(n=1000)
+    kwargs = dict(method=method, threshold=0.05, random_state=0)
+    estimator = DPLinearRegression(feature_norm=1.5, target_bound=1.0)
+    for scoring, bounds in [("neg_mean_absolute_error", None), ("r2", None)]:
+        search = PrivateGridSearch(
+            estimator, {"alpha": [0.0, 10.0]}, scoring=scoring, score_bounds=bounds, **kwargs
+        ).fit(X, y)
+        assert search.best_params_ in search.cv_results_["params"]
+    search = PrivateGridSearch(
+        estimator,
+        {"alpha": [0.0, 10.0]},
+        scoring=lambda t, p: -np.abs(t - p),
+        score_bounds=(-2.0, 0.0),
+        **kwargs,
+    ).fit(X, y)
+    assert "mean_test_score" not in search.cv_results_  # no score was released
+    with pytest.raises(ValueError, match="scorer object"):
+        PrivateGridSearch(
+            estimator, {"alpha": [0.0]}, scoring=make_scorer(mean_squared_error), **kwargs
+        ).fit(_Unreadable(), np.zeros(100))
+
+
+@pytest.mark.parametrize("method", ["repeat_and_select", "threshold"])
+def test_refit_fits_the_chosen_point_on_all_rows_planned_and_charged(method):
+    X, y = _regression(n=1000)
+    estimator = DPLinearRegression(feature_norm=1.5, target_bound=1.0)
+    kwargs = dict(method=method, threshold=0.05, random_state=0)
+    budget = PrivacyBudget(epsilon=100.0, delta=1e-3)
+    search = PrivateGridSearch(
+        estimator, {"alpha": [0.0, 10.0]}, refit=True, budget=budget, **kwargs
+    ).fit(X, y)
+    plan = search._plan_releases(search.get_params(deep=False), None)
+    assert [entry["chunks"] for entry in search.privacy_ledger_] == [[1, 2]] * len(plan.releases)
+    assert len(plan.releases) == 1 + len(clone(estimator).fit(X, y).privacy_ledger_)
+    events = [entry.event for entry in plan.releases]
+    assert search.privacy_spent_.epsilon == pytest.approx(epsilon_spent(events, DELTA))
+    assert budget.spent().epsilon == pytest.approx(epsilon_spent(events, 1e-3))
+    # the refit model holds every row: a row of either part is deleted from it
+    model = search.best_estimator_
+    assert model.get_params()["alpha"] == search.best_params_["alpha"]
+    assert model.n_features_in_ == 2 and search._validation_ids == set()
+    search.delete_samples([0, 1, 2, 3])
+    assert model.deletion_log_[-1].n_deleted == 4
+    assert search.privacy_ledger_[-1]["chunks"] == [1, 2]
+
+    # a budget that pays the selection alone is refused before any data is read
+    alone = PrivateGridSearch(estimator, {"alpha": [0.0, 10.0]}, **kwargs)
+    selection = alone._plan_releases(alone.get_params(deep=False), None).releases
+    cap = 1.01 * epsilon_spent([r.event for r in selection], DELTA)
+    small = PrivacyBudget(epsilon=cap, delta=DELTA)
+    alone.set_params(budget=small).fit(X, y)
+    small = PrivacyBudget(epsilon=cap, delta=DELTA)
+    refused = PrivateGridSearch(
+        estimator, {"alpha": [0.0, 10.0]}, refit=True, budget=small, **kwargs
+    )
+    with pytest.raises(BudgetExceededError):
+        refused.fit(_Unreadable(), np.zeros(100))
+    assert small.spent().epsilon == 0.0 and not hasattr(refused, "best_estimator_")

@@ -132,13 +132,16 @@ def test_a_released_target_range_bounds_the_validation_loss():
     released target_interval_ (a DP release on the training part), and the
     selection is the generalized exponential mechanism, whose sensitivities
     may differ per candidate (before: refused)."""
-    from sklearn_dpu.model_selection._private_search import _loss_bound, _selection
+    from sklearn_dpu.model_selection._private_search import _selection
+    from sklearn_dpu.model_selection._scoring import default_loss as _loss_bound
     from sklearn_dpu.privacy.mechanisms import GeneralizedExponentialMechanism
 
     rng = np.random.default_rng(0)
     X = rng.normal(size=(600, 3))
     y = 200.0 + X @ [30.0, -10.0, 5.0] + rng.normal(size=600)
-    search = PrivateGridSearch(DPLinearRegression(random_state=0), {"alpha": [0.0, 1.0]})
+    search = PrivateGridSearch(
+        DPLinearRegression(random_state=0), {"alpha": [0.0, 1.0]}, random_state=0
+    )
     assert _loss_bound(DPLinearRegression()) == ("squared error", None, None)
     assert isinstance(
         _selection(search.get_params(deep=False), [DPLinearRegression()] * 2),

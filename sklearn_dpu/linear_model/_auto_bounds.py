@@ -48,6 +48,8 @@ from ..privacy.ledger import Release
 from ..privacy.quantiles import GeometricGrid, PrivateQuantile, private_norm_bound
 from ..privacy.random import release_generator
 from ..unlearning.report import DeletionOutcome, with_kept_release
+from ._dask_sums import DaskInput
+from ._dask_sums import release_norm_bound as release_dask_norm_bound
 
 __all__ = [
     "AUTO_NORM",
@@ -123,7 +125,10 @@ def norm_bound_mechanism(
 
 
 def release_norm_bound(X: ArrayLike, mechanism: PrivateQuantile, rng: np.random.Generator) -> float:
-    """Draw the bound: the mechanism's quantile of the L2 norms of ``X``'s rows."""
+    """Draw the bound: the mechanism's quantile of the L2 norms of ``X``'s rows
+    (of a Dask data set: from counts made on the workers)."""
+    if isinstance(X, DaskInput):
+        return release_dask_norm_bound(X, mechanism, rng)
     return float(private_norm_bound(np.asarray(X, dtype=np.float64), mechanism, rng))
 
 

@@ -239,8 +239,8 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
     the accountant; both are in ``privacy_ledger_`` and planned before the
     data are read. A deletion keeps the bounds and is *certified* at
     ``deletion_epsilon = k eps_b`` for the ``k`` rows deleted since the fit
-    (group privacy); a stream keeps the bounds of its first fit. ``X`` must
-    be in memory (a Dask array needs public bounds).
+    (group privacy); a stream keeps the bounds of its first fit. On a Dask
+    array the selections' counts are made block by block on the workers.
 
     See Also
     --------
@@ -367,11 +367,6 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
             )
         auto_features, auto_target = _auto(self.feature_norm), _auto(self.target_bound)
         auto = auto_features or auto_target
-        if auto and is_dask_collection(X):
-            raise ValueError(
-                "feature_norm='auto' and target_bound='auto' need X in memory (a NumPy "
-                "array or a DataFrame), not a Dask array; pass public bounds instead"
-            )
         target = (
             (None, None) if auto_target else target_interval(self.target_bound, self.fit_intercept)
         )

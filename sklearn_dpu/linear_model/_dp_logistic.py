@@ -29,12 +29,14 @@ from ..privacy.random import release_generator
 from ..unlearning.ids import as_id_list, requested_ids
 from ..unlearning.state import SampleRegistry
 from . import _auto_bounds as auto_bounds
+from . import _dask_sums as dask_sums
 from . import _logistic_deletion as deletion
 from . import _logistic_releases as releases
 from ._logistic_deletion import LogisticUnlearningState
 from ._logistic_solvers import normalized_rows, private_fit, private_sgd_pass
 from ._losses import LinearModelLoss
 from ._scores import ScoresToLabelsMixin
+from ._sufficient_statistics import is_dask_collection
 
 __all__ = ["DPLogisticRegression", "LogisticUnlearningState"]
 
@@ -334,7 +336,9 @@ class DPLogisticRegression(
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like, Dask array or Dask DataFrame of shape (n_samples, n_features)
+            Dask input: the solvers' sums run block by block on the workers
+            (:mod:`~sklearn_dpu.linear_model._dask_sums`; not ``'objective'``).
         y : array-like of shape (n_samples,)
         sample_id : array-like of shape (n_samples,), default=None
             Unique hashable ids for :meth:`delete_samples` (no NaN). Default:
@@ -352,16 +356,19 @@ class DPLogisticRegression(
         self._check_public_params()
 
         def validate():
-            Xv, yv = validate_data(self, X, y, dtype=[np.float64, np.float32])
-            check_classification_targets(yv)
-            classes, y_index = np.unique(yv, return_inverse=True)
+            if is_dask_collection(X):  # rows normalized and kept on the workers
+                Xv, classes, y_index = dask_sums.validate_fit(self, X, y)
+            else:
+                Xv, yv = validate_data(self, X, y, dtype=[np.float64, np.float32])
+                check_classification_targets(yv)
+                classes, y_index = np.unique(yv, return_inverse=True)
             if len(classes) < 2:
                 raise ValueError(
                     "DPLogisticRegression needs samples of at least 2 classes in the data, "
                     f"but the data contains only one class: {classes[0]!r}"
                 )
             self._check_public_params(len(classes))
-            registry = SampleRegistry(self._n_coef(Xv.shape[1]) + 1, dtype=np.float64)
+            registry = SampleRegistry(self._n_coef(self.n_features_in_) + 1, dtype=np.float64)
             ids = registry.check_new_ids(
                 registry.default_ids(len(Xv)) if sample_id is None else sample_id, len(Xv)
             )
@@ -371,11 +378,11 @@ class DPLogisticRegression(
             Xv, classes, y_index, registry, ids = data
             self.classes_ = classes
             made = self._release_bound(Xv)
-            rows = self._rows(Xv, y_index)
+            rows, A, loss = dask_sums.design(self, Xv, y_index)
             registry.add(ids, rows, chunk=1, adopt=True)
             state = LogisticUnlearningState(registry, self._frozen_params())
             params, rng = self._params(), release_generator(self.random_state, len(made))
-            model, mechanisms = private_fit(params, self._loss(), rows[:, :-1], y_index, rng)
+            model, mechanisms = private_fit(params, loss, A, y_index, rng)
             state.chunks = [model]
             self.unlearning_state_ = state
             self._publish()
@@ -545,7 +552,7 @@ class DPLogisticRegression(
 
         def execute():
             # Re-releases read the remaining rows; the registry changes only after.
-            chunks, fell_back = deletion.rerelease_chunks(
+            chunks, fell_back, work = deletion.rerelease_chunks(
                 params,
                 loss,
                 state.chunks,
@@ -559,7 +566,7 @@ class DPLogisticRegression(
             state.chunks = chunks
             self._publish()
             outcome = deletion.deletion_outcome(
-                chunk_plan.decision, fell_back, self.delta, target_model, (_LABEL_SET_NOTE,)
+                chunk_plan.decision, fell_back, self.delta, target_model, (_LABEL_SET_NOTE,), work
             )
             if not kept:
                 return outcome

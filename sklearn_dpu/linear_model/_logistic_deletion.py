@@ -14,6 +14,8 @@ References
    2021, Alg. 1-3, Thm 3.2.
 .. [3] J. Dong, A. Roth and W. J. Su, "Gaussian differential privacy", JRSS B
    2022, Thm 2.14.
+.. [4] B. Laurent and P. Massart, "Adaptive estimation of a quadratic
+   functional by model selection", Annals of Statistics 2000, Lemma 1.
 """
 
 import dataclasses
@@ -36,16 +38,21 @@ from ..unlearning.planner import (
 from ..unlearning.report import DeletionCost, DeletionOutcome, DeletionPlan
 from ..unlearning.state import SampleRegistry, VersionedState
 from . import _logistic_releases as releases
+from ._certified_minimize import _DENSE_NEWTON, DescentWork, preconditioned_descent
 from ._logistic_solvers import batch_model, sgd_model
 from ._losses import LinearModelLoss
 
 __all__ = [
     "ChunkDeletionPlan",
+    "FineTuneSchedule",
     "LogisticUnlearningState",
+    "RealizedFineTune",
     "deletion_outcome",
     "deletion_plan",
+    "fine_tune_schedule",
     "plan_chunk_deletion",
     "rerelease_chunks",
+    "scheduled_fine_tune",
 ]
 
 
@@ -131,6 +138,175 @@ def _retrain_iterations(config: releases.ReleaseConfig, loss, n_pub: float) -> i
     return linear_rate_iterations(start, config.tau / config.Lambda, kappa)
 
 
+@dataclass(frozen=True)
+class FineTuneSchedule:
+    """The public schedule of a warm-started fine-tune (output perturbation).
+
+    Every field is a function of the released configurations, the released
+    count and the number of deleted samples; none reads the rows.
+
+    Attributes
+    ----------
+    steps : int
+        Preconditioned descent steps (one full gradient each; one more
+        gradient checks the certificate).
+    step_size : float
+        ``2 / (M_P + m_P)``.
+    contraction : float
+        ``gamma = (M_P - m_P) / (M_P + m_P)`` per step, in the geometry of the
+        Hessian at the start.
+    start_distance : float
+        Planned bound on ``||theta_published - theta*_new||``.
+    margin_shift : float
+        Planned mean ``|a . (theta_published - theta*_new)|`` over the rows.
+    rows_per_pass : float
+        Released count the cost is predicted at.
+    row_gradients : float
+        Predicted work in row-gradient evaluations (``2 K p`` multiply-adds
+        each; the Hessian pass counted as ``p (K + 1) / 4`` of them per row).
+    """
+
+    steps: int
+    step_size: float
+    contraction: float
+    start_distance: float
+    margin_shift: float
+    rows_per_pass: float
+    row_gradients: float
+
+
+@dataclass(frozen=True)
+class RealizedFineTune:
+    """What a scheduled fine-tune did.
+
+    Attributes
+    ----------
+    steps : int
+        Full gradient passes run (the public schedule's ``T + 1``).
+    row_gradients : float
+        The same work in row gradients at the released count (public).
+    work : DescentWork
+        The exact realized work (rows read, multiply-adds): depends on the
+        private data, for tests and benchmarks only, never published.
+    """
+
+    steps: int
+    row_gradients: float
+    work: DescentWork
+
+
+def _row_gradient_equivalents(loss: LinearModelLoss, passes: int) -> float:
+    """Work per row of ``passes`` gradients and one Hessian, in row gradients."""
+    return passes + loss.n_coef * (loss.n_outputs + 1) / 4.0
+
+
+def fine_tune_schedule(
+    loss: LinearModelLoss,
+    old: releases.ReleaseConfig,
+    new: releases.ReleaseConfig,
+    pending: int,
+    delta: float,
+) -> FineTuneSchedule:
+    """Steps and step size of the warm-started fine-tune, from public quantities.
+
+    Descent-to-Delete (Neel, Roth & Sharifi-Malvajerdi, "Descent-to-Delete:
+    Gradient-Based Methods for Machine Unlearning", ALT 2021, Thm 3.2, the
+    perfect variant: restart from the *published* model) runs
+    ``T = ceil(log(start / target) / log(1 / gamma))`` gradient steps with
+    ``gamma = (M - m) / (M + m)`` and step ``2 / (M + m)``; the start distance
+    is bounded with a Gaussian tail bound on the published noise (their
+    proof of Thm 3.2, Lemma A.2). Plain gradient descent would need
+    ``gamma`` of the condition number ``(beta n + Lambda) / Lambda``
+    (hundreds of steps at ``n = 1e5``). Here the descent is preconditioned
+    by the Hessian at the start ``P``, so ``m, M`` are the curvature
+    *relative to* ``P``: a logistic row Hessian changes by at most a factor
+    ``exp(c s)`` when its margin moves by ``s`` (``c = 1`` binary, ``2``
+    softmax), so ``m_P = 1/q``, ``M_P = q``, ``gamma = tanh(c s)`` with
+    ``q = exp(c s)``.
+
+    * start: ``||Z|| <= sigma (sqrt(p) + sqrt(2 ln(1/delta)))`` w.p.
+      ``1 - delta`` (Laurent & Massart 2000, Lemma 1), plus the fit's
+      certified ``tau / Lambda``, ``k G / Lambda`` for the ``k`` pending rows,
+      and the shift of the ridge when the released count changes it;
+    * margins: ``s = r (sigma sqrt(2/pi) + deterministic part)``, the mean
+      ``|a . Z|`` of a noise ``Z`` independent of the rows. The contraction
+      is a ``P``-weighted average of the rows' Hessian ratios, which
+      concentrates at the mean shift: a planning model, not a worst case
+      (the worst row would give ``gamma = tanh(r sigma sqrt(2 ln(2n/delta)))``,
+      about 3x more steps than are needed in practice);
+    * target: ``||grad F|| <= tau`` (the fit's certificate), reached when
+      ``q lambda_max gamma^T start <= tau`` with ``lambda_max = beta n + Lambda``.
+
+    The privacy guarantee does **not** rest on this plan: the fine-tune
+    checks ``||grad F(theta_T)|| <= tau`` and falls back to a retrain when it
+    fails; the plan fixes ``T`` from public quantities (so the realized step
+    count is public) and predicts the cost.
+    """
+    p = loss.n_params
+    n = max(1.0, new.n_public)
+    noise = old.sigma * (math.sqrt(p) + math.sqrt(2.0 * math.log(1.0 / delta)))
+    ridge_shift = abs(old.Lambda - new.Lambda) * old.radius / new.Lambda
+    exact_part = (old.tau + pending * loss.lipschitz) / old.Lambda + ridge_shift
+    start = noise + exact_part
+    shift = loss.row_norm * (old.sigma * math.sqrt(2.0 / math.pi) + exact_part)
+    c = 1.0 if loss.binary else 2.0
+    gamma = math.tanh(c * shift)
+    q = math.exp(c * shift)
+    step_size = 2.0 / (q + 1.0 / q)
+    lam_max = loss.smoothness * n + new.Lambda
+    ratio = q * lam_max * start / new.tau
+    if ratio <= 1.0:
+        steps = 0
+    elif gamma <= 0.0:
+        steps = 1
+    else:
+        steps = max(1, math.ceil(math.log(ratio) / math.log(1.0 / gamma)))
+    work = _row_gradient_equivalents(loss, steps + 1) * n
+    return FineTuneSchedule(steps, step_size, gamma, start, shift, n, work)
+
+
+def _legacy_fine_tune_work(loss, old: releases.ReleaseConfig, config, pending: int) -> float:
+    """Predicted row gradients of re-solving with the certified minimizer from
+    the published model (the planner's accelerated linear-rate model)."""
+    n_pub = config.n_public
+    kappa = (n_pub * loss.smoothness + config.Lambda) / config.Lambda
+    target = config.tau / config.Lambda
+    if old.solver == "output":
+        start = (
+            old.sigma * math.sqrt(loss.n_params)
+            + (pending * loss.lipschitz + 2.0 * old.tau) / old.Lambda
+        )
+    else:
+        start = math.sqrt(
+            2.0 * loss.n_params
+        ) * old.sigma_b / old.Lambda + old.sigma_amp * math.sqrt(loss.n_params)
+    return linear_rate_iterations(start, target, kappa) * n_pub
+
+
+def scheduled_fine_tune(
+    params: releases.ReleaseParams,
+    loss: LinearModelLoss,
+    chunk: releases.ChunkModel,
+    config: releases.ReleaseConfig,
+    pending: int,
+) -> FineTuneSchedule | None:
+    """The fine-tune's schedule when the preconditioned descent runs, else ``None``.
+
+    It runs for unconstrained output perturbation with a dense Hessian when
+    its predicted work is below re-solving with the certified minimizer
+    (tiny problems, where the deleted rows move the minimizer far compared
+    with the noise, are cheaper to re-solve). Public quantities only: the
+    planner and the execution take the same branch.
+    """
+    if not (
+        config.solver == "output" and params.coef_bound is None and loss.n_params <= _DENSE_NEWTON
+    ):
+        return None
+    schedule = fine_tune_schedule(loss, chunk.config, config, pending, params.delta)
+    legacy = _legacy_fine_tune_work(loss, chunk.config, config, pending)
+    return schedule if schedule.row_gradients < legacy else None
+
+
 def _fine_tune_option(params, loss, chunk: releases.ChunkModel, pending: int) -> DeletionOption:
     """Noise + fine-tune of a single batch fit from its published model."""
     note = ""
@@ -146,23 +322,20 @@ def _fine_tune_option(params, loss, chunk: releases.ChunkModel, pending: int) ->
             note = "the updated count selects another solver"
     if note:
         return DeletionOption(NOISE_FINETUNE, False, math.inf, math.inf, note)
-    kappa = (n_pub * loss.smoothness + config.Lambda) / config.Lambda
-    target = config.tau / config.Lambda
-    old = chunk.config
-    if old.solver == "output":
-        start = (
-            old.sigma * math.sqrt(loss.n_params)
-            + (pending * loss.lipschitz + 2.0 * old.tau) / old.Lambda
-        )
+    if config.solver == "output":
         # Certified start-point dependence: both solutions within tau/Lambda.
         tune_mu = config.mu_model * 2.0 * config.tau / (loss.lipschitz + 2.0 * config.tau)
     else:
-        start = math.sqrt(
-            2.0 * loss.n_params
-        ) * old.sigma_b / old.Lambda + old.sigma_amp * math.sqrt(loss.n_params)
         tune_mu = config.mu_amp
-    iterations = linear_rate_iterations(start, target, kappa)
-    return DeletionOption(NOISE_FINETUNE, True, tune_mu, iterations * n_pub, "")
+    schedule = scheduled_fine_tune(params, loss, chunk, config, pending)
+    if schedule is None:
+        work = _legacy_fine_tune_work(loss, chunk.config, config, pending)
+        return DeletionOption(NOISE_FINETUNE, True, tune_mu, work, "")
+    note = (
+        f"{schedule.steps} Hessian-preconditioned descent steps from the "
+        "published model (Descent-to-Delete Thm 3.2 schedule)"
+    )
+    return DeletionOption(NOISE_FINETUNE, True, tune_mu, schedule.row_gradients, note)
 
 
 def plan_chunk_deletion(
@@ -249,6 +422,38 @@ def deletion_plan(
     return DeletionPlan(method, rereleases, reason)
 
 
+def _fine_tuned_model(params, loss, old, config, schedule, registry, slots, n_noisy, rng):
+    """The warm-started fine-tune of chunk 1 on the remaining rows, noised.
+
+    Reads the registry's rows in place (deleted rows get weight 0; no copy of
+    the data). Returns ``(model, work)``; ``model`` is ``None`` when the
+    certificate ``||grad F|| <= tau`` was not reached in the planned steps.
+    """
+    size = registry.size
+    rows = registry.rows[:size]
+    weights = registry.alive[:size].astype(float)
+    weights[slots] = 0.0
+    y = loss.encode_labels(rows[:, -1].astype(np.intp))
+    result = preconditioned_descent(
+        loss,
+        rows[:, :-1],
+        y,
+        weights,
+        config.Lambda,
+        old.theta,
+        schedule.steps,
+        schedule.step_size,
+    )
+    if config.Lambda * result.distance_bound > config.tau:
+        return None, result.work
+    # The point is certified within tau/Lambda of the new minimizer, as a
+    # fit's: the release is the fit's output perturbation, charged as such.
+    (noise,) = releases.model_mechanisms(params, config, loss)
+    theta = noise.release(result.theta, rng)
+    parts = releases.release_parts(params, config, loss)
+    return releases.ChunkModel("fit", float(n_noisy), 0, config, parts, theta, 1), result.work
+
+
 def rerelease_chunks(
     params: releases.ReleaseParams,
     loss: LinearModelLoss,
@@ -258,44 +463,66 @@ def rerelease_chunks(
     plan: ChunkDeletionPlan,
     random_state: int | np.random.RandomState | None,
     n_ledger: int,
-) -> tuple[list[releases.ChunkModel], bool]:
-    """The chunk records after deleting the registry's ``slots``, and whether
-    the fine-tune fell back to retraining.
+) -> tuple[list[releases.ChunkModel], bool, RealizedFineTune | None]:
+    """The chunk records after deleting the registry's ``slots``, whether
+    the fine-tune fell back to retraining, and the fine-tune's realized work.
 
     Every chunk's ``pending`` grows by its deleted samples. Noise + fine-tune
     restarts the single batch fit from its published model (Descent-to-Delete,
-    Neel et al. 2021), capped at the retrain prediction, and retrains when it
-    does not certify within it; retrain replays every chunk from
+    Neel et al. 2021, Thm 3.2): output perturbation runs the planned
+    :func:`fine_tune_schedule` of Hessian-preconditioned descent steps on the
+    registry's rows in place; the other solvers re-solve with the certified
+    minimizer, capped at the retrain prediction. Either retrains when the
+    certificate is not reached. Retrain replays every chunk from
     ``first_affected`` on the remaining rows, each with the configuration
     the plan charged. The registry is only read. Release ``i`` of this call
-    draws from generator ``n_ledger + i`` of ``random_state``.
+    draws from generator ``n_ledger + i`` of ``random_state``. The realized
+    work (exact row counts) is for tests and benchmarks: it depends on the
+    private data and is not published.
     """
     action = plan.decision.action
-    if action != NOISE_ONLY:
+
+    def live_rows():
         keep = registry.alive[: registry.size].copy()
         keep[slots] = False
-        live_rows = registry.rows[: registry.size][keep]
-        live_chunks = registry.chunks[: registry.size][keep]
+        return registry.rows[: registry.size][keep], registry.chunks[: registry.size][keep]
+
     deleted_per_chunk = Counter(registry.chunks[slots].tolist())
     chunks = list(chunks)
     for c, k in deleted_per_chunk.items():
         chunks[c - 1] = dataclasses.replace(chunks[c - 1], pending=chunks[c - 1].pending + k)
-    fell_back = False
+    fell_back, work = False, None
     if action == NOISE_FINETUNE:
-        A, y_index = live_rows[:, :-1], live_rows[:, -1].astype(np.intp)
         rng = release_generator(random_state, n_ledger)
-        n_noisy = chunks[0].n_noisy - chunks[0].pending
-        cap = max(1, int(plan.retrain_iterations))
-        try:
-            model, _ = batch_model(params, loss, A, y_index, n_noisy, rng, chunks[0].theta, cap)
-        except RuntimeError:
-            # The certified path ran past the retrain prediction: retrain.
-            fell_back = True
+        old = chunks[0]
+        n_noisy = old.n_noisy - old.pending
+        model = None
+        schedule = scheduled_fine_tune(params, loss, old, plan.configs[0], old.pending)
+        if schedule is not None:
+            model, descent = _fine_tuned_model(
+                params, loss, old, plan.configs[0], schedule, registry, slots, n_noisy, rng
+            )
+            passes = descent.gradient_passes
+            public = _row_gradient_equivalents(loss, passes) * max(1.0, n_noisy)
+            work = RealizedFineTune(passes, public, descent)
+            fell_back = model is None
+        rows = None if model is not None else live_rows()[0]
+        if model is None and not fell_back:
+            A, y_index = rows[:, :-1], rows[:, -1].astype(np.intp)
+            cap = max(1, int(plan.retrain_iterations))
+            try:
+                model, _ = batch_model(params, loss, A, y_index, n_noisy, rng, chunks[0].theta, cap)
+            except RuntimeError:
+                # The certified path ran past the retrain prediction: retrain.
+                fell_back = True
+        if model is None:
+            A, y_index = rows[:, :-1], rows[:, -1].astype(np.intp)
             model, _ = batch_model(params, loss, A, y_index, n_noisy, rng)
         chunks[0] = model
     elif action == RETRAIN:
+        remaining, remaining_chunks = live_rows()
         for offset, c in enumerate(plan.redone):
-            rows = live_rows[live_chunks == c]
+            rows = remaining[remaining_chunks == c]
             A, y_index = rows[:, :-1], rows[:, -1].astype(np.intp)
             rng = release_generator(random_state, n_ledger + offset)
             n_noisy = chunks[c - 1].n_noisy - chunks[c - 1].pending
@@ -308,17 +535,26 @@ def rerelease_chunks(
     for c, config in zip(plan.redone, plan.configs, strict=True):
         if chunks[c - 1].config != config:  # the release that ran is the one charged
             raise RuntimeError(f"chunk {c} was released with another configuration than planned")
-    return chunks, fell_back
+    return chunks, fell_back, work
 
 
 def deletion_outcome(
-    decision: DeletionDecision, fell_back: bool, delta: float, target: float, notes: tuple
+    decision: DeletionDecision,
+    fell_back: bool,
+    delta: float,
+    target: float,
+    notes: tuple,
+    realized: RealizedFineTune | None = None,
 ) -> DeletionOutcome:
-    """What a deletion did, for the report: guarantee and public predicted costs.
+    """What a deletion did, for the report: guarantee, predicted and realized costs.
 
-    Every number comes from parameters, the request size and released counts
-    (``gradient_evaluations`` is the planner's prediction; a retrain's cost is
-    its predicted gradient evaluations, never a time).
+    Every number comes from parameters, the request size and released counts.
+    ``predicted_gradient_evaluations`` is the planner's prediction.
+    ``gradient_evaluations`` is the realized work in row gradients: for the
+    scheduled fine-tune (``realized`` given) its realized passes
+    (``gradient_steps``, a public schedule) at the released count; otherwise the
+    prediction of the path taken (a retrain's, never a time). The exact
+    realized row count depends on the private data and is not published.
     """
     option = decision.option(RETRAIN if fell_back else decision.action)
     if decision.action == RETRAIN or fell_back:
@@ -350,14 +586,7 @@ def deletion_outcome(
         # Public: iterations predicted from released counts, times those
         # counts. The realized count (iterations x exact rows) is a function
         # of the private data and is not published.
-        cost=DeletionCost(
-            action=RETRAIN if fell_back else decision.action,
-            gradient_evaluations=float(option.predicted_gradient_evaluations),
-            predicted_gradient_evaluations=float(
-                decision.option(decision.action).predicted_gradient_evaluations
-            ),
-            fell_back_to_retrain=fell_back,
-        ),
+        cost=_realized_cost(decision, option, fell_back, realized),
         retrain_cost=DeletionCost(
             gradient_evaluations=float(retrain.predicted_gradient_evaluations)
         ),
@@ -366,4 +595,19 @@ def deletion_outcome(
         deletion_epsilon=eps_del,
         deletion_delta=delta if eps_del is not None else None,
         notes=notes,
+    )
+
+
+def _realized_cost(decision, option, fell_back, realized) -> DeletionCost:
+    """The report's cost: predicted, and realized in public units."""
+    predicted = float(decision.option(decision.action).predicted_gradient_evaluations)
+    done = float(option.predicted_gradient_evaluations)
+    if realized is not None:
+        done = realized.row_gradients + (done if fell_back else 0.0)
+    return DeletionCost(
+        action=RETRAIN if fell_back else decision.action,
+        gradient_evaluations=done,
+        predicted_gradient_evaluations=predicted,
+        gradient_steps=None if realized is None else realized.steps,
+        fell_back_to_retrain=fell_back,
     )

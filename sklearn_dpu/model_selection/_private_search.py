@@ -1,22 +1,20 @@
 """Differentially private hyper-parameter search."""
 
 import dataclasses
-from dataclasses import dataclass
 from numbers import Integral, Real
 from typing import Any, Self
 
 import numpy as np
 from numpy.typing import ArrayLike
-from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
-from sklearn.model_selection import ParameterGrid
+from sklearn.base import BaseEstimator, MetaEstimatorMixin
 from sklearn.utils import get_tags
-from sklearn.utils.metaestimators import available_if
 from sklearn.utils.parallel import Parallel, delayed
-from sklearn.utils.validation import check_is_fitted, indexable
+from sklearn.utils.validation import check_is_fitted
 
 from .._compat import HasMethods, Interval, InvalidParameterError, _fit_context
 from ..base import PrivateEstimatorMixin, PublicSizes, planned_fit
 from ..exceptions import BudgetExceededError
+from ..privacy.accounting import epsilon_upper_bound
 from ..privacy.ledger import Release, ReleasePlan, worst_case_events
 from ..privacy.mechanisms import GeneralizedExponentialMechanism, PermuteAndFlip
 from ..privacy.random import release_generator
@@ -24,69 +22,30 @@ from ..unlearning.ids import as_id_list, check_request, requested_ids
 from ..unlearning.report import DeletionCost, DeletionOutcome, DeletionPlan
 from . import _selection_methods as _methods
 from ._group_privacy import group_epsilon
+from ._scoring import check_scoring
+from ._search_delegation import _DelegatesToBestEstimator
+from ._search_results import Split as _Split
+from ._search_results import candidate_points, cv_results, public_sizes, retrain_cost, split_rows
+from ._search_results import candidates as _candidates
+from ._search_results import on_chunks as _on
+from ._split_select import (
+    _REFIT_STREAM,
+    _TRAIN,
+    _VALIDATION,
+    _selection,
+    _selection_release,
+)
 
 __all__ = ["PrivateGridSearch"]
-
-_TRAIN, _VALIDATION = 1, 2  # the search's two "chunks": disjoint halves of the data
-_GEM_REFERENCE = (
-    "Ullah, 'Statistical Learning via Stochastic Optimization under Data Privacy "
-    "Considerations' (PhD thesis, JHU 2024), Alg. 4 / Thm 14, with the generalized "
-    "exponential mechanism of Raskhodnikova & Smith (FOCS 2016) as stated in its Thm 34; "
-    "erratum used: each candidate's sensitivity is the bound of its summed loss, not the "
-    "thesis' Delta(D_j) meant for an averaged one"
-)
-_PF_REFERENCE = "permute-and-flip, McKenna & Sheldon 2020, Thm 1 (monotone utilities)"
-
-
-def _estimator_has(name):
-    def check(self):
-        if hasattr(self, "best_estimator_"):
-            return hasattr(self.best_estimator_, name)
-        return hasattr(self.estimator, name)
-
-    return check
-
-
-def _loss_bound(estimator) -> tuple[str, float | None, object]:
-    """The bounded validation loss of a candidate: (name, bound, clip interval).
-
-    A regressor whose ``target_bound`` is ``"auto"`` has its bound only once
-    fitted: its released ``target_interval_`` (a DP release on the training
-    part, so public for the selection on the validation part); before, the
-    bound is ``None``, and the search selects with the generalized
-    exponential mechanism, whose sensitivities may differ per candidate.
-    """
-    if is_classifier(estimator):
-        return "zero-one loss", 1.0, None
-    params = estimator.get_params()
-    if "target_bound" in params:
-        bound = params["target_bound"]
-        if isinstance(bound, str) and bound == "auto":
-            interval = getattr(estimator, "target_interval_", None)
-            if interval is None:
-                return "squared error", None, None
-            low, high = (float(v) for v in interval)
-        elif isinstance(bound, str):
-            raise ValueError(
-                f"PrivateGridSearch needs a public or released target range to bound the "
-                f"validation loss; got target_bound={bound!r}"
-            )
-        elif isinstance(bound, tuple | list):
-            low, high = (float(v) for v in bound)
-        else:
-            low, high = -float(bound), float(bound)
-        return "squared error", (high - low) ** 2, (low, high)
-    raise ValueError(
-        f"PrivateGridSearch needs a bounded validation loss; {type(estimator).__name__} is "
-        "neither a classifier nor a regressor with a target_bound parameter"
-    )
 
 
 def _fit_candidate(estimator, X, y, sample_id):
     return estimator.fit(X, y, sample_id=sample_id)
 
 
-class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator):
+class PrivateGridSearch(
+    _DelegatesToBestEstimator, PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
+):
     """Choose hyper-parameters of a private estimator, privately.
 
     An exhaustive search over ``param_grid`` in the form of Ullah's private
@@ -107,6 +66,27 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
     and ``privacy_spent_`` composes them in parallel across the two parts. No
     validation score is published: ``cv_results_`` lists the candidates and
     their privacy cost only.
+
+    **Scoring.** The selection sums a per-row score clipped to a public
+    interval ``[l, h]`` over the validation part (the zero-one loss, the
+    squared error clipped to the target range, or ``scoring``): one row added
+    or removed moves every candidate's sum the same way by at most ``h - l``,
+    the sensitivity, whatever the number of validation rows (which is
+    private: rows are assigned at random). Mean scores, such as scikit-learn
+    scorer objects return, have no public sensitivity and are refused before
+    any data is read.
+
+    **Refit.** With ``refit=True`` the selected hyper-parameters are fitted
+    again on all the rows, one more release on both parts, planned before any
+    data is read (the most expensive candidate's fit, since the choice is not
+    known then) and charged with the search; the search's deletions then go
+    to that model. With ``refit=False`` (the default) ``best_estimator_`` is
+    the selected candidate, fitted on the training part.
+
+    **Parallelism.** Candidates are fitted with joblib (``n_jobs``, any
+    backend, Dask's included): workers fit candidates that hold no budget,
+    and the parent process checks and charges every budget, once, before and
+    after the search, so no worker ever writes to a budget.
 
     **Budgets.** The budgets involved are ``budget`` and the ``budget`` of
     ``estimator``; a ledger file shared by both is one budget. Before any data
@@ -140,8 +120,31 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
     estimator : estimator
         A private sklearn_dpu estimator (classifier, or regressor with a
         ``target_bound``), with its own ``epsilon``.
-    param_grid : dict or list of dict
-        As in :class:`~sklearn.model_selection.GridSearchCV`.
+    param_grid : dict or list of dict, default=None
+        As in :class:`~sklearn.model_selection.GridSearchCV`. Give it or
+        ``param_distributions``.
+    param_distributions : dict or list of dict, default=None
+        As in :class:`~sklearn.model_selection.RandomizedSearchCV`: lists,
+        or scipy distributions, of values. ``n_iter`` candidates are drawn
+        with ``random_state`` (public: which candidates run depends on no
+        data), before any data is read.
+    n_iter : int, default=10
+        Number of candidates drawn from ``param_distributions``.
+    scoring : str, callable or None, default=None
+        What the selection maximizes, summed over the validation rows:
+        ``None`` (the zero-one loss of a classifier, the clipped squared error
+        of a regressor), ``"accuracy"``, ``"neg_mean_squared_error"``,
+        ``"r2"`` (which ranks candidates like the squared error on one
+        validation part, and selects with it), ``"neg_mean_absolute_error"``
+        (a regressor's errors clipped to its ``target_bound``, public or
+        released), or ``score_func(y_true, y_pred)`` returning one score per
+        row (higher is better, each row's score depending on that row only),
+        with ``score_bounds``.
+    score_bounds : tuple of (float, float), default=None
+        The public ``(low, high)`` each row's score of a callable ``scoring``
+        is clipped to; its width is the selection's sensitivity.
+    refit : bool, default=False
+        Refit the selected hyper-parameters on all the data (see Refit).
     selection_epsilon : float, default=1.0
         Pure-DP epsilon of the selection.
     validation_fraction : float, default=0.5
@@ -150,17 +153,21 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
         Failure probability of the utility guarantee of the generalized
         exponential mechanism (not of privacy).
     n_jobs : int, default=None
-        Candidates fitted in parallel.
+        Candidates fitted in parallel (joblib; see Parallelism).
     random_state : int, RandomState instance or None, default=None
-        Source of the split, the candidates' noise and the selection. An int
-        is for tests only.
+        Source of the split, the candidates' noise, the selection, the
+        refit's noise and the candidates drawn from ``param_distributions``
+        (a public choice). An int is for tests only.
     budget : PrivacyBudget, default=None
         Charged, with the estimator's own ``budget``, for the whole search
         and for every deletion's re-release (see Budgets above).
     method : {"split_select", "repeat_and_select", "threshold"}, default="split_select"
         The selection: the above, Papernot & Steinke's repeat-and-select or
-        Liu & Talwar's threshold rule (random runs, each a private fit and a
-        Laplace score of ``selection_epsilon``; see the user guide and
+        Liu & Talwar's threshold rule (random runs over the candidate points,
+        each a private fit and a Laplace score of ``selection_epsilon``, the
+        ``scoring``'s summed cost over its width ``h - l``; ``refit`` refits
+        the chosen point on all rows, planned and charged; ``threshold``
+        refuses ``param_distributions``; see the user guide and
         :mod:`sklearn_dpu.model_selection._selection_methods`).
     distribution : {"truncated_negative_binomial", "logarithmic", "poisson"}, \
             default="logarithmic"
@@ -175,11 +182,24 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
     Attributes
     ----------
     best_estimator_ : estimator
+        The selected candidate, fitted on the training part (``refit=False``)
+        or on all the rows (``refit=True``); it publishes what its own
+        estimator publishes.
     best_params_ : dict
+        The selected hyper-parameters: the private selection's output.
     best_index_ : int
+        Index of ``best_params_`` in ``cv_results_["params"]``: the same
+        release.
     cv_results_ : dict
-        ``params``, ``param_<name>`` and each candidate's ``epsilon_spent``.
+        Only public values and released ones: ``params`` and
+        ``param_<name>`` (masked arrays) from the parameters and the public
+        ``random_state``, and each candidate's ``epsilon_spent`` on the
+        training part (from the ledger). No validation score, rank or fit
+        time: the selection releases only its winner, and fit times depend on
+        the number of rows. ``repeat_and_select`` adds ``n_runs``, how often
+        each point was drawn (independently of the data).
     n_candidates_ : int
+        Number of candidates run (public: from the parameters).
     n_deleted_ : int
         Number of samples deleted since ``fit`` (the deletion requests
         honoured: public).
@@ -225,11 +245,29 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
     ...     {"alpha": [0.0, 1e5]}, random_state=0).fit(X, y)
     >>> search.best_params_
     {'alpha': 0.0}
+
+    A named scoring, candidates drawn from distributions, and a refit on all
+    the rows (one more release, planned and charged with the search):
+
+    >>> from scipy.stats import loguniform
+    >>> search = PrivateGridSearch(
+    ...     DPLinearRegression(feature_norm=1.5, target_bound=1.0),
+    ...     param_distributions={"alpha": loguniform(1e-2, 1e6)}, n_iter=3,
+    ...     scoring="neg_mean_absolute_error", refit=True, random_state=0).fit(X, y)
+    >>> sorted(search.cv_results_)
+    ['epsilon_spent', 'param_alpha', 'params']
+    >>> search.privacy_ledger_[-1]["chunks"]  # the refit: both parts
+    [1, 2]
     """
 
     _parameter_constraints: dict = {
         "estimator": [HasMethods(["fit", "delete_samples"])],
-        "param_grid": [dict, list],
+        "param_grid": [dict, list, None],
+        "param_distributions": [dict, list, None],
+        "n_iter": [Interval(Integral, 1, None, closed="left")],
+        "scoring": [str, callable, None],
+        "score_bounds": [tuple, list, None],
+        "refit": ["boolean"],
         "selection_epsilon": [Interval(Real, 0, None, closed="neither")],
         "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
         "beta": [Interval(Real, 0, 1, closed="neither")],
@@ -242,8 +280,13 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
     def __init__(
         self,
         estimator,
-        param_grid,
+        param_grid=None,
         *,
+        param_distributions=None,
+        n_iter=10,
+        scoring=None,
+        score_bounds=None,
+        refit=False,
         selection_epsilon=1.0,
         validation_fraction=0.5,
         beta=0.05,
@@ -259,6 +302,11 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
     ):
         self.estimator = estimator
         self.param_grid = param_grid
+        self.param_distributions = param_distributions
+        self.n_iter = n_iter
+        self.scoring = scoring
+        self.score_bounds = score_bounds
+        self.refit = refit
         self.selection_epsilon = selection_epsilon
         self.validation_fraction = validation_fraction
         self.beta = beta
@@ -321,43 +369,60 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
 
         Every candidate's plan (:func:`~sklearn_dpu.base.planned_fit`, exact
         releases and (epsilon, delta) bounds alike) on the training part,
-        and the selection on the validation part. An upper bound: the fit
+        the selection on the validation part and, with ``refit``, the refit
+        of the most expensive candidate on both. An upper bound: the fit
         charges the exact releases its candidates made.
         """
         if params["method"] != "split_select":
-            return _methods.plan(params, sizes)
-        grid = ParameterGrid(params["param_grid"])
-        candidates = _candidates(params, [None] * len(grid))
-        releases, bounds = [], []
-        for candidate in candidates:
-            try:
-                plan = planned_fit(candidate, sizes)
-            except NotImplementedError as err:
-                raise TypeError(
-                    f"{type(self).__name__} cannot plan the cost of fitting "
-                    f"{type(candidate).__name__} before reading the data, so it cannot "
-                    f"charge a budget for it: {err}"
-                ) from err
-            releases.extend(dataclasses.replace(r, chunks=(_TRAIN, _TRAIN)) for r in plan.releases)
-            bounds.extend(plan.bounds)
-        selection = _selection_release(_selection(params, candidates))
-        return ReleasePlan([*releases, selection], bounds, exact=False, restart=True)
+            return _methods.plan(params, sizes, candidate_points(params))
+        candidates = _candidates(params, [None] * len(candidate_points(params)))
+        plans = self._search_plans(params, candidates, sizes)
+        if len(plans) == 1:
+            return plans[0]
+        return max(
+            plans,
+            key=lambda p: epsilon_upper_bound(
+                worst_case_events(p.releases, self.delta),
+                [(b.epsilon, b.delta) for b in p.bounds],
+                self.delta,
+            ),
+        )
+
+    def _search_plans(self, params, candidates, sizes: PublicSizes) -> list[ReleasePlan]:
+        """The search's plan for each distinct refit the selection may pick
+        (one plan without ``refit``); a budget must afford every one."""
+        plans = [_planned(c, sizes, type(self).__name__) for c in candidates]
+        releases = [r for plan in plans for r in _on(plan.releases, _TRAIN, _TRAIN)]
+        bounds = [b for plan in plans for b in plan.bounds]
+        search = [*releases, _selection_release(_selection(params, candidates))]
+        if not params.get("refit"):
+            return [ReleasePlan(search, bounds, exact=False, restart=True)]
+        refits = {}
+        for plan in plans:
+            refit = (_on(plan.releases, _TRAIN, _VALIDATION), tuple(plan.bounds))
+            refits.setdefault(repr(refit), refit)
+        return [
+            ReleasePlan([*search, *refit], [*bounds, *refit_bounds], exact=False, restart=True)
+            for refit, refit_bounds in refits.values()
+        ]
 
     def _check_plan(self, plan: ReleasePlan, what: str) -> None:
         """Refuse, before any data is read, a search some budget cannot pay.
 
         With (epsilon, delta) bounds, the charge will be one part's exact
-        events: each part is checked (the bounds are on the training part).
+        events: each part is checked, with every bound (a refit's releases
+        are on both parts).
         """
-        train = [r.event for r in plan.releases if r.chunks == (_TRAIN, _TRAIN)]
-        selection = [r.event for r in plan.releases if r.chunks == (_VALIDATION, _VALIDATION)]
+        train = [r.event for r in plan.releases if r.chunks[0] == _TRAIN]
+        selection = [r.event for r in plan.releases if r.chunks[1] == _VALIDATION]
         part_bounds = [(b.epsilon, b.delta) for b in plan.bounds]
         if part_bounds:
-            parts = [(train, part_bounds), (selection, [])]
+            parts = [(train, part_bounds), (selection, part_bounds if self.refit else [])]
         else:
             parts = [(worst_case_events(plan.releases, self.delta), [])]
-        n_candidates = len(ParameterGrid(self.param_grid))
-        what = f"{type(self).__name__}.{what} ({n_candidates} candidates and the selection)"
+        n_candidates = len(candidate_points(self.get_params(deep=False)))
+        parts_named = "the selection and the refit" if self.refit else "the selection"
+        what = f"{type(self).__name__}.{what} ({n_candidates} candidates and {parts_named})"
         for budget in self._budgets():
             pending = [e for events, _, _ in self._pending_budget_entries(budget) for e in events]
             for events, bounds in parts:
@@ -409,7 +474,10 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
                 "but the target y is None."
             )
         params = self.get_params(deep=False)
-        n_candidates = len(ParameterGrid(self.param_grid))
+        # Before any data is read: the scoring's public bound, the candidates.
+        scorer = check_scoring(self.scoring, self.score_bounds, self.estimator)
+        points = candidate_points(params)
+        n_candidates = len(points)
         if n_candidates == 0:
             raise ValueError("param_grid is empty")
         rng = release_generator(self.random_state, 0)
@@ -418,77 +486,51 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
             if self.random_state is not None
             else [None] * n_candidates
         )
-        candidates = _candidates(params, seeds)
-        if self._budgets() or self.method != "split_select":  # refuse before reading data
-            plan = self._plan_releases(params, _public_sizes(X))
+        candidates = _candidates(params, seeds, points)
+        if self.method != "split_select":  # always planned: refused before reading data
+            plan = _methods.plan(params, public_sizes(X), points)
+        elif self._budgets():
+            plans = self._search_plans(params, candidates, public_sizes(X))
+            for other in plans[1:]:  # every refit the selection may pick
+                self._check_plan(other, "fit")
+            plan = plans[0]
         else:
             # Nothing to check: candidates that cannot plan their fit may run.
             plan = ReleasePlan((), exact=False, restart=True)
 
         def validate():
-            return self._split(X, y, sample_id, rng)
+            return split_rows(X, y, sample_id, rng, self.validation_fraction)
 
         def compute(split):
             if self.method != "split_select":
-                return _methods.search(self, split, sample_id)
-            return self._search(candidates, _selection(params, candidates), split, sample_id)
+                return _methods.search(self, split, sample_id, points, scorer)
+            selection = _selection(params, candidates)
+            return self._search(candidates, selection, split, sample_id, points, scorer)
 
         self._run_update("fit", plan, validate, compute)
         return self
 
-    def _split(self, X, y, sample_id, rng) -> "_Split":
-        """Read the data and assign each row to the training or the validation part."""
-        X, y = indexable(X, y)
-        n = len(y)
-        if n < 2:
-            raise ValueError(
-                f"PrivateGridSearch needs at least 2 samples to split, got n_samples = {n}"
-            )
-        ids = np.arange(n) if sample_id.values is None else sample_id.values
-        if len(ids) != n:
-            raise ValueError(f"sample_id has {len(ids)} entries for {n} rows")
-        to_validation = rng.random(n) < self.validation_fraction
-        train = np.flatnonzero(~to_validation)
-        validation = np.flatnonzero(to_validation)
-        if len(train) == 0 or len(validation) == 0:
-            raise ValueError(
-                "the random split left one part empty; n_samples is too small for a search"
-            )
-        y_val = np.asarray(_take(y, validation))
-        if y_val.ndim == 2 and y_val.shape[1] == 1:
-            # A column vector: compare row by row, not by broadcasting.
-            y_val = y_val.reshape(-1)
-        return _Split(
-            _take(X, train),
-            _take(y, train),
-            ids[train],
-            _take(X, validation),
-            y_val,
-            ids[validation],
-        )
-
-    def _search(self, candidates, selection, split: "_Split", sample_id) -> list[Release]:
-        """Fit every candidate, select one privately; return the exact releases."""
+    def _search(
+        self,
+        candidates,
+        selection: PermuteAndFlip | GeneralizedExponentialMechanism,
+        split: "_Split",
+        sample_id,
+        points,
+        scorer,
+    ) -> list[Release]:
+        """Fit every candidate, select one privately, refit it if asked;
+        return the exact releases."""
         fitted = Parallel(n_jobs=self.n_jobs)(
             delayed(_fit_candidate)(c, split.X_train, split.y_train, split.train_ids)
             for c in candidates
         )
-        costs = []
-        for candidate in fitted:
-            _, _, interval = _loss_bound(candidate)
-            prediction = candidate.predict(split.X_val)
-            if interval is None:
-                losses = (prediction != split.y_val).astype(float)
-            else:
-                low, high = interval
-                target = np.clip(split.y_val.astype(float), low, high)
-                losses = (np.clip(prediction, low, high) - target) ** 2
-            costs.append(float(np.sum(losses)))
+        costs = [scorer.cost(candidate, split.X_val, split.y_val) for candidate in fitted]
         select_rng = release_generator(self.random_state, 1)
         if isinstance(selection, PermuteAndFlip):
             best = selection.select(-np.asarray(costs), select_rng)
         else:
-            bounds = [_loss_bound(candidate)[1] for candidate in fitted]
+            bounds = [scorer.sensitivity(candidate) for candidate in fitted]
             best = selection.select(costs, bounds, select_rng)
 
         made = [
@@ -497,74 +539,35 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
             for entry in candidate.privacy_ledger_
         ]
         made.append(_selection_release(selection))
+        self._n_fit_releases = len(made)  # what the selection's group privacy covers
 
-        grid = list(ParameterGrid(self.param_grid))
-        self.cv_results_ = {
-            "params": grid,
-            **{
-                f"param_{key}": np.ma.MaskedArray(
-                    [p.get(key) for p in grid], mask=[key not in p for p in grid], dtype=object
-                )
-                for key in sorted({k for p in grid for k in p})
-            },
-            "epsilon_spent": np.array([c.privacy_spent_.epsilon for c in fitted]),
-        }
+        self.cv_results_ = cv_results(points, fitted)
         self.best_index_ = int(best)
-        self.best_params_ = grid[best]
+        self.best_params_ = points[best]
         self.best_estimator_ = fitted[best]
+        self._validation_ids = set(split.validation_ids.tolist())
+        self._model_chunks = (_TRAIN, _TRAIN)  # the parts best_estimator_ was fitted on
+        if self.refit:
+            # All the rows, both parts: one more release, planned and charged.
+            seed = None
+            if self.random_state is not None:
+                seed = int(release_generator(self.random_state, _REFIT_STREAM).integers(2**31 - 1))
+            params = self.get_params(deep=False)
+            X, y, ids = split.full
+            refit = _fit_candidate(_candidates(params, [seed], [points[best]])[0], X, y, ids)
+            made.extend(_on([Release.from_dict(e) for e in refit.privacy_ledger_], 1, 2))
+            self.best_estimator_ = refit
+            self._validation_ids = set()  # every row is in the refit model
+            self._model_chunks = (_TRAIN, _VALIDATION)
         if "budget" in self.best_estimator_.get_params(deep=False):
             self.best_estimator_.set_params(budget=self._inner_budget())
         self.n_candidates_ = len(fitted)
         self.n_deleted_ = 0
-        self._n_fit_releases = len(made)
-        self._validation_ids = set(split.validation_ids.tolist())
         self._sample_id_kind = sample_id.kind
         self.deletion_log_ = []
         if hasattr(self.best_estimator_, "feature_names_in_"):
             self.feature_names_in_ = self.best_estimator_.feature_names_in_
         return made
-
-    @property
-    def n_features_in_(self) -> int:
-        """Number of features seen during fit."""
-        check_is_fitted(self)
-        return self.best_estimator_.n_features_in_
-
-    @property
-    def classes_(self) -> np.ndarray:
-        """Class labels (classifiers only)."""
-        check_is_fitted(self)
-        return self.best_estimator_.classes_
-
-    @available_if(_estimator_has("predict"))
-    def predict(self, X: ArrayLike) -> np.ndarray:
-        """Predict with the selected candidate."""
-        check_is_fitted(self)
-        return self.best_estimator_.predict(X)
-
-    @available_if(_estimator_has("predict_proba"))
-    def predict_proba(self, X: ArrayLike) -> np.ndarray:
-        """Class probabilities of the selected candidate."""
-        check_is_fitted(self)
-        return self.best_estimator_.predict_proba(X)
-
-    @available_if(_estimator_has("decision_function"))
-    def decision_function(self, X: ArrayLike) -> np.ndarray:
-        """Decision function of the selected candidate."""
-        check_is_fitted(self)
-        return self.best_estimator_.decision_function(X)
-
-    @available_if(_estimator_has("score"))
-    def score(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> float:
-        """Score of the selected candidate (its estimator's ``score``).
-
-        ``sample_weight`` is passed on when given; accepting it lets a
-        ``Pipeline`` route its ``score`` call here with metadata routing on.
-        """
-        check_is_fitted(self)
-        if sample_weight is None:
-            return self.best_estimator_.score(X, y)
-        return self.best_estimator_.score(X, y, sample_weight=sample_weight)
 
     def delete_samples(self, sample_ids: Any) -> Self:
         """Delete samples from the selected model; state what the selection keeps.
@@ -638,7 +641,9 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
                     best.set_params(budget=inner_budget)
             inner = best.deletion_log_[-1]
         rereleased = tuple(
-            dataclasses.replace(Release.from_dict(entry), chunks=(_TRAIN, _TRAIN))
+            dataclasses.replace(
+                Release.from_dict(entry), chunks=getattr(self, "_model_chunks", (_TRAIN, _TRAIN))
+            )
             for entry in best.privacy_ledger_[n_before:]
         )
         self._validation_ids = self._validation_ids - set(in_validation)
@@ -665,7 +670,7 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
         stated = best.deletion_log_[-1] if best.deletion_log_ else None
         return DeletionOutcome(
             guarantee=guarantee,
-            retrain_cost=_retrain_cost(inner.retrain_cost) if inner is not None else DeletionCost(),
+            retrain_cost=retrain_cost(inner.retrain_cost) if inner is not None else DeletionCost(),
             releases=rereleased,
             method=None if inner is None else f"{inner.method}+certified",
             # basic composition with what the selected model states of the rows
@@ -677,69 +682,12 @@ class PrivateGridSearch(PrivateEstimatorMixin, MetaEstimatorMixin, BaseEstimator
         )
 
 
-@dataclass(frozen=True)
-class _Split:
-    """The two disjoint parts of the data: training and validation."""
-
-    X_train: Any
-    y_train: Any
-    train_ids: np.ndarray
-    X_val: Any
-    y_val: np.ndarray
-    validation_ids: np.ndarray
-
-
-def _candidates(params: dict, seeds: list) -> list:
-    """One clone of ``params["estimator"]`` per grid point, seeded, without a budget."""
-    candidates = []
-    for seed, point in zip(seeds, ParameterGrid(params["param_grid"]), strict=False):
-        candidate = clone(params["estimator"]).set_params(**point)
-        own = candidate.get_params(deep=False)
-        if "random_state" in own:
-            candidate.set_params(random_state=seed)
-        if "budget" in own:
-            # The search charges the whole search once; candidates must not.
-            candidate.set_params(budget=None)
-        candidates.append(candidate)
-    return candidates
-
-
-def _selection(params: dict, candidates: list) -> PermuteAndFlip | GeneralizedExponentialMechanism:
-    """The selection mechanism, from the candidates' public loss bounds."""
-    bounds = {_loss_bound(candidate)[1] for candidate in candidates}
-    if len(bounds) == 1 and None not in bounds:
-        # Adding or removing a validation row moves every summed loss the
-        # same way by at most the bound: monotone utilities.
-        return PermuteAndFlip(params["selection_epsilon"], bounds.pop(), monotonic=True)
-    return GeneralizedExponentialMechanism(params["selection_epsilon"], params["beta"])
-
-
-def _selection_release(selection) -> Release:
-    return Release.of(
-        selection,
-        "private selection of a candidate by its clipped validation loss",
-        (_VALIDATION, _VALIDATION),
-        f"{_PF_REFERENCE}, or {_GEM_REFERENCE}",
-    )
-
-
-def _public_sizes(X) -> PublicSizes:
-    """The number of features, when ``X`` states its shape (never its values)."""
-    shape = getattr(X, "shape", None)
-    n_features = int(shape[1]) if isinstance(shape, tuple) and len(shape) == 2 else None
-    return PublicSizes(n_features=n_features)
-
-
-def _retrain_cost(cost) -> DeletionCost:
-    """The inner model's retrain estimate as a :class:`DeletionCost`: its work
-    counts, without wall-time estimates (no timing of a retrain is reported)."""
-    names = {f.name for f in dataclasses.fields(DeletionCost)} - {"wall_time_s"}
-    return DeletionCost(**{name: cost[name] for name in cost if name in names})
-
-
-def _take(data, rows):
-    if hasattr(data, "iloc"):
-        return data.iloc[rows]
-    if isinstance(data, list):
-        return [data[i] for i in rows]
-    return np.asarray(data)[rows] if not hasattr(data, "shape") else data[rows]
+def _planned(candidate, sizes: PublicSizes, searcher: str) -> ReleasePlan:
+    """A candidate's planned fit; a clear error if it cannot say."""
+    try:
+        return planned_fit(candidate, sizes)
+    except NotImplementedError as err:
+        raise TypeError(
+            f"{searcher} cannot plan the cost of fitting {type(candidate).__name__} before "
+            f"reading the data, so it cannot charge a budget for it: {err}"
+        ) from err

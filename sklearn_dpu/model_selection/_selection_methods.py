@@ -2,13 +2,14 @@
 
 Both split the data once, as ``split_select`` does (each row to the training
 or the validation part, independently of the others), and repeat a *run*:
-draw a grid point uniformly at random (or from ``param_distributions``, when
-the search has one), fit the candidate privately on the training part, and
+draw one of the search's candidate points uniformly at random (the grid, or
+the ``n_iter`` points sampled publicly from ``param_distributions``), fit the
+candidate privately on the training part, and
 release its score on the validation part with Laplace noise (the run's score
 is itself a charged DP release). The run's event is the composition of the
 candidate's planned fit and the score, taken to an RDP-accountable form
 (:func:`~sklearn_dpu.privacy.selection.rdp_accountable`); it must be the same
-for every grid point, which is checked before any data is read.
+for every candidate point, which is checked before any data is read.
 
 * ``repeat_and_select`` ([PS22]_): K runs, K drawn from ``distribution`` with
   mean ``expected_runs``; publish the run of best noisy score.
@@ -17,12 +18,18 @@ for every grid point, which is checked before any data is read.
   ``stop_probability`` and publish nothing (the fit then raises
   :class:`SelectionFailedError`; the budget stays charged: the data were used).
 
-Scores are normalised by each candidate's public loss bound ``B`` (1 for the
-zero-one loss, the squared target range for a regressor), so every score has
-sensitivity 1 (``repeat_and_select``: minus the summed normalised loss) or
-``max(tau, 1 - tau)`` (``threshold``: the sum of ``1 - tau - loss / B``, which
-is non-negative exactly when the mean normalised utility -- accuracy for a
-classifier -- reaches ``tau``; no row count is needed, so none is released).
+Scores use the search's ``scoring`` (:mod:`._scoring`): each row's score
+``s`` lies in a public ``[l, h]``, so its cost ``h - s`` lies in ``[0, B]``
+with ``B = h - l`` (1 for the zero-one loss, the squared target range for the
+default regressor loss). Costs are normalised by ``B``, so every score has
+sensitivity 1 (``repeat_and_select``: minus the summed normalised cost) or
+``max(tau, 1 - tau)`` (``threshold``: the sum of ``1 - tau - cost / B``, which
+is non-negative exactly when the mean normalised score ``(s - l) / B`` --
+accuracy for a classifier -- reaches ``tau``; no row count is released).
+
+With ``refit=True`` the chosen point is fitted again on all the rows: every
+point costs the same (checked), so the refit's planned fit is known before
+any data is read, and it is planned, charged and recorded on both parts.
 
 References
 ----------
@@ -40,8 +47,6 @@ from numbers import Real
 from typing import Any
 
 import numpy as np
-from sklearn.base import clone
-from sklearn.model_selection import ParameterGrid, ParameterSampler
 from sklearn.utils.parallel import Parallel, delayed
 
 from .._compat import Interval, StrOptions
@@ -52,6 +57,7 @@ from ..privacy.ledger import Release, ReleasePlan
 from ..privacy.mechanisms import LaplaceMechanism
 from ..privacy.random import release_generator
 from ..privacy.selection import DISTRIBUTIONS, RepeatAndSelect, ThresholdSelection, rdp_accountable
+from ._search_results import candidates, cv_results, on_chunks
 
 __all__ = ["METHOD_CONSTRAINTS", "SelectionFailedError", "group_bound", "plan", "search"]
 
@@ -82,24 +88,13 @@ class SelectionFailedError(ValueError):
     model is published. The budgets stay charged for the runs made."""
 
 
-def _points(params: dict, rng: np.random.Generator, count: int) -> list[dict]:
-    """``count`` grid points drawn uniformly (or from ``param_distributions``)."""
-    distributions = params.get("param_distributions")
-    if distributions is not None:
-        seed = int(rng.integers(np.iinfo(np.int32).max))
-        return list(ParameterSampler(distributions, count, random_state=seed))
-    grid = ParameterGrid(params["param_grid"])
-    return [grid[int(i)] for i in rng.integers(len(grid), size=count)]
+def _draw(points: list[dict], rng: np.random.Generator, count: int) -> list[int]:
+    """Indices of ``count`` candidate points drawn uniformly."""
+    return [int(i) for i in rng.integers(len(points), size=count)]
 
 
 def _candidate(params: dict, point: dict, seed) -> object:
-    candidate = clone(params["estimator"]).set_params(**point)
-    own = candidate.get_params(deep=False)
-    if "random_state" in own:
-        candidate.set_params(random_state=seed)
-    if "budget" in own:
-        candidate.set_params(budget=None)  # the search charges once
-    return candidate
+    return candidates(params, [seed], [point])[0]  # seeded, without a budget
 
 
 def _score_mechanism(params: dict) -> LaplaceMechanism:
@@ -111,14 +106,15 @@ def _score_mechanism(params: dict) -> LaplaceMechanism:
 
 
 def _run_event(params: dict, sizes: PublicSizes, points: list[dict]):
-    """The one RDP-accountable event of a run, the same for every point.
+    """The one RDP-accountable event of a run, the same for every point, and
+    the first point's planned fit (the refit's plan).
 
     Raises before any data is read when a point's fit cannot be planned,
     is known only as an (epsilon, delta) bound, is not RDP-accountable, or
     costs differently from the others.
     """
     method = params["method"]
-    events = {}
+    events, fit_plans = {}, []
     for point in points:
         candidate = _candidate(params, point, None)
         try:
@@ -132,6 +128,7 @@ def _run_event(params: dict, sizes: PublicSizes, points: list[dict]):
                 "(epsilon, delta) bound only (give UnlearnableSGDClassifier a public "
                 "schedule_size and an integer max_iter), or use method='split_select'"
             )
+        fit_plans.append(fit_plan)
         fit_events = [r.event for r in fit_plan.releases]
         run = Release.of(
             [*_EventHolder.each(fit_events), _score_mechanism(params)], "", (1, 1), ""
@@ -147,16 +144,7 @@ def _run_event(params: dict, sizes: PublicSizes, points: list[dict]):
             f"the same privacy (same epsilon, delta and solver); the grid has {len(events)} "
             "different costs: tune them outside the search, or use method='split_select'"
         )
-    return next(iter(events.values()))
-
-
-def _check_same_cost(params: dict, points: list[dict], run_event) -> None:
-    if event_key(_run_event(params, PublicSizes(n_features=None), points)) != event_key(run_event):
-        raise ValueError(
-            f"method={params['method']!r}: a point drawn from param_distributions costs "
-            "differently from the planned run; keep privacy parameters out of the "
-            "distributions"
-        )
+    return next(iter(events.values())), fit_plans[0]
 
 
 @dataclass(frozen=True)
@@ -178,20 +166,15 @@ def _selection(params: dict, run_event):
     )
 
 
-def _space(params: dict) -> list[dict]:
-    """The points whose costs are checked before the data are read: the grid,
-    or a public sample of ``param_distributions`` (each run's own point is
-    checked again before any candidate is fitted, see :func:`search`)."""
-    if params.get("param_distributions") is not None:
-        if params["method"] == "threshold":
-            # its number of runs depends on the scores: a point found to cost
-            # differently mid-search would make the error itself a release
-            raise ValueError(
-                "method='threshold' draws from param_grid only (every point's cost "
-                "must be checked before the data are read)"
-            )
-        return list(ParameterSampler(params["param_distributions"], 20, random_state=0))
-    return list(ParameterGrid(params["param_grid"]))
+def _check_space(params: dict) -> None:
+    """Refuse, before the data are read, what the methods cannot run."""
+    if params.get("param_distributions") is not None and params["method"] == "threshold":
+        # kept to the grid: its number of runs, hence which points run,
+        # depends on the scores
+        raise ValueError(
+            "method='threshold' draws from param_grid only; use param_grid, or "
+            "method='repeat_and_select' with param_distributions"
+        )
 
 
 def _release(params: dict, selection) -> Release:
@@ -204,39 +187,41 @@ def _release(params: dict, selection) -> Release:
     return Release.of(selection, what, (_TRAIN, _VALIDATION), reference)
 
 
-def plan(params: dict, sizes: PublicSizes) -> ReleasePlan:
-    """The search's one ledger entry, from parameters alone (exact: the same
-    event whatever the data and the runs drawn)."""
-    selection = _selection(params, _run_event(params, sizes, _space(params)))
-    return ReleasePlan([_release(params, selection)], exact=True, restart=True)
+def plan(params: dict, sizes: PublicSizes, points: list[dict]) -> ReleasePlan:
+    """The search's ledger entries, from parameters alone: the selection (the
+    same event whatever the data and the runs drawn) and, with ``refit``, the
+    planned fit of any point (they all cost the same) on both parts."""
+    _check_space(params)
+    run_event, fit_plan = _run_event(params, sizes, points)
+    releases = [_release(params, _selection(params, run_event))]
+    if not params["refit"]:
+        return ReleasePlan(releases, exact=True, restart=True)
+    refit = on_chunks(fit_plan.releases, _TRAIN, _VALIDATION)
+    return ReleasePlan([*releases, *refit], exact=fit_plan.exact, restart=True)
 
 
-def _fit_and_score(candidate, split, score_mechanism, tau, rng_seed):
-    from ._private_search import _loss_bound
-
+def _fit_and_score(candidate, split, scorer, score_mechanism, tau, rng_seed):
     candidate.fit(split.X_train, split.y_train, sample_id=split.train_ids)
-    _, bound, interval = _loss_bound(candidate)
-    prediction = candidate.predict(split.X_val)
-    if interval is None:
-        losses = (prediction != split.y_val).astype(float)
-    else:
-        low, high = interval
-        target = np.clip(split.y_val.astype(float), low, high)
-        losses = (np.clip(prediction, low, high) - target) ** 2
-    normalised = losses / bound if bound > 0 else np.zeros_like(losses)  # a point interval
-    exact = float(np.sum(1.0 - tau - normalised)) if tau is not None else -float(normalised.sum())
+    cost = scorer.cost(candidate, split.X_val, split.y_val)  # sum of per-row h - s
+    bound = scorer.sensitivity(candidate)  # h - l: public, or released by the fit
+    normalised = cost / bound if bound > 0 else 0.0  # a point interval: no information
+    exact = (1.0 - tau) * len(split.y_val) - normalised if tau is not None else -normalised
     noisy = float(score_mechanism.release(exact, np.random.default_rng(rng_seed)))
     return candidate, noisy
 
 
-def search(search_estimator: Any, split: Any, sample_id: Any) -> list[Release]:
-    """Run the method on ``split``; set the search's fitted attributes.
+def search(
+    search_estimator: Any, split: Any, sample_id: Any, points: list[dict], scorer: Any
+) -> list[Release]:
+    """Run the method on ``split`` over the candidate ``points``; set the
+    search's fitted attributes.
 
-    Returns the exact releases (the plan's one entry).
+    Returns the exact releases (the plan's entries).
     """
     params = search_estimator.get_params(deep=False)
     sizes = PublicSizes(n_features=None)
-    selection = _selection(params, _run_event(params, sizes, _space(params)))
+    run_event, _ = _run_event(params, sizes, points)
+    selection = _selection(params, run_event)
     rng = release_generator(params["random_state"], 2)
     score = _score_mechanism(params)
     seeded = params["random_state"] is not None
@@ -247,16 +232,17 @@ def search(search_estimator: Any, split: Any, sample_id: Any) -> list[Release]:
     if params["method"] == "threshold":
         tau, chosen = params["threshold"], None
         while chosen is None:
-            (point,), ((fit_seed, score_seed),) = _points(params, rng, 1), seeds(1)
+            (index,), ((fit_seed, score_seed),) = _draw(points, rng, 1), seeds(1)
             model, noisy = _fit_and_score(
-                _candidate(params, point, fit_seed if seeded else None),
+                _candidate(params, points[index], fit_seed if seeded else None),
                 split,
+                scorer,
                 score,
                 tau,
                 score_seed if seeded else None,
             )
             if noisy >= 0.0:
-                chosen = (point, model)
+                chosen = (index, model)
             elif selection.stops(rng):
                 raise SelectionFailedError(
                     "threshold: the random stopping rule ended the search before a "
@@ -271,57 +257,62 @@ def search(search_estimator: Any, split: Any, sample_id: Any) -> list[Release]:
                 "repeat_and_select: the Poisson number of runs was 0, no candidate ran; the "
                 "budget was charged (raise expected_runs)"
             )
-        points, run_seeds = _points(params, rng, n_runs), seeds(n_runs)
-        if params.get("param_distributions") is not None:
-            # drawn independently of the data, checked before any fit: refusing
-            # here releases nothing
-            _check_same_cost(params, points, selection.run_event)
+        drawn, run_seeds = _draw(points, rng, n_runs), seeds(n_runs)
         done = Parallel(n_jobs=params["n_jobs"])(
             delayed(_fit_and_score)(
-                _candidate(params, p, s[0] if seeded else None),
+                _candidate(params, points[i], s[0] if seeded else None),
                 split,
+                scorer,
                 score,
                 None,
                 s[1] if seeded else None,
             )
-            for p, s in zip(points, run_seeds, strict=True)
+            for i, s in zip(drawn, run_seeds, strict=True)
         )
         best = int(np.argmax([noisy for _, noisy in done]))
-        chosen = (points[best], done[best][0])
-        runs = points  # drawn before and independently of the data: public
-    _publish(search_estimator, params, chosen, runs, split, sample_id)
-    return [_release(params, selection)]
+        chosen = (drawn[best], done[best][0])
+        # drawn before and independently of the data: public
+        runs = np.bincount(drawn, minlength=len(points))
+    made = [_release(params, selection)]
+    _publish(search_estimator, params, points, chosen, runs, split, sample_id)
+    if params["refit"]:
+        made.extend(_refit(search_estimator, params, points[chosen[0]], split))
+    return made
 
 
-def _publish(est, params, chosen, runs, split, sample_id) -> None:
-    point, model = chosen
-    grid = (
-        list(ParameterGrid(params["param_grid"]))
-        if params.get("param_distributions") is None
-        else [point]
-    )
-    index = grid.index(point) if point in grid else 0
-    keys = sorted({k for p in grid for k in p})
-    est.cv_results_ = {
-        "params": grid,
-        **{
-            f"param_{key}": np.ma.MaskedArray(
-                [p.get(key) for p in grid], mask=[key not in p for p in grid], dtype=object
-            )
-            for key in keys
-        },
-    }
+def _refit(est, params: dict, point: dict, split: Any) -> list[Release]:
+    """Fit ``point`` again on all the rows, both parts; return its releases."""
+    from ._split_select import _REFIT_STREAM
+
+    seed = None
+    if params["random_state"] is not None:
+        seed = int(release_generator(params["random_state"], _REFIT_STREAM).integers(2**31 - 1))
+    X, y, ids = split.full
+    model = _candidate(params, point, seed).fit(X, y, sample_id=ids)
+    if "budget" in model.get_params(deep=False):
+        model.set_params(budget=est._inner_budget())
+    est.best_estimator_ = model
+    est._validation_ids = set()  # every row is in the refit model
+    est._model_chunks = (_TRAIN, _VALIDATION)
+    return on_chunks([Release.from_dict(e) for e in model.privacy_ledger_], _TRAIN, _VALIDATION)
+
+
+def _publish(est, params, points, chosen, runs, split, sample_id) -> None:
+    index, model = chosen
+    # every point's fit costs what the chosen one's did (checked before the data)
+    est.cv_results_ = cv_results(points, [model] * len(points))
     if runs is not None:
-        est.cv_results_["n_runs"] = np.array([sum(r == p for r in runs) for p in grid])
+        est.cv_results_["n_runs"] = runs
     est.best_index_ = index
-    est.best_params_ = point
+    est.best_params_ = points[index]
     est.best_estimator_ = model
     if "budget" in model.get_params(deep=False):
         model.set_params(budget=est._inner_budget())
-    est.n_candidates_ = len(grid)
+    est.n_candidates_ = len(points)
     est.n_deleted_ = 0
     est._n_fit_releases = 1
     est._validation_ids = set(split.validation_ids.tolist())
+    est._model_chunks = (_TRAIN, _TRAIN)
     est._sample_id_kind = sample_id.kind
     est.deletion_log_ = []
     if hasattr(model, "feature_names_in_"):

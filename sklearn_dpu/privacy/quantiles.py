@@ -210,11 +210,25 @@ class PrivateQuantile:
         holds the quantile (released rounded up to ``c_k``).
         """
         x = np.sort(_as_sample(values))
-        upto = np.searchsorted(x, self.grid.values, side="right")
-        upto[-1] = x.size
+        return self.utilities_of_counts(np.searchsorted(x, self.grid.values, side="right"), x.size)
+
+    def utilities_of_counts(self, upto: ArrayLike, n: int) -> np.ndarray:
+        """:meth:`utilities` from the counts ``upto[k] = #{x_i <= c_k}`` and ``n``.
+
+        The utility reads the values only through these counts, which are
+        sums over the values: counted block by block (on Dask workers) and
+        added, they give the same utilities, hence the same release.
+        """
+        upto = np.array(upto, dtype=np.intp)
+        upto[-1] = n
         after = np.concatenate([[0], upto[:-1]])
-        target = float(self.quantile) * x.size
+        target = float(self.quantile) * n
         return -np.maximum(np.maximum(after - target, target - upto), 0.0)
+
+    def release_counts(self, upto: ArrayLike, n: int, rng: np.random.Generator) -> float:
+        """:meth:`release` from the counts of :meth:`utilities_of_counts`."""
+        index = self._selection.select(self.utilities_of_counts(upto, n), rng)
+        return float(self.grid.values[index])
 
     def probabilities(self, values: ArrayLike) -> np.ndarray:
         """The exact probability of selecting each candidate."""
@@ -238,6 +252,38 @@ def _as_matrix(X: ArrayLike) -> np.ndarray:
     if not np.all(np.isfinite(X)):
         raise ValueError("X must be finite (no NaN or infinity)")
     return X
+
+
+def _is_dask(X) -> bool:
+    return type(X).__module__.split(".")[0] == "dask"
+
+
+def _block_counts(block, grids, norms):
+    """Per column of one block, ``#{values <= c}`` for each value ``c`` of its grid."""
+    x = np.asarray(block, dtype=np.float64)
+    if x.ndim == 1:
+        x = x[:, None]
+    if not np.all(np.isfinite(x)):
+        raise ValueError("X must be finite (no NaN or infinity)")
+    if norms:
+        x = np.minimum(row_norms(x), np.finfo(np.float64).max)[:, None]
+    return [np.searchsorted(np.sort(x[:, j]), grid, side="right") for j, grid in enumerate(grids)]
+
+
+def _dask_counts(X, mechanisms, norms: bool) -> tuple[list[np.ndarray], int]:
+    """Grid counts of a Dask array's columns (or row norms), block by block on
+    the workers, summed exactly in block order; and the number of rows."""
+    import dask
+
+    if X.ndim == 2:
+        X = X.rechunk({1: -1})
+    if X.shape[0] == 0 or (X.ndim == 2 and X.shape[1] == 0):
+        raise ValueError(f"X is empty (shape {X.shape})")
+    grids = [m.grid.values for m in mechanisms]
+    task = dask.delayed(_block_counts, pure=True)
+    parts = dask.compute(*[task(block, grids, norms) for block in X.to_delayed().ravel()])
+    counts = [np.sum([part[j] for part in parts], axis=0) for j in range(len(grids))]
+    return counts, int(X.shape[0])
 
 
 def column_mechanisms(
@@ -266,7 +312,9 @@ def private_column_quantiles(
 
     Parameters
     ----------
-    X : array-like of shape (n_samples, n_features)
+    X : array-like or Dask array of shape (n_samples, n_features)
+        A Dask array is counted block by block on the workers
+        (:meth:`PrivateQuantile.utilities_of_counts`): the same release.
     mechanisms : tuple of PrivateQuantile
         One per column (see :func:`column_mechanisms`).
     rng : numpy.random.Generator
@@ -276,6 +324,13 @@ def private_column_quantiles(
     ndarray of shape (n_features,)
         The released grid values, in column order.
     """
+    if _is_dask(X):  # counts per grid value on the workers: the same selections
+        if X.ndim != 2 or len(mechanisms) != X.shape[1]:
+            raise ValueError(f"{len(mechanisms)} mechanisms for X of shape {X.shape}")
+        counts, n = _dask_counts(X, mechanisms, norms=False)
+        return np.array(
+            [m.release_counts(c, n, rng) for m, c in zip(mechanisms, counts, strict=True)]
+        )
     X = _as_matrix(X)
     if len(mechanisms) != X.shape[1]:
         raise ValueError(f"{len(mechanisms)} mechanisms for {X.shape[1]} columns")
@@ -299,6 +354,9 @@ def private_norm_bound(X: ArrayLike, mechanism: PrivateQuantile, rng: np.random.
     -------
     float
     """
+    if _is_dask(X):  # counts per grid value on the workers: the same selection
+        (counts,), n = _dask_counts(X, [mechanism], norms=True)
+        return mechanism.release_counts(counts, n, rng)
     # overflow-safe: whether a row's norm overflows must not decide an error
     norms = np.minimum(row_norms(_as_matrix(X)), np.finfo(np.float64).max)  # inf: the top cell
     return mechanism.release(norms, rng)

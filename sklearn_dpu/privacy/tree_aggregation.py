@@ -69,9 +69,10 @@ class TreeAggregator:
         self.n_chunks = 0
 
     def _noised(self, exact: np.ndarray, rng) -> np.ndarray:
-        value = exact.astype(np.float64) * self.scale
+        value = exact.astype(np.float64)
+        value *= self.scale
         if self.symmetric:
-            return self.mechanism.release_symmetric(value, rng)
+            return self.mechanism.release_symmetric(value, rng, overwrite=True)
         return self.mechanism.release(value, rng)
 
     def append(self, chunk_sum: np.ndarray, rng: np.random.Generator) -> TreeNode:
@@ -126,6 +127,8 @@ class TreeAggregator:
 
     def released_sum(self) -> np.ndarray:
         """The current noisy running sum (post-processing of released nodes)."""
+        if len(self.nodes) == 1:  # the usual case: no stacked temporary
+            return self.nodes[0].noisy.copy()
         return np.sum([node.noisy for node in self.nodes], axis=0)
 
     def exact_sum(self) -> np.ndarray:

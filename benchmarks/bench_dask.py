@@ -1,0 +1,234 @@
+"""Dask and out-of-core: throughput against in-memory numpy, bounded-memory streams.
+
+1. Throughput: seeded fits of ``DPLinearRegression`` (one Gram pass) and
+   ``DPLogisticRegression(solver='noisy_gd')`` (a Gram and ``max_iter``
+   gradient sums) on a Dask array (local threaded scheduler, blocks of
+   ``1e6`` rows) and on the same numpy array; ratio = numpy time / Dask time
+   (>= 1: Dask is faster). The Dask time includes reading the blocks (they are
+   made by ``da.from_array`` of the in-memory array, as a persisted collection
+   would be).
+2. Out of core: ``DPLinearRegression.partial_fit`` over chunks of a float64
+   memmap on disk (in /tmp), Python-heap peak (tracemalloc, numpy buffers
+   included) against the data's size, and the registry that certified
+   deletion keeps (int16 codes: ``2 (d + 1)`` bytes per row, the floor).
+3. Deletion metadata per row, measured at ``n`` rows and extrapolated to 1e8
+   with ``bytes_per_row * 1e8``, for each estimator.
+4. Latency of one Dask task round trip (local threaded scheduler) against
+   one in-memory batch gradient of ``UnlearnableSGDClassifier``'s size: why
+   per-step SGD batches stay in memory.
+
+Usage: ``python benchmarks/bench_dask.py [--quick]``; writes
+``benchmarks/results/dask.{txt,json}``.
+"""
+
+import argparse
+import gc
+import json
+import os
+import pathlib
+import tempfile
+import time
+import tracemalloc
+
+import dask
+import dask.array as da
+import numpy as np
+
+from sklearn_dpu.linear_model import (
+    DPLinearRegression,
+    DPLogisticRegression,
+    UnlearnableSGDClassifier,
+)
+
+RESULTS = pathlib.Path(__file__).parent / "results"
+
+
+def _timed(function):
+    gc.collect()
+    start = time.perf_counter()
+    result = function()
+    return time.perf_counter() - start, result
+
+
+def throughput(n: int, d: int, block: int) -> list[dict]:
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(n, d))
+    y_reg = np.clip(X @ rng.normal(size=d) / np.sqrt(d), -1, 1)
+    y_clf = (X[:, 0] + 0.5 * X[:, 1] > 0).astype(np.int64)
+    Xd = da.from_array(X, chunks=(block, d))
+    rows = []
+    cases = [
+        (
+            "DPLinearRegression",
+            lambda: DPLinearRegression(feature_norm=5.0, target_bound=1.0),
+            y_reg,
+        ),
+        (
+            "DPLogisticRegression(noisy_gd)",
+            lambda: DPLogisticRegression(feature_norm=5.0, solver="noisy_gd"),
+            y_clf,
+        ),
+    ]
+    for name, make, y in cases:
+        t_np, _ = _timed(lambda make=make, y=y: make().set_params(random_state=0).fit(X, y))
+        yd = da.from_array(y, chunks=block)
+        t_da, _ = _timed(lambda make=make, yd=yd: make().set_params(random_state=0).fit(Xd, yd))
+        rows.append(
+            {
+                "estimator": name,
+                "n": n,
+                "d": d,
+                "numpy_s": t_np,
+                "dask_s": t_da,
+                "ratio": t_np / t_da,
+            }
+        )
+        gc.collect()
+    return rows
+
+
+def out_of_core(n: int, d: int, chunk: int) -> dict:
+    path = os.path.join(tempfile.mkdtemp(prefix="bench_dask_"), "X.f64")
+    rng = np.random.default_rng(1)
+    X = np.lib.format.open_memmap(path, mode="w+", dtype=np.float64, shape=(n, d + 1))
+    for start in range(0, n, chunk):  # written chunk by chunk: never all in memory
+        stop = min(n, start + chunk)
+        part = rng.normal(size=(stop - start, d))
+        X[start:stop, :d] = part
+        X[start:stop, d] = np.clip(part[:, 0] * 0.3, -1, 1)
+    X.flush()
+    del X
+    data = np.load(path, mmap_mode="r")
+    reg = DPLinearRegression(feature_norm=5.0, target_bound=1.0, random_state=0)
+    tracemalloc.start()
+    start_time = time.perf_counter()
+    for start in range(0, n, chunk):
+        block = data[start : start + chunk]
+        reg.partial_fit(block[:, :d], block[:, d])
+    seconds = time.perf_counter() - start_time
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    registry = reg.unlearning_state_.registry
+    data_bytes = n * d * 8
+    os.remove(path)
+    return {
+        "n": n,
+        "d": d,
+        "chunk_rows": chunk,
+        "data_bytes": data_bytes,
+        "peak_traced_bytes": peak,
+        "peak_over_data": peak / data_bytes,
+        "registry_bytes": registry.nbytes(),
+        "registry_over_data": registry.nbytes() / data_bytes,
+        "chunk_bytes": chunk * (d + 1) * 8,
+        "seconds": seconds,
+    }
+
+
+def metadata(n: int, d: int) -> list[dict]:
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(n, d))
+    y_clf = (X[:, 0] > 0).astype(int)
+    y_reg = np.clip(X[:, 0] * 0.3, -1, 1)
+    fits = [
+        ("DPLinearRegression", DPLinearRegression(feature_norm=5.0, target_bound=1.0), y_reg),
+        ("DPLogisticRegression", DPLogisticRegression(feature_norm=5.0), y_clf),
+        ("UnlearnableSGDClassifier", UnlearnableSGDClassifier(feature_norm=5.0), y_clf),
+    ]
+    rows = []
+    for name, est, y in fits:
+        est.set_params(random_state=0).fit(X, y)
+        registry = est.unlearning_state_.registry
+        per_row = registry.nbytes() / n
+        rows.append(
+            {
+                "estimator": name,
+                "n": n,
+                "d": d,
+                "registry_bytes": registry.nbytes(),
+                "rows_dtype": str(registry.rows.dtype),
+                "bytes_per_row": per_row,
+                "at_1e8_rows_GB": per_row * 1e8 / 1e9,
+            }
+        )
+    return rows
+
+
+def task_latency(batch: int, d: int, repeats: int) -> dict:
+    rng = np.random.default_rng(3)
+    A, w = rng.normal(size=(batch, d)), rng.normal(size=d)
+
+    def gradient(A, w):
+        return A.T @ (1.0 / (1.0 + np.exp(-(A @ w))) - 0.5)
+
+    start = time.perf_counter()
+    for _ in range(repeats):
+        gradient(A, w)
+    local = (time.perf_counter() - start) / repeats
+    task = dask.delayed(gradient, pure=False)
+    start = time.perf_counter()
+    for _ in range(repeats):
+        task(A, w).compute(scheduler="threads")
+    remote = (time.perf_counter() - start) / repeats
+    return {
+        "batch": batch,
+        "d": d,
+        "in_memory_s": local,
+        "dask_task_s": remote,
+        "ratio": remote / local,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    if args.quick:
+        n, ooc_n, meta_n = 200_000, 400_000, 20_000
+    else:
+        n, ooc_n, meta_n = 10_000_000, 8_000_000, 100_000
+    d = 10
+    results = {
+        "concurrent_machine": True,
+        "throughput": throughput(n, d, block=min(n, 1_000_000)),
+        "out_of_core": out_of_core(ooc_n, d, chunk=ooc_n // 64),
+        "metadata": metadata(meta_n, d),
+        "task_latency": task_latency(256, d, 200),
+    }
+    lines = []
+    for row in results["throughput"]:
+        lines.append(
+            f"{row['estimator']:32s} n={row['n']:.0e} d={row['d']}: "
+            f"numpy {row['numpy_s']:.2f} s, dask {row['dask_s']:.2f} s, "
+            f"ratio numpy/dask {row['ratio']:.2f}"
+        )
+    o = results["out_of_core"]
+    lines.append(
+        f"partial_fit over a memmap of {o['data_bytes'] / 1e6:.0f} MB in "
+        f"{o['n'] // o['chunk_rows']} chunks: peak traced {o['peak_traced_bytes'] / 1e6:.0f} MB "
+        f"({o['peak_over_data']:.2f} of the data), of which the deletion registry "
+        f"{o['registry_bytes'] / 1e6:.0f} MB "
+        f"({o['registry_over_data']:.2f}); {o['seconds']:.1f} s"
+    )
+    for row in results["metadata"]:
+        lines.append(
+            f"{row['estimator']:26s} deletion metadata {row['bytes_per_row']:.1f} B/row "
+            f"({row['rows_dtype']} rows, d={row['d']}) -> "
+            f"{row['at_1e8_rows_GB']:.1f} GB at 1e8 rows"
+        )
+    t = results["task_latency"]
+    lines.append(
+        f"one batch gradient ({t['batch']} x {t['d']}): in memory {t['in_memory_s'] * 1e6:.0f} us, "
+        f"as a Dask task {t['dask_task_s'] * 1e6:.0f} us ({t['ratio']:.0f}x)"
+    )
+    text = "\n".join(lines)
+    print(text)
+    RESULTS.mkdir(exist_ok=True)
+    suffix = "_quick" if args.quick else ""
+    note = "# run concurrently with other jobs on a shared 2-core machine\n"
+    (RESULTS / f"dask{suffix}.txt").write_text(note + text + "\n")
+    (RESULTS / f"dask{suffix}.json").write_text(json.dumps(results, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,64 @@
+"""What a private search delegates to its selected model: predictions and scores."""
+
+import numpy as np
+from numpy.typing import ArrayLike
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.validation import check_is_fitted
+
+__all__ = []
+
+
+def _estimator_has(name):
+    def check(self):
+        if hasattr(self, "best_estimator_"):
+            return hasattr(self.best_estimator_, name)
+        return hasattr(self.estimator, name)
+
+    return check
+
+
+class _DelegatesToBestEstimator:
+    """``predict``, ``predict_proba``, ``decision_function``, ``score``,
+    ``n_features_in_`` and ``classes_`` of ``best_estimator_``."""
+
+    @property
+    def n_features_in_(self) -> int:
+        """Number of features seen during fit."""
+        check_is_fitted(self)
+        return self.best_estimator_.n_features_in_
+
+    @property
+    def classes_(self) -> np.ndarray:
+        """Class labels (classifiers only)."""
+        check_is_fitted(self)
+        return self.best_estimator_.classes_
+
+    @available_if(_estimator_has("predict"))
+    def predict(self, X: ArrayLike) -> np.ndarray:
+        """Predict with the selected candidate."""
+        check_is_fitted(self)
+        return self.best_estimator_.predict(X)
+
+    @available_if(_estimator_has("predict_proba"))
+    def predict_proba(self, X: ArrayLike) -> np.ndarray:
+        """Class probabilities of the selected candidate."""
+        check_is_fitted(self)
+        return self.best_estimator_.predict_proba(X)
+
+    @available_if(_estimator_has("decision_function"))
+    def decision_function(self, X: ArrayLike) -> np.ndarray:
+        """Decision function of the selected candidate."""
+        check_is_fitted(self)
+        return self.best_estimator_.decision_function(X)
+
+    @available_if(_estimator_has("score"))
+    def score(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> float:
+        """Score of the selected candidate (its estimator's ``score``).
+
+        ``sample_weight`` is passed on when given; accepting it lets a
+        ``Pipeline`` route its ``score`` call here with metadata routing on.
+        """
+        check_is_fitted(self)
+        if sample_weight is None:
+            return self.best_estimator_.score(X, y)
+        return self.best_estimator_.score(X, y, sample_weight=sample_weight)
