@@ -101,11 +101,11 @@ class PrivateGridSearch(
     separately; ``best_estimator_`` gets the estimator's budget back, so a
     deletion made on it directly charges that budget.
 
-    **Deletion.** The selected candidate, fitted on the training part, is
-    ``best_estimator_`` (no refit on all the data, which would cost another
-    release and break the disjointness). :meth:`delete_samples` deletes
+    **Deletion.** ``best_estimator_`` is the selected candidate fitted on
+    the training part (``refit=False``) or on all the rows (``refit=True``).
+    :meth:`delete_samples` deletes
     through it with its own guarantee, adds its re-releases to
-    ``privacy_ledger_`` (on the training part) and charges the resulting
+    ``privacy_ledger_`` (on the part(s) it was fitted on) and charges the resulting
     increment to every budget involved; a deletion is never refused, so the
     charge is recorded even past a budget's cap, with a
     :class:`~sklearn_dpu.exceptions.PrivacyLeakWarning`. The choice of
