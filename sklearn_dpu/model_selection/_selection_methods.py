@@ -82,6 +82,12 @@ METHOD_CONSTRAINTS: dict = {
     "stop_probability": [Interval(Real, 0, 1, closed="neither")],
 }
 
+#: The ``release_generator`` stream of the runs' draws (K, the points, the
+#: seeds): its own, so that they are independent of the points sampled from
+#: ``param_distributions`` (stream 2), the split (0), the selection (1) and
+#: the refit's seed (3).
+_RUNS_STREAM = 4
+
 
 class SelectionFailedError(ValueError):
     """The threshold rule stopped before any score passed (or K was 0): no
@@ -222,7 +228,7 @@ def search(
     sizes = PublicSizes(n_features=None)
     run_event, _ = _run_event(params, sizes, points)
     selection = _selection(params, run_event)
-    rng = release_generator(params["random_state"], 2)
+    rng = release_generator(params["random_state"], _RUNS_STREAM)
     score = _score_mechanism(params)
     seeded = params["random_state"] is not None
 
