@@ -39,6 +39,50 @@ ESTIMATORS = [
     PrivateGridSearch(
         UnlearnableSGDClassifier(), {"alpha": [1e-4, 1e-3, 1e-2, 1e-1]}, random_state=0
     ),
+    # the random-run methods, seeded where the run may publish no model (a
+    # Poisson K of 0, or the threshold rule stopping first)
+    PrivateGridSearch(
+        DPLinearRegression(), {"alpha": [0.0, 1.0]}, method="repeat_and_select", expected_runs=2.0
+    ),
+    PrivateGridSearch(
+        DPLogisticRegression(),
+        {"C": [0.1, 1.0]},
+        method="repeat_and_select",
+        distribution="poisson",
+        expected_runs=3.0,
+        random_state=0,
+    ),
+    PrivateGridSearch(
+        UnlearnableSGDClassifier(schedule_size=1000, max_iter=5),  # exact planned events
+        {"alpha": [1e-4, 1e-3]},
+        method="repeat_and_select",
+        expected_runs=2.0,
+        random_state=0,
+    ),
+    PrivateGridSearch(
+        DPLinearRegression(),
+        {"alpha": [0.0, 1.0]},
+        method="threshold",
+        threshold=0.05,
+        random_state=0,
+    ),
+    PrivateGridSearch(
+        DPLogisticRegression(),
+        {"C": [0.1, 1.0]},
+        method="threshold",
+        threshold=0.05,
+        random_state=0,
+    ),
+    # a random-run method with sampled candidates, a named scoring and a refit
+    PrivateGridSearch(
+        DPLinearRegression(),
+        param_distributions={"alpha": [0.0, 1.0, 10.0]},
+        n_iter=2,
+        method="repeat_and_select",
+        expected_runs=2.0,
+        scoring="neg_mean_absolute_error",
+        refit=True,
+    ),
     # the GridSearchCV shape: refit on all rows, a named scoring, sampled candidates
     # (refit over UnlearnableSGDClassifier passes too, but takes 50 s of checks)
     PrivateGridSearch(DPLinearRegression(), {"alpha": [0.0, 1.0]}, refit=True, scoring="r2"),

@@ -6,7 +6,7 @@ from typing import Any, Self
 
 import numpy as np
 from numpy.typing import ArrayLike
-from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone
+from sklearn.base import BaseEstimator, MetaEstimatorMixin
 from sklearn.utils import get_tags
 from sklearn.utils.parallel import Parallel, delayed
 from sklearn.utils.validation import check_is_fitted
@@ -21,25 +21,23 @@ from ..privacy.mechanisms import GeneralizedExponentialMechanism, PermuteAndFlip
 from ..privacy.random import release_generator
 from ..unlearning.ids import as_id_list, check_request, requested_ids
 from ..unlearning.report import DeletionCost, DeletionOutcome, DeletionPlan
+from . import _selection_methods as _methods
 from ._group_privacy import group_epsilon
 from ._scoring import check_scoring
 from ._search_delegation import _DelegatesToBestEstimator
 from ._search_results import Split as _Split
 from ._search_results import candidate_points, cv_results, public_sizes, retrain_cost, split_rows
+from ._search_results import candidates as _candidates
 from ._search_results import on_chunks as _on
+from ._split_select import (
+    _REFIT_STREAM,
+    _TRAIN,
+    _VALIDATION,
+    _selection,
+    _selection_release,
+)
 
 __all__ = ["PrivateGridSearch"]
-
-_TRAIN, _VALIDATION = 1, 2  # the search's two "chunks": disjoint halves of the data
-_REFIT_STREAM = 3  # release_generator stream of the refit's seed (0: split, 1: selection)
-_GEM_REFERENCE = (
-    "Ullah, 'Statistical Learning via Stochastic Optimization under Data Privacy "
-    "Considerations' (PhD thesis, JHU 2024), Alg. 4 / Thm 14, with the generalized "
-    "exponential mechanism of Raskhodnikova & Smith (FOCS 2016) as stated in its Thm 34; "
-    "erratum used: each candidate's sensitivity is the bound of its summed loss, not the "
-    "thesis' Delta(D_j) meant for an averaged one"
-)
-_PF_REFERENCE = "permute-and-flip, McKenna & Sheldon 2020, Thm 1 (monotone utilities)"
 
 
 def _fit_candidate(estimator, X, y, sample_id):
@@ -104,11 +102,11 @@ class PrivateGridSearch(
     separately; ``best_estimator_`` gets the estimator's budget back, so a
     deletion made on it directly charges that budget.
 
-    **Deletion.** The selected candidate, fitted on the training part, is
-    ``best_estimator_`` (no refit on all the data, which would cost another
-    release and break the disjointness). :meth:`delete_samples` deletes
+    **Deletion.** ``best_estimator_`` is the selected candidate fitted on
+    the training part (``refit=False``) or on all the rows (``refit=True``).
+    :meth:`delete_samples` deletes
     through it with its own guarantee, adds its re-releases to
-    ``privacy_ledger_`` (on the training part) and charges the resulting
+    ``privacy_ledger_`` (on the part(s) it was fitted on) and charges the resulting
     increment to every budget involved; a deletion is never refused, so the
     charge is recorded even past a budget's cap, with a
     :class:`~sklearn_dpu.exceptions.PrivacyLeakWarning`. The choice of
@@ -164,6 +162,23 @@ class PrivateGridSearch(
     budget : PrivacyBudget, default=None
         Charged, with the estimator's own ``budget``, for the whole search
         and for every deletion's re-release (see Budgets above).
+    method : {"split_select", "repeat_and_select", "threshold"}, default="split_select"
+        The selection: the above, Papernot & Steinke's repeat-and-select or
+        Liu & Talwar's threshold rule (random runs over the candidate points,
+        each a private fit and a Laplace score of ``selection_epsilon``, the
+        ``scoring``'s summed cost over its width ``h - l``; ``refit`` refits
+        the chosen point on all rows, planned and charged; ``threshold``
+        refuses ``param_distributions``; see the user guide and
+        :mod:`sklearn_dpu.model_selection._selection_methods`).
+    distribution : {"truncated_negative_binomial", "logarithmic", "poisson"}, \
+            default="logarithmic"
+        Law of the number of runs of ``repeat_and_select``, of mean
+        ``expected_runs`` (default 10.0); ``eta`` (default 1.0: geometric) is
+        the truncated negative binomial's shape.
+    threshold : float, default=0.5
+        ``threshold``: the mean normalised utility (accuracy for a classifier)
+        a run's noisy score must reach; after a failing run the search stops
+        with probability ``stop_probability`` (default 0.1) and raises.
     verbose : int, default=0
         Progress on stdout: ``1`` prints, after each fit, chunk, deletion or candidate, the
         number of releases, ``n_iter_`` and the epsilon spent so far; ``2`` adds
@@ -188,7 +203,8 @@ class PrivateGridSearch(
         ``random_state``, and each candidate's ``epsilon_spent`` on the
         training part (from the ledger). No validation score, rank or fit
         time: the selection releases only its winner, and fit times depend on
-        the number of rows.
+        the number of rows. ``repeat_and_select`` adds ``n_runs``, how often
+        each point was drawn (independently of the data).
     n_candidates_ : int
         Number of candidates run (public: from the parameters).
     n_deleted_ : int
@@ -266,6 +282,7 @@ class PrivateGridSearch(
         "random_state": ["random_state"],
         "budget": [HasMethods(["charge", "check"]), None],
         "verbose": ["verbose"],
+        **_methods.METHOD_CONSTRAINTS,
     }
 
     def __init__(
@@ -284,6 +301,12 @@ class PrivateGridSearch(
         n_jobs=None,
         random_state=None,
         budget=None,
+        method="split_select",
+        distribution="logarithmic",
+        expected_runs=10.0,
+        eta=1.0,
+        threshold=0.5,
+        stop_probability=0.1,
         verbose=0,
     ):
         self.estimator = estimator
@@ -299,6 +322,12 @@ class PrivateGridSearch(
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.budget = budget
+        self.method = method
+        self.distribution = distribution
+        self.expected_runs = expected_runs
+        self.eta = eta
+        self.threshold = threshold
+        self.stop_probability = stop_probability
         self.verbose = verbose
 
     @property
@@ -354,6 +383,8 @@ class PrivateGridSearch(
         of the most expensive candidate on both. An upper bound: the fit
         charges the exact releases its candidates made.
         """
+        if params["method"] != "split_select":
+            return _methods.plan(params, sizes, candidate_points(params))
         candidates = _candidates(params, [None] * len(candidate_points(params)))
         plans = self._search_plans(params, candidates, sizes)
         if len(plans) == 1:
@@ -467,7 +498,9 @@ class PrivateGridSearch(
         )
         candidates = _candidates(params, seeds, points)
         print_progress(self, f"fit: {n_candidates} candidate(s), then a private selection")
-        if self._budgets():
+        if self.method != "split_select":  # always planned: refused before reading data
+            plan = _methods.plan(params, public_sizes(X), points)
+        elif self._budgets():
             plans = self._search_plans(params, candidates, public_sizes(X))
             for other in plans[1:]:  # every refit the selection may pick
                 self._check_plan(other, "fit")
@@ -480,6 +513,8 @@ class PrivateGridSearch(
             return split_rows(X, y, sample_id, rng, self.validation_fraction)
 
         def compute(split):
+            if self.method != "split_select":
+                return _methods.search(self, split, sample_id, points, scorer)
             selection = _selection(params, candidates)
             return self._search(candidates, selection, split, sample_id, points, scorer)
 
@@ -487,7 +522,13 @@ class PrivateGridSearch(
         return self
 
     def _search(
-        self, candidates, selection, split: "_Split", sample_id, points, scorer
+        self,
+        candidates,
+        selection: PermuteAndFlip | GeneralizedExponentialMechanism,
+        split: "_Split",
+        sample_id,
+        points,
+        scorer,
     ) -> list[Release]:
         """Fit every candidate, select one privately, refit it if asked;
         return the exact releases."""
@@ -622,17 +663,19 @@ class PrivateGridSearch(
         # What the selection retains of every sample deleted so far: group
         # privacy over the fit's releases, composed.
         group = self.n_deleted_
-        retained = group_epsilon(
-            [Release.from_dict(e).event for e in self.privacy_ledger_[: self._n_fit_releases]],
-            group,
-            self.delta,
-        )
+        fit_events = [
+            Release.from_dict(e).event for e in self.privacy_ledger_[: self._n_fit_releases]
+        ]
+        if self.method == "split_select":
+            retained, retained_delta = group_epsilon(fit_events, group, self.delta), self.delta
+        else:  # an (epsilon, delta) bound of the whole selection, for the group
+            retained, retained_delta = _methods.group_bound(fit_events, group, self.delta)
         guarantee = (
             f"model: {inner.guarantee}; "
             if inner is not None
             else "model: untouched (rows were in the validation part only); "
         ) + (
-            f"hyper-parameter choice: not recomputed, ({retained:.3g}, {self.delta:g})-"
+            f"hyper-parameter choice: not recomputed, ({retained:.3g}, {retained_delta:.3g})-"
             f"indistinguishable from a search without the {group} samples deleted so far"
         )
         stated = best.deletion_log_[-1] if best.deletion_log_ else None
@@ -644,48 +687,10 @@ class PrivateGridSearch(
             # basic composition with what the selected model states of the rows
             # deleted so far (its latest report, also when this call left it alone)
             deletion_epsilon=retained + ((stated.deletion_epsilon or 0.0) if stated else 0.0),
-            deletion_delta=self.delta + ((stated.deletion_delta or 0.0) if stated else 0.0),
+            deletion_delta=retained_delta + ((stated.deletion_delta or 0.0) if stated else 0.0),
             # the inner model's, whose new ledger entries may also hold accounting entries
             rerelease_epsilon=None if inner is None else inner.rerelease_epsilon,
         )
-
-
-def _candidates(params: dict, seeds: list, points: list | None = None) -> list:
-    """One clone of ``params["estimator"]`` per candidate point (default: the
-    grid's, or one draw from the distributions), seeded, without a budget."""
-    points = candidate_points(params) if points is None else points
-    candidates = []
-    for seed, point in zip(seeds, points, strict=False):
-        candidate = clone(params["estimator"]).set_params(**point)
-        own = candidate.get_params(deep=False)
-        if "random_state" in own:
-            candidate.set_params(random_state=seed)
-        if "budget" in own:
-            # The search charges the whole search once; candidates must not.
-            candidate.set_params(budget=None)
-        candidates.append(candidate)
-    return candidates
-
-
-def _selection(params: dict, candidates: list) -> PermuteAndFlip | GeneralizedExponentialMechanism:
-    """The selection mechanism, from the candidates' public per-row cost bounds
-    under the search's scoring (see :mod:`._scoring` for the derivation)."""
-    scorer = check_scoring(params.get("scoring"), params.get("score_bounds"), params["estimator"])
-    bounds = {scorer.sensitivity(candidate) for candidate in candidates}
-    if len(bounds) == 1 and None not in bounds:
-        # Adding or removing a validation row moves every summed loss the
-        # same way by at most the bound: monotone utilities.
-        return PermuteAndFlip(params["selection_epsilon"], bounds.pop(), monotonic=True)
-    return GeneralizedExponentialMechanism(params["selection_epsilon"], params["beta"])
-
-
-def _selection_release(selection) -> Release:
-    return Release.of(
-        selection,
-        "private selection of a candidate by its clipped validation loss",
-        (_VALIDATION, _VALIDATION),
-        f"{_PF_REFERENCE}, or {_GEM_REFERENCE}",
-    )
 
 
 def _planned(candidate, sizes: PublicSizes, searcher: str) -> ReleasePlan:

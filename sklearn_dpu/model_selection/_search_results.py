@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
+from sklearn.base import clone
 from sklearn.model_selection import ParameterGrid, ParameterSampler
 from sklearn.utils.validation import indexable
 
@@ -20,7 +21,7 @@ from ..privacy.ledger import Release
 from ..privacy.random import release_generator
 from ..unlearning.report import DeletionCost
 
-__all__ = ["candidate_points", "cv_results", "split_rows"]
+__all__ = ["candidate_points", "candidates", "cv_results", "split_rows"]
 
 #: The stream of ``release_generator`` that samples ``param_distributions``
 #: (streams 0 and 1 are the split/candidates' seeds and the selection).
@@ -47,6 +48,23 @@ def candidate_points(params: dict) -> list[dict]:
     seed = int(release_generator(params["random_state"], _SAMPLING_STREAM).integers(2**31 - 1))
     sampler = ParameterSampler(params["param_distributions"], params["n_iter"], random_state=seed)
     return list(sampler)
+
+
+def candidates(params: dict, seeds: list, points: list | None = None) -> list:
+    """One clone of ``params["estimator"]`` per candidate point (default: the
+    grid's, or one draw from the distributions), seeded, without a budget."""
+    points = candidate_points(params) if points is None else points
+    made = []
+    for seed, point in zip(seeds, points, strict=False):
+        candidate = clone(params["estimator"]).set_params(**point)
+        own = candidate.get_params(deep=False)
+        if "random_state" in own:
+            candidate.set_params(random_state=seed)
+        if "budget" in own:
+            # The search charges the whole search once; candidates must not.
+            candidate.set_params(budget=None)
+        made.append(candidate)
+    return made
 
 
 def cv_results(points: list[dict], fitted: list, scores: ArrayLike | None = None) -> dict:
