@@ -29,6 +29,7 @@ from ..privacy.random import release_generator
 from ..unlearning.ids import as_id_list, requested_ids
 from ..unlearning.state import SampleRegistry
 from . import _auto_bounds as auto_bounds
+from . import _langevin as langevin
 from . import _logistic_deletion as deletion
 from . import _logistic_releases as releases
 from ._logistic_deletion import LogisticUnlearningState
@@ -285,7 +286,7 @@ class DPLogisticRegression(
         "feature_norm": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "C": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "fit_intercept": ["boolean"],
-        "solver": [StrOptions({"auto", "output", "objective", "noisy_gd"})],
+        "solver": [StrOptions({"auto", "output", "objective", "noisy_gd", "langevin"})],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="neither")],
         "coef_bound": [Interval(Real, 0, None, closed="neither"), None],
@@ -375,12 +376,15 @@ class DPLogisticRegression(
             registry.add(ids, rows, chunk=1, adopt=True)
             state = LogisticUnlearningState(registry, self._frozen_params())
             params, rng = self._params(), release_generator(self.random_state, len(made))
-            model, mechanisms = private_fit(params, self._loss(), rows[:, :-1], y_index, rng)
+            solve = langevin.langevin_fit if params.solver == "langevin" else private_fit
+            model, mechanisms = solve(params, self._loss(), rows[:, :-1], y_index, rng)
             state.chunks = [model]
             self.unlearning_state_ = state
             self._publish()
             self.deletion_log_ = []
             solver = model.config.solver
+            if solver == "langevin":
+                return [*made, langevin.langevin_release(params, mechanisms)]
             return [*made, releases.chunk_release(params, "fit", 1, solver, mechanisms)]
 
         plan = self._plan_releases(self.get_params(deep=False), PublicSizes.of(X))
@@ -430,6 +434,11 @@ class DPLogisticRegression(
         else:
             state = self.unlearning_state_
             changed = self._changed_params(state.frozen_params)
+            if langevin.handles(state):
+                raise ValueError(
+                    "a solver='langevin' fit cannot be continued by partial_fit (its "
+                    "deletion certificate is for one noisy GD run); call fit on all the data"
+                )
             if changed:
                 raise ValueError(
                     f"partial_fit cannot change {', '.join(changed)} within a stream; "
@@ -537,6 +546,13 @@ class DPLogisticRegression(
         deleted = self._n_deleted_since_fit(len(slots))
         kept = deleted * _SHARE * self.epsilon if hasattr(self, "feature_norm_") else 0.0
         target_model = max(target - kept, 1e-12)
+        if langevin.handles(state):
+            finish = None
+            if kept:
+                bound_eps = _SHARE * self.epsilon
+                finish = lambda o: auto_bounds.kept_bound_outcome(o, bound_eps, deleted, target)  # noqa: E731
+            langevin.delete_langevin(self, slots, target_model, finish)
+            return self
         deleted_per_chunk = Counter(registry.chunks[slots].tolist())
         chunk_plan = deletion.plan_chunk_deletion(
             params, loss, state.chunks, deleted_per_chunk, target_model
@@ -573,7 +589,10 @@ class DPLogisticRegression(
         alone. Not exact: the ledger names the solver ``'auto'`` chose and
         reads the events from the mechanisms that ran (the same events)."""
         model = releases.ReleaseParams.of(auto_bounds.model_params(params, _SHARE, None))
-        planned = releases.planned_release(model, "fit", 1)
+        if model.solver == "langevin":
+            planned = langevin.planned_langevin_release(model)
+        else:
+            planned = releases.planned_release(model, "fit", 1)
         bounds = auto_bounds.planned_bounds(params, _SHARE)
         return ReleasePlan((*bounds, planned), exact=False, restart=True)
 
