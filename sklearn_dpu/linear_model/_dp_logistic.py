@@ -434,11 +434,9 @@ class DPLogisticRegression(
         else:
             state = self.unlearning_state_
             changed = self._changed_params(state.frozen_params)
-            if langevin.handles(state):
-                raise ValueError(
-                    "a solver='langevin' fit cannot be continued by partial_fit (its "
-                    "deletion certificate is for one noisy GD run); call fit on all the data"
-                )
+            if langevin.handles(state) and not changed:
+                langevin.refit_with_rows(self, X, y, classes, sample_id)
+                return self
             if changed:
                 raise ValueError(
                     f"partial_fit cannot change {', '.join(changed)} within a stream; "

@@ -22,8 +22,10 @@ deletion cannot decay, so its share is the floor of every deletion epsilon):
   ``beta_F <= Lambda + n_upper beta``; that failure probability is added to
   the delta of the Langevin bounds (never to the ledger's, whose composed
   Gaussian needs no smoothness);
-* ``C='auto'``: ``Lambda = n_upper beta / (kappa - 1)`` with ``kappa =``
-  :data:`KAPPA` (the condition number the iteration counts scale with);
+* ``C='auto'``: ``Lambda = max(n_upper beta / (KAPPA - 1), (n~ G^2 r^2 /
+  mu^2)^(1/3))``: the condition number ``kappa`` the iteration counts scale
+  with is at most :data:`KAPPA`, and small data sets get at least output
+  perturbation's ridge (the noise of the model is ``~ G / (Lambda mu)``);
   else ``Lambda = 1 / (C feature_norm^2)``;
 * ``eta = 1 / (2 (Lambda + n_upper beta))`` ([1]_ Thm 5.1);
 * ``K_A = ceil(4 kappa log(rho n_upper^2 / (4 p)))`` ([1]_ Thm 5.1 (19), with
@@ -48,9 +50,11 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy.stats import norm
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import validate_data
 
 from ..privacy.langevin import LangevinRun, unlearning_rho, unlearning_steps, zcdp_epsilon
-from ..privacy.ledger import Release
+from ..privacy.ledger import Release, ReleasePlan
 from ..privacy.mechanisms import GaussianCount, GaussianDP
 from ..privacy.random import release_generator
 from ..unlearning.report import DeletionCost, DeletionOutcome, DeletionPlan
@@ -67,12 +71,15 @@ __all__ = [
     "langevin_fit",
     "langevin_release",
     "planned_langevin_release",
+    "refit_with_rows",
 ]
 
 #: Share of the Gaussian-DP precision ``mu^2`` the released count takes.
 COUNT_SHARE = 0.002
 #: Condition number ``(Lambda + n_upper beta) / Lambda`` that ``C='auto'`` sets.
 KAPPA = 20.0
+#: Constant of the ridge floor ``(n~ G^2 r^2 / mu^2)^(1/3)`` of ``C='auto'``.
+NOISE_RIDGE = 2.0
 # Probability, as a fraction of delta, that n_upper fails to bound the size.
 _FAILURE_FRACTION = 0.01
 
@@ -156,14 +163,17 @@ def configure_langevin(
     failure = _FAILURE_FRACTION * params.delta
     n_upper = n_public + float(norm.isf(failure)) * count.noise_multiplier + 1.0
     beta, G = loss.smoothness, loss.lipschitz
+    mu_model = _model_mu(params)
     if params.C == "auto":
-        Lambda = n_upper * beta / (KAPPA - 1.0)
+        # kappa <= KAPPA, and at least output perturbation's ridge (small data sets)
+        G2r2 = G**2 * loss.row_norm**2
+        noise_ridge = NOISE_RIDGE * (n_public * G2r2 / mu_model**2) ** (1.0 / 3.0)
+        Lambda = max(n_upper * beta / (KAPPA - 1.0), noise_ridge)
     else:
         Lambda = 1.0 / (params.C * params.feature_norm**2)
     smooth = Lambda + n_upper * beta
     kappa = smooth / Lambda
     eta = 1.0 / (2.0 * smooth)
-    mu_model = _model_mu(params)
     rho = mu_model**2 / 2.0
     steps = math.ceil(4.0 * kappa * max(1.0, math.log(rho * n_upper**2 / (4.0 * loss.n_params))))
     # K_A Gaussian steps of multiplier m compose to m / sqrt(K_A) = 1 / mu_model.
@@ -375,3 +385,49 @@ def delete_langevin(estimator, slots: np.ndarray, target: float, finish=None) ->
         return outcome if finish is None else finish(outcome)
 
     estimator._run_deletion(len(slots), plan, finished)
+
+
+def refit_with_rows(estimator, X, y, classes, sample_id) -> None:
+    """``partial_fit`` after a Langevin fit: add the rows and refit on all of them.
+
+    A Langevin fit's deletion certificate is for one noisy GD run on one data
+    set, so new rows start a new run (a fresh count and start) on the union,
+    charged as one more release of chunk 1 (sequential composition with the
+    earlier ones).
+    """
+    state = estimator.unlearning_state_
+    registry, labels = state.registry, estimator.classes_
+    params, loss = estimator._params(), estimator._loss()
+    plan = ReleasePlan((planned_langevin_release(params),), exact=False)
+
+    def validate():
+        Xv, yv = validate_data(estimator, X, y, dtype=[np.float64, np.float32], reset=False)
+        check_classification_targets(yv)
+        if classes is not None and not np.array_equal(np.unique(classes), labels):
+            raise ValueError(
+                f"classes={np.unique(classes).tolist()!r} is not the label set of "
+                f"the stream, classes_={labels.tolist()!r}"
+            )
+        unseen = np.setdiff1d(np.unique(yv), labels)
+        if unseen.size:
+            raise ValueError(
+                f"y contains labels {unseen.tolist()!r} that are not in classes_ "
+                f"{labels.tolist()!r}: the label set is fixed at the first fit"
+            )
+        ids = registry.check_new_ids(
+            registry.default_ids(len(Xv)) if sample_id is None else sample_id, len(Xv)
+        )
+        return Xv, yv, ids
+
+    def compute(data):
+        Xv, yv, ids = data
+        rng = release_generator(estimator.random_state, len(estimator.privacy_ledger_))
+        registry.add(ids, estimator._rows(Xv, np.searchsorted(labels, yv)), chunk=1)
+        rows = registry.rows[: registry.size][registry.alive[: registry.size]]
+        A, y_index = rows[:, :-1], rows[:, -1].astype(np.intp)
+        model, mechanisms = langevin_fit(params, loss, A, y_index, rng)
+        state.chunks = [model]
+        estimator._publish()
+        return [langevin_release(params, mechanisms, "refit on all rows after partial_fit")]
+
+    estimator._run_update("partial_fit", plan, validate, compute)
