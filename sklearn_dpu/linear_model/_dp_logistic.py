@@ -92,6 +92,9 @@ class DPLogisticRegression(
       :mod:`sklearn_dpu.linear_model._objective_perturbation`).
     * ``'noisy_gd'``: projected noisy gradient descent (Alg. 1 / Thm 8 [1]_),
       ``max_iter`` Gaussian gradient releases composed exactly.
+    * ``'langevin'``: Chourasia & Shah's noisy GD [7]_ (Alg. 2, Thm 5.1);
+      :meth:`delete_samples` continues it on the remaining rows for the
+      steps Thm 5.1 (18) needs (see :mod:`~sklearn_dpu.linear_model._langevin`).
     * ``'auto'``: the dissertation's Table 2-I (§2.4): noisy GD
       when the number of parameters is at most ``n * epsilon`` (its rate
       ``sqrt(d)/(n eps)`` wins), output perturbation otherwise (its rate
@@ -143,7 +146,7 @@ class DPLogisticRegression(
         :class:`~sklearn.linear_model.LogisticRegression` (see the objective
         above). ``'auto'``: chosen from the released count and ``epsilon``.
     fit_intercept : bool, default=True
-    solver : {'auto', 'output', 'objective', 'noisy_gd'}, default='auto'
+    solver : {'auto', 'output', 'objective', 'noisy_gd', 'langevin'}, default='auto'
     max_iter : int, default=20
         ``'noisy_gd'``: gradient steps (each a release, all composed; the
         preconditioned steps converge in tens). ``'output'``/``'objective'``:
@@ -257,7 +260,8 @@ class DPLogisticRegression(
     .. [6] S. Neel, A. Roth and S. Sharifi-Malvajerdi, "Descent-to-Delete",
        ALT 2021, Alg. 1-3, Thm 3.2 (perfect unlearning).
     .. [7] R. Chourasia and N. Shah, "Forget unlearning: towards true
-       data-deletion in machine learning", ICML 2023, Thm 3.2, Thm 4.3.
+       data-deletion in machine learning", ICML 2023, Alg. 2, Thm 3.2, Thm 4.3,
+       Thm 5.1.
 
     Examples
     --------
