@@ -11,8 +11,10 @@
   reload.
 """
 
+import ast
 import math
 import pickle
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -145,6 +147,15 @@ def test_unlearning_steps_is_the_fewest():
 
 
 # ---------------------------------------------------------- calibration
+
+
+def test_no_privacy_noise_is_drawn_outside_the_mechanism():
+    """The estimator module draws through LangevinRun / GaussianCount only (the
+    objects whose events the ledger holds) and builds no event itself."""
+    tree = ast.parse(Path(lv.__file__).read_text(encoding="utf-8"))
+    names = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
+    names |= {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+    assert not names & {"normal", "standard_normal", "GaussianDpEvent", "ZCDpEvent"}
 
 
 def test_calibration_ledger_is_epsilon_and_noise_is_drawn():

@@ -190,12 +190,12 @@ def langevin_descent(
 ) -> np.ndarray:
     """``run.steps`` noisy full-batch gradient steps on the summed objective."""
     theta = np.array(theta, dtype=float)
-    eta, lam, std = run.step_size, run.ridge, run.step_std
+    eta, lam = run.step_size, run.ridge
     for _ in range(int(run.steps)):
         grad = loss.gradient(theta, A, y)
         grad += lam * theta
         theta -= eta * grad
-        theta += rng.normal(0.0, std, size=theta.shape)
+        theta += run.step_noise(theta.shape, rng)
     return theta
 
 

@@ -145,9 +145,9 @@ class LangevinRun:
         """Draw the data-independent start."""
         return rng.normal(0.0, self.init_std, size=n_params)
 
-    def noise(self, shape: tuple, rng: np.random.Generator) -> np.ndarray:
-        """Every step's noise at once, shape ``(steps, *shape)``."""
-        return rng.normal(0.0, self.step_std, size=(int(self.steps), *shape))
+    def step_noise(self, shape: tuple, rng: np.random.Generator) -> np.ndarray:
+        """One step's noise, ``N(0, 2 eta sigma^2 I)`` of the given shape."""
+        return rng.normal(0.0, self.step_std, size=shape)
 
     def with_steps(self, steps: int) -> "LangevinRun":
         """The same dynamics run for ``steps`` steps (a continuation)."""
