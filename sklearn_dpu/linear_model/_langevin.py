@@ -46,9 +46,12 @@ References
 """
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.stats import norm
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
@@ -140,7 +143,7 @@ class LangevinConfig:
         return 1.0 / (2.0 * self.count_multiplier**2)
 
 
-def handles(state) -> bool:
+def handles(state: Any) -> bool:
     """Whether a logistic unlearning state is a single Langevin fit."""
     chunks = getattr(state, "chunks", ())
     return len(chunks) == 1 and isinstance(chunks[0].config, LangevinConfig)
@@ -186,7 +189,12 @@ def configure_langevin(
 
 
 def langevin_descent(
-    loss: LinearModelLoss, A: np.ndarray, y: np.ndarray, theta: np.ndarray, run: LangevinRun, rng
+    loss: LinearModelLoss,
+    A: np.ndarray,
+    y: np.ndarray,
+    theta: np.ndarray,
+    run: LangevinRun,
+    rng: np.random.Generator,
 ) -> np.ndarray:
     """``run.steps`` noisy full-batch gradient steps on the summed objective."""
     theta = np.array(theta, dtype=float)
@@ -293,7 +301,12 @@ def plan_langevin_deletion(
     return LangevinDeletion(int(steps), eps, delta, adaptive)
 
 
-def delete_langevin(estimator, slots: np.ndarray, target: float, finish=None) -> None:
+def delete_langevin(
+    estimator: Any,
+    slots: np.ndarray,
+    target: float,
+    finish: Callable[[DeletionOutcome], DeletionOutcome] | None = None,
+) -> None:
     """Run ``delete_samples`` on a Langevin fit: continue the noisy GD on the
     remaining rows for ``K_del`` steps, or retrain when that is not cheaper.
 
@@ -387,7 +400,9 @@ def delete_langevin(estimator, slots: np.ndarray, target: float, finish=None) ->
     estimator._run_deletion(len(slots), plan, finished)
 
 
-def refit_with_rows(estimator, X, y, classes, sample_id) -> None:
+def refit_with_rows(
+    estimator: Any, X: ArrayLike, y: ArrayLike, classes: ArrayLike | None, sample_id: Any
+) -> None:
     """``partial_fit`` after a Langevin fit: add the rows and refit on all of them.
 
     A Langevin fit's deletion certificate is for one noisy GD run on one data
