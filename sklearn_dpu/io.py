@@ -22,6 +22,8 @@ __all__ = ["TRUSTED_TYPES", "load", "save"]
 #: Fully qualified names of the library's types that may appear in a saved
 #: estimator; :func:`load` trusts exactly these (plus skops' defaults).
 TRUSTED_TYPES = (
+    "sklearn_dpu.linear_model._langevin.LangevinConfig",
+    "sklearn_dpu.privacy.langevin.LangevinRun",
     "sklearn_dpu.linear_model._dp_linear.DPLinearRegression",
     "sklearn_dpu.linear_model._linear_state.LinearStatisticsState",
     "sklearn_dpu.linear_model._linear_bounds.ReleasedBounds",

@@ -24,6 +24,7 @@ ESTIMATORS = [
     DPLogisticRegression(solver="output"),
     DPLogisticRegression(solver="objective"),
     DPLogisticRegression(solver="noisy_gd"),
+    DPLogisticRegression(solver="langevin"),
     DPLogisticRegression(feature_norm="auto"),
     PublicBoundsScaler(),
     PrivateBoundsScaler(),

@@ -289,9 +289,10 @@ def validate_fit(estimator: Any, X: Any, y: Any) -> tuple[DaskInput, np.ndarray,
     import dask
     import dask.array as da
 
-    if estimator.solver == "objective":
+    if estimator.solver in ("objective", "langevin"):
         raise ValueError(
-            "solver='objective' does not take Dask input; use 'output', 'noisy_gd' or 'auto'"
+            f"solver={estimator.solver!r} does not take Dask input; use 'output', "
+            "'noisy_gd' or 'auto'"
         )
     X = as_dask_array(X, "X")
     if X.ndim != 2 or np.isnan(X.shape[1]) or np.isnan(X.shape[0]):

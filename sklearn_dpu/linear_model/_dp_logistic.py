@@ -30,6 +30,7 @@ from ..privacy.random import release_generator
 from ..unlearning.ids import as_id_list, requested_ids
 from . import _auto_bounds as auto_bounds
 from . import _dask_sums as dask_sums
+from . import _langevin as langevin
 from . import _logistic_deletion as deletion
 from . import _logistic_releases as releases
 from ._logistic_deletion import LogisticUnlearningState
@@ -96,6 +97,9 @@ class DPLogisticRegression(
       :mod:`sklearn_dpu.linear_model._objective_perturbation`).
     * ``'noisy_gd'``: projected noisy gradient descent (Alg. 1 / Thm 8 [1]_),
       ``max_iter`` Gaussian gradient releases composed exactly.
+    * ``'langevin'``: Chourasia & Shah's noisy GD [7]_ (Alg. 2, Thm 5.1);
+      :meth:`delete_samples` continues it on the remaining rows for the
+      steps Thm 5.1 (18) needs (see :mod:`~sklearn_dpu.linear_model._langevin`).
     * ``'auto'``: the dissertation's Table 2-I (§2.4): noisy GD
       when the number of parameters is at most ``n * epsilon`` (its rate
       ``sqrt(d)/(n eps)`` wins), output perturbation otherwise (its rate
@@ -147,7 +151,7 @@ class DPLogisticRegression(
         :class:`~sklearn.linear_model.LogisticRegression` (see the objective
         above). ``'auto'``: chosen from the released count and ``epsilon``.
     fit_intercept : bool, default=True
-    solver : {'auto', 'output', 'objective', 'noisy_gd'}, default='auto'
+    solver : {'auto', 'output', 'objective', 'noisy_gd', 'langevin'}, default='auto'
     max_iter : int, default=20
         ``'noisy_gd'``: gradient steps (each a release, all composed; the
         preconditioned steps converge in tens). ``'output'``/``'objective'``:
@@ -267,7 +271,8 @@ class DPLogisticRegression(
     .. [6] S. Neel, A. Roth and S. Sharifi-Malvajerdi, "Descent-to-Delete",
        ALT 2021, Alg. 1-3, Thm 3.2 (perfect unlearning).
     .. [7] R. Chourasia and N. Shah, "Forget unlearning: towards true
-       data-deletion in machine learning", ICML 2023, Thm 3.2, Thm 4.3.
+       data-deletion in machine learning", ICML 2023, Alg. 2, Thm 3.2, Thm 4.3,
+       Thm 5.1.
 
     Examples
     --------
@@ -296,7 +301,7 @@ class DPLogisticRegression(
         "feature_norm": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "C": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "fit_intercept": ["boolean"],
-        "solver": [StrOptions({"auto", "output", "objective", "noisy_gd"})],
+        "solver": [StrOptions({"auto", "output", "objective", "noisy_gd", "langevin"})],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="neither")],
         "coef_bound": [Interval(Real, 0, None, closed="neither"), None],
@@ -395,12 +400,15 @@ class DPLogisticRegression(
             registry.add(ids, rows, chunk=1, adopt=True)
             state = LogisticUnlearningState(registry, self._frozen_params())
             params, rng = self._params(), release_generator(self.random_state, len(made))
-            model, mechanisms = private_fit(params, loss, A, y_index, rng)
+            solve = langevin.langevin_fit if params.solver == "langevin" else private_fit
+            model, mechanisms = solve(params, loss, A, y_index, rng)
             state.chunks = [model]
             self.unlearning_state_ = state
             self._publish()
             self.deletion_log_ = []
             solver = model.config.solver
+            if solver == "langevin":
+                return [*made, langevin.langevin_release(params, mechanisms)]
             return [*made, releases.chunk_release(params, "fit", 1, solver, mechanisms)]
 
         plan = self._plan_releases(self.get_params(deep=False), PublicSizes.of(X))
@@ -450,6 +458,9 @@ class DPLogisticRegression(
         else:
             state = self.unlearning_state_
             changed = self._changed_params(state.frozen_params)
+            if langevin.handles(state) and not changed:
+                langevin.refit_with_rows(self, X, y, classes, sample_id)
+                return self
             if changed:
                 raise ValueError(
                     f"partial_fit cannot change {', '.join(changed)} within a stream; "
@@ -558,6 +569,13 @@ class DPLogisticRegression(
         deleted = self._n_deleted_since_fit(len(slots))
         kept = deleted * _SHARE * self.epsilon if hasattr(self, "feature_norm_") else 0.0
         target_model = max(target - kept, 1e-12)
+        if langevin.handles(state):
+            finish = None
+            if kept:
+                bound_eps = _SHARE * self.epsilon
+                finish = lambda o: auto_bounds.kept_bound_outcome(o, bound_eps, deleted, target)  # noqa: E731
+            langevin.delete_langevin(self, slots, target_model, finish)
+            return self
         deleted_per_chunk = Counter(registry.chunks[slots].tolist())
         chunk_plan = deletion.plan_chunk_deletion(
             params, loss, state.chunks, deleted_per_chunk, target_model
@@ -594,7 +612,10 @@ class DPLogisticRegression(
         alone. Not exact: the ledger names the solver ``'auto'`` chose and
         reads the events from the mechanisms that ran (the same events)."""
         model = releases.ReleaseParams.of(auto_bounds.model_params(params, _SHARE, None))
-        planned = releases.planned_release(model, "fit", 1)
+        if model.solver == "langevin":
+            planned = langevin.planned_langevin_release(model)
+        else:
+            planned = releases.planned_release(model, "fit", 1)
         bounds = auto_bounds.planned_bounds(params, _SHARE)
         return ReleasePlan((*bounds, planned), exact=False, restart=True)
 
