@@ -331,3 +331,28 @@ def test_persistence_and_delete_after_reload(tmp_path, reload):
     assert loaded.deletion_log_[-1].cost.action == "langevin"
     clf.delete_samples([5])
     np.testing.assert_array_equal(loaded.coef_, clf.coef_)
+
+
+def test_langevin_takes_sparse_and_float32_input_and_refuses_dask():
+    """The solver reads the design through the loss, so a CSR input gives the
+    dense model (before the merge: ``len`` of a sparse matrix raised), float32
+    comes back as float32, and Dask input is refused before anything is charged."""
+    import dask.array as da
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 5))
+    X[X < 0.5] = 0.0
+    y = (X[:, 0] + X[:, 1] > 0.5).astype(int)
+    models = [
+        DPLogisticRegression(solver="langevin", random_state=0).fit(data, y)
+        for data in (X, sp.csr_matrix(X), X.astype(np.float32))
+    ]
+    np.testing.assert_allclose(models[1].coef_, models[0].coef_, rtol=1e-10, atol=1e-12)
+    assert models[2].coef_.dtype == np.float32
+    models[1].delete_samples([0, 1])
+    models[1].partial_fit(sp.csr_matrix(X[:20]), y[:20], sample_id=np.arange(1000, 1020))
+    reg = DPLogisticRegression(solver="langevin")
+    with pytest.raises(ValueError, match="does not take Dask input"):
+        reg.fit(da.from_array(X, chunks=100), y)
+    assert not hasattr(reg, "coef_")

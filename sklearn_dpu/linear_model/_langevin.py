@@ -63,6 +63,7 @@ from ..privacy.random import release_generator
 from ..unlearning.report import DeletionCost, DeletionOutcome, DeletionPlan
 from ._logistic_releases import ChunkModel, GaussianPart, ReleaseParams
 from ._losses import LinearModelLoss
+from ._sparse_rows import in_storage_of
 
 __all__ = [
     "COUNT_SHARE",
@@ -226,7 +227,7 @@ def langevin_fit(
     Returns the model and the mechanisms that ran, count first.
     """
     count = _count_mechanism(params)
-    n_noisy = count.release(len(A), rng)
+    n_noisy = count.release(A.shape[0], rng)
     config = configure_langevin(params, loss, n_noisy)
     run = config.run
     theta0 = run.start(loss.n_params, rng)
@@ -416,7 +417,9 @@ def refit_with_rows(
     plan = ReleasePlan((planned_langevin_release(params),), exact=False)
 
     def validate():
-        Xv, yv = validate_data(estimator, X, y, dtype=[np.float64, np.float32], reset=False)
+        Xv, yv = validate_data(
+            estimator, X, y, accept_sparse="csr", dtype=[np.float64, np.float32], reset=False
+        )
         check_classification_targets(yv)
         if classes is not None and not np.array_equal(np.unique(classes), labels):
             raise ValueError(
@@ -430,14 +433,15 @@ def refit_with_rows(
                 f"{labels.tolist()!r}: the label set is fixed at the first fit"
             )
         ids = registry.check_new_ids(
-            registry.default_ids(len(Xv)) if sample_id is None else sample_id, len(Xv)
+            registry.default_ids(Xv.shape[0]) if sample_id is None else sample_id, Xv.shape[0]
         )
         return Xv, yv, ids
 
     def compute(data):
         Xv, yv, ids = data
         rng = release_generator(estimator.random_state, len(estimator.privacy_ledger_))
-        registry.add(ids, estimator._rows(Xv, np.searchsorted(labels, yv)), chunk=1)
+        rows = in_storage_of(estimator._rows(Xv, np.searchsorted(labels, yv)), registry)
+        registry.add(ids, rows, chunk=1)
         rows = registry.rows[: registry.size][registry.alive[: registry.size]]
         A, y_index = rows[:, :-1], rows[:, -1].astype(np.intp)
         model, mechanisms = langevin_fit(params, loss, A, y_index, rng)
