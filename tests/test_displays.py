@@ -214,3 +214,37 @@ def test_budget_timeline_of_an_empty_budget_and_bad_input(budget_path):
         BudgetTimelineDisplay(total_epsilon=[1.0], epsilon_cap=0.0)
     with pytest.raises(ValueError, match="descriptions"):
         BudgetTimelineDisplay(total_epsilon=[1.0], epsilon_cap=2.0, descriptions=[])
+
+
+def test_privacy_utility_refuses_before_any_fit_what_the_budget_cannot_afford(data, budget_path):
+    """All the display's fits are planned and checked first (before: the
+    first fits were charged, then the display failed with no figure)."""
+    from sklearn_dpu.exceptions import BudgetExceededError
+
+    X_train, y_train, X_test, y_test = data
+    budget = PrivacyBudget(epsilon=1.0, delta=1e-5, path=budget_path)
+    pipe = make_pipeline(PublicBoundsScaler(bounds=(-1, 1)), _linear(budget=budget))
+    with pytest.raises(BudgetExceededError):
+        PrivacyUtilityDisplay.from_estimator(
+            pipe,
+            X_train,
+            y_train,
+            X_test,
+            y_test,
+            epsilons=[0.5, 1.0],
+            n_repeats=2,
+            param_name="dplinearregression__epsilon",
+        )
+    assert budget.charges() == []
+    # Within the cap: every fit runs and is charged.
+    PrivacyUtilityDisplay.from_estimator(
+        pipe,
+        X_train,
+        y_train,
+        X_test,
+        y_test,
+        epsilons=[0.25],
+        n_repeats=2,
+        param_name="dplinearregression__epsilon",
+    )
+    assert len(budget.charges()) == 2

@@ -313,15 +313,20 @@ class PrivacyUtilityDisplay:
         if random_state is not None:
             seeds = np.random.default_rng(random_state).integers(2**31 - 1, size=seeds.shape)
         scorer = check_scoring(estimator, scoring=scoring)
-        scores = np.empty((len(epsilons), n_repeats))
+        models = np.empty((len(epsilons), n_repeats), dtype=object)
         for i, epsilon in enumerate(epsilons):
             for r in range(n_repeats):
                 model = clone(estimator).set_params(**{param_name: float(epsilon)})
                 if seed_name in params:
                     seed = seeds[i, r]
                     model.set_params(**{seed_name: None if seed is None else int(seed)})
-                model.fit(X_train, y_train)
-                scores[i, r] = scorer(model, X_test, y_test)
+                models[i, r] = model
+        _check_budget_for(models.ravel())
+        scores = np.empty((len(epsilons), n_repeats))
+        for i in range(len(epsilons)):
+            for r in range(n_repeats):
+                models[i, r].fit(X_train, y_train)
+                scores[i, r] = scorer(models[i, r], X_test, y_test)
         reference = None
         if non_private_estimator is not None:
             baseline = clone(non_private_estimator).fit(X_train, y_train)
@@ -339,6 +344,27 @@ class PrivacyUtilityDisplay:
             ax=ax,
             **plot_kwargs,
         )
+
+
+def _check_budget_for(models) -> None:
+    """Refuse, before any fit, fits that the final steps' budgets cannot afford
+    all together (each planned from its parameters, as a search does), so a
+    display never spends part of a budget and then fails."""
+    from ..base import planned_fit
+    from ..privacy.ledger import worst_case_events
+
+    planned: dict = {}
+    for model in models:
+        final = getattr(model, "_final_estimator", model)
+        budget = getattr(final, "budget", None)
+        if budget is None or not hasattr(final, "_plan_releases"):
+            continue
+        plan = planned_fit(final)
+        events, bounds = planned.setdefault(budget.path, (budget, [], []))[1:]
+        events += worst_case_events(plan.releases, budget.delta)
+        bounds += [(b.epsilon, b.delta) for b in plan.bounds]
+    for budget, events, bounds in planned.values():
+        budget.check(events, f"{len(models)} fits of the privacy-utility display", bounds)
 
 
 class DeletionCostDisplay:
