@@ -5,8 +5,9 @@ Fitting on a Dask array
 ``DPLinearRegression`` releases noisy sums over rows. On a Dask array the
 sums are reduced block by block where the blocks live, and the noise is
 added once to the total: the same mechanism, the same ledger and, with a
-seed, the same coefficients as in memory. Bounds must be public for Dask
-input (estimating them privately needs the rows in memory).
+seed, the same coefficients as in memory. Public bounds are used here (they
+keep deletions exact); the default ``"auto"`` bounds work on Dask too, their
+private quantiles counted block by block on the workers.
 
 This example uses Dask's default local scheduler; the same code runs on a
 ``dask.distributed`` cluster.

@@ -175,8 +175,9 @@ def _check_ids_survived(estimator, deletable, positions: bool) -> None:
     if not lost:
         return
     fix = (
-        "Refit with explicit ids (e.g. pipe.fit(X, y, <step>__sample_id=X.index)) or keep "
-        "the index through the pipeline (pipe.set_output(transform='pandas'))."
+        "Refit with explicit ids (e.g. pipe.fit(X, y, <step>__sample_id=X.index)) or, "
+        "when no step outputs a sparse matrix, keep the index through the pipeline "
+        "(pipe.set_output(transform='pandas'))."
     )
     if hasattr(estimator, "feature_names_in_"):
         raise UnlearningError(
