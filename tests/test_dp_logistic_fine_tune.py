@@ -195,3 +195,19 @@ def test_bad_input_and_a_failing_fine_tune_leave_the_estimator_unchanged(monkeyp
     with pytest.raises(FloatingPointError):
         est.delete_samples([0])
     assert pickle.dumps(est) == before
+
+
+@pytest.mark.parametrize("C", [0.3, 1.0, 10.0])
+@pytest.mark.parametrize("epsilon", [0.3, 1.0, 3.0])
+def test_deletion_completes_for_a_numeric_C_whatever_the_noise(C, epsilon):
+    """A large published noise moves the margins by tens of nats: the
+    fine-tune's contraction tanh(c s) rounds to 1 and exp(c s) overflows.
+    The schedule is then infeasible and another path is taken (before:
+    ZeroDivisionError or OverflowError, and the row could never be deleted)."""
+    X, y = _data(n=600, d=3)
+    clf = DPLogisticRegression(
+        feature_norm=3.0, solver="output", C=C, epsilon=epsilon, random_state=0
+    ).fit(X, y)
+    clf.delete_samples([3])
+    clf.delete_samples([4, 5])
+    assert len(clf.deletion_log_) == 2

@@ -137,6 +137,10 @@ def _retrain_iterations(config: releases.ReleaseConfig, loss, n_pub: float) -> i
     start = math.sqrt(2.0 * n_pub * loss.loss_at_zero / config.Lambda)
     return linear_rate_iterations(start, config.tau / config.Lambda, kappa)
 
+#: Above this margin shift (nats) ``tanh`` of it rounds to 1 in float64 and
+#: ``exp`` of it nears overflow: the fine-tune cannot be planned.
+_MAX_LOG_Q = 18.0
+
 
 @dataclass(frozen=True)
 class FineTuneSchedule:
@@ -206,8 +210,10 @@ def fine_tune_schedule(
     new: releases.ReleaseConfig,
     pending: int,
     delta: float,
-) -> FineTuneSchedule:
-    """Steps and step size of the warm-started fine-tune, from public quantities.
+) -> FineTuneSchedule | None:
+    """Steps and step size of the warm-started fine-tune, from public quantities
+    (``None`` when the published noise is so large that no contraction can be
+    planned: the margins move by more than ``_MAX_LOG_Q`` nats).
 
     Descent-to-Delete (Neel, Roth & Sharifi-Malvajerdi, "Descent-to-Delete:
     Gradient-Based Methods for Machine Unlearning", ALT 2021, Thm 3.2, the
@@ -250,17 +256,21 @@ def fine_tune_schedule(
     start = noise + exact_part
     shift = loss.row_norm * (old.sigma * math.sqrt(2.0 / math.pi) + exact_part)
     c = 1.0 if loss.binary else 2.0
-    gamma = math.tanh(c * shift)
-    q = math.exp(c * shift)
-    step_size = 2.0 / (q + 1.0 / q)
+    log_q = c * shift  # q = exp(c s) overflows for a large noise: kept in logs
+    if log_q > _MAX_LOG_Q:
+        return None  # gamma = tanh(c s) rounds to 1: no contraction to plan on
+    gamma = math.tanh(log_q)
+    step_size = 1.0 / math.cosh(log_q)  # 2 / (q + 1/q)
     lam_max = loss.smoothness * n + new.Lambda
-    ratio = q * lam_max * start / new.tau
-    if ratio <= 1.0:
+    log_ratio = log_q + math.log(lam_max * start / new.tau)
+    if log_ratio <= 0.0:
         steps = 0
     elif gamma <= 0.0:
         steps = 1
     else:
-        steps = max(1, math.ceil(math.log(ratio) / math.log(1.0 / gamma)))
+        # log(1 / tanh(x)) = log1p(e^-2x) - log1p(-e^-2x), exact for large x
+        decay = math.exp(-2.0 * log_q)
+        steps = max(1, math.ceil(log_ratio / (math.log1p(decay) - math.log1p(-decay))))
     work = _row_gradient_equivalents(loss, steps + 1) * n
     return FineTuneSchedule(steps, step_size, gamma, start, shift, n, work)
 
@@ -303,6 +313,8 @@ def scheduled_fine_tune(
     ):
         return None
     schedule = fine_tune_schedule(loss, chunk.config, config, pending, params.delta)
+    if schedule is None:
+        return None
     legacy = _legacy_fine_tune_work(loss, chunk.config, config, pending)
     return schedule if schedule.row_gradients < legacy else None
 
