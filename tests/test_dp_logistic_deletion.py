@@ -221,12 +221,16 @@ def test_retrain_cost_is_predicted_work_not_time():
     assert "wall_time_s" in report.cost  # the execution alone is timed
 
 
-def test_fine_tune_falls_back_to_retraining(monkeypatch):
+def test_a_fallback_to_retraining_is_not_published(monkeypatch):
+    """When the fine-tune misses its certificate (checked exactly on the
+    remaining rows, so a function of the private data) a retrain runs, and
+    the report is the planned one: same action, guarantee, epsilon and costs
+    as a fine-tune that certified (before: ``method='retrain'``,
+    ``fell_back_to_retrain=True`` and another cost were published)."""
     X, y, _, _ = _pair(4, n=40)
-    est = DPLogisticRegression(
-        feature_norm=1.0, solver="output", deletion_epsilon=0.5, random_state=0
-    )
-    est.fit(X, y)
+    params = dict(feature_norm=1.0, solver="output", deletion_epsilon=0.5, random_state=0)
+    planned = DPLogisticRegression(**params).fit(X, y).delete_samples([0]).deletion_log_[-1]
+    est = DPLogisticRegression(**params).fit(X, y)
 
     def refuse_warm_starts(*args, theta0=None, **kw):
         if theta0 is not None:
@@ -236,15 +240,30 @@ def test_fine_tune_falls_back_to_retraining(monkeypatch):
     monkeypatch.setattr(_logistic_solvers, "certified_minimize", refuse_warm_starts)
 
     def uncertified(loss, A, y, weights, Lambda, theta0, steps, step_size):
-        # The scheduled fine-tune stops short of its certificate.
-        done = preconditioned_descent(loss, A, y, weights, Lambda, theta0, 0, step_size)
+        # The scheduled fine-tune runs its steps but stops short of its certificate.
+        done = preconditioned_descent(loss, A, y, weights, Lambda, theta0, steps, step_size)
         return dataclasses.replace(done, distance_bound=np.inf)
 
     monkeypatch.setattr(_logistic_deletion, "preconditioned_descent", uncertified)
+    retrained = []
+    batch_model = _logistic_deletion.batch_model
+
+    def counting(*args, **kw):
+        retrained.append(True)
+        return batch_model(*args, **kw)
+
+    monkeypatch.setattr(_logistic_deletion, "batch_model", counting)
     est.delete_samples([0])
     report = est.deletion_log_[-1]
-    assert report.cost["fell_back_to_retrain"] is True
-    assert report.method == "retrain" and report.cost["action"] == "retrain"
+    assert retrained  # the state is a retrain's
+    assert "fell_back_to_retrain" not in report.cost
+    assert report.method == planned.method and report.reason == planned.reason
+    assert report.guarantee == planned.guarantee
+    assert report.deletion_epsilon == planned.deletion_epsilon
+    strip = {"wall_time_s"}
+    assert {k: v for k, v in report.cost.items() if k not in strip} == {
+        k: v for k, v in planned.cost.items() if k not in strip
+    }
 
 
 # ------------------------------------------------------------------- state

@@ -137,6 +137,7 @@ def _retrain_iterations(config: releases.ReleaseConfig, loss, n_pub: float) -> i
     start = math.sqrt(2.0 * n_pub * loss.loss_at_zero / config.Lambda)
     return linear_rate_iterations(start, config.tau / config.Lambda, kappa)
 
+
 #: Above this margin shift (nats) ``tanh`` of it rounds to 1 in float64 and
 #: ``exp`` of it nears overflow: the fine-tune cannot be planned.
 _MAX_LOG_Q = 18.0
@@ -567,9 +568,16 @@ def deletion_outcome(
     (``gradient_steps``, a public schedule) at the released count; otherwise the
     prediction of the path taken (a retrain's, never a time). The exact
     realized row count depends on the private data and is not published.
+
+    ``fell_back`` (the fine-tune missed its certificate, checked exactly on
+    the remaining rows, and a retrain ran) is a function of the private data,
+    so it is **not** published: the report states the planned action and its
+    guarantee, which the retrained model meets too (an exact retrain is a
+    fortiori within the certified statement, count included). Only the
+    measured ``wall_time_s`` can show it, as it shows any work.
     """
-    option = decision.option(RETRAIN if fell_back else decision.action)
-    if decision.action == RETRAIN or fell_back:
+    del fell_back, target  # private / not needed: the report is the plan's
+    if decision.action == RETRAIN:
         eps_del = None
         guarantee = (
             "exact: the model, the counts and the stored rows have the "
@@ -587,39 +595,29 @@ def deletion_outcome(
             "un-noised value depending on the deleted rows is kept"
         )
     retrain = decision.option(RETRAIN)
-    reason = None
-    if fell_back:
-        reason = (
-            f"{decision.reason}; the fine-tune did not certify within its budget and "
-            f"fell back to retraining; target deletion epsilon {target:.4g}"
-        )
     return DeletionOutcome(
         guarantee=guarantee,
         # Public: iterations predicted from released counts, times those
         # counts. The realized count (iterations x exact rows) is a function
         # of the private data and is not published.
-        cost=_realized_cost(decision, option, fell_back, realized),
+        cost=_realized_cost(decision, realized),
         retrain_cost=DeletionCost(
             gradient_evaluations=float(retrain.predicted_gradient_evaluations)
         ),
-        method="retrain" if fell_back else None,
-        reason=reason,
         deletion_epsilon=eps_del,
         deletion_delta=delta if eps_del is not None else None,
         notes=notes,
     )
 
 
-def _realized_cost(decision, option, fell_back, realized) -> DeletionCost:
-    """The report's cost: predicted, and realized in public units."""
+def _realized_cost(decision, realized) -> DeletionCost:
+    """The report's cost in public units: predicted, and realized as planned
+    (the scheduled fine-tune's passes are a public schedule)."""
     predicted = float(decision.option(decision.action).predicted_gradient_evaluations)
-    done = float(option.predicted_gradient_evaluations)
-    if realized is not None:
-        done = realized.row_gradients + (done if fell_back else 0.0)
+    done = predicted if realized is None else realized.row_gradients
     return DeletionCost(
-        action=RETRAIN if fell_back else decision.action,
+        action=decision.action,
         gradient_evaluations=done,
         predicted_gradient_evaluations=predicted,
         gradient_steps=None if realized is None else realized.steps,
-        fell_back_to_retrain=fell_back,
     )
