@@ -60,8 +60,6 @@ class DeletionCost(Mapping):
         Released sums given fresh noise.
     released_count : float or None
         The released (noised, charged) record count an estimate used.
-    fell_back_to_retrain : bool or None
-        Whether a cheaper action failed to certify and a retrain ran instead.
     """
 
     action: str | None = None
@@ -76,7 +74,6 @@ class DeletionCost(Mapping):
     recomputed_steps: int | None = None
     renoised_sums: int | None = None
     released_count: float | None = None
-    fell_back_to_retrain: bool | None = None
 
     def __getitem__(self, key: str):
         value = getattr(self, key, None) if key in _COST_FIELDS else None
