@@ -403,3 +403,16 @@ def test_dask_column_quantiles_and_norm_bound_equal_the_in_memory_ones():
         assert private_norm_bound(
             da.from_array(X, chunks=500), norm, np.random.default_rng(seed)
         ) == private_norm_bound(X, norm, np.random.default_rng(seed))
+
+
+def test_scaler_keeps_float32_and_computes_in_float64():
+    """float32 in, float32 out (as PublicBoundsScaler and StandardScaler),
+    the same values as the float64 transform rounded once."""
+    X = np.random.default_rng(0).normal(size=(500, 3))
+    scaler = PrivateBoundsScaler(epsilon=1.0, random_state=0).fit(X)
+    out = scaler.transform(X.astype(np.float32))
+    assert out.dtype == np.float32
+    np.testing.assert_array_equal(
+        out,
+        ((X.astype(np.float32) - scaler.center_) / scaler.scale_).clip(-1, 1).astype(np.float32),
+    )

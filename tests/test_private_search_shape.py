@@ -308,3 +308,17 @@ def test_works_in_a_pipeline_and_with_cross_validate():
     assert pipe.score(X, y) > 0.5
     scores = cross_validate(_linear(random_state=0, scoring="r2"), X, y, cv=2)
     assert np.all(scores["test_score"] > 0.5)
+
+
+def test_an_unknown_scoring_name_is_called_unknown():
+    from sklearn_dpu.linear_model import DPLinearRegression
+    from sklearn_dpu.model_selection import PrivateGridSearch
+
+    search = PrivateGridSearch(
+        DPLinearRegression(target_bound=1.0), {"alpha": [0.0]}, scoring="r22"
+    )
+    with pytest.raises(ValueError, match="not a known scoring"):
+        search.fit(np.zeros((4, 2)), np.zeros(4))
+    search.set_params(scoring="roc_auc")
+    with pytest.raises(ValueError, match="no public bound"):
+        search.fit(np.zeros((4, 2)), np.zeros(4))

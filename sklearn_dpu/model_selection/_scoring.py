@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.base import is_classifier
+from sklearn.metrics import get_scorer_names
 
 __all__ = ["SCORINGS", "ValidationScore", "check_scoring", "target_interval"]
 
@@ -166,6 +167,12 @@ def check_scoring(
             )
         kind = {"accuracy": "zero_one", "neg_mean_absolute_error": "absolute"}.get(
             scoring, "squared"
+        )
+    elif isinstance(scoring, str) and scoring not in get_scorer_names():
+        raise ValueError(
+            f"scoring={scoring!r} is not a known scoring. Use one of {sorted(SCORINGS)}, or "
+            "a callable score_func(y_true, y_pred) returning per-row scores with "
+            "score_bounds=(low, high)"
         )
     else:
         raise ValueError(

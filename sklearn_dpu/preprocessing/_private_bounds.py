@@ -244,6 +244,11 @@ class PrivateBoundsScaler(
 
     # ----------------------------------------------------------------- fit
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+        return tags
+
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: ArrayLike, y: None = None) -> Self:
         """Release the private scales (and centers) of ``X``'s features.
@@ -295,8 +300,10 @@ class PrivateBoundsScaler(
         ndarray of shape (n_samples, n_features)
         """
         check_is_fitted(self, "scale_")
-        X = validate_data(self, X, dtype=np.float64, reset=False)
-        return np.clip((X - self.center_) / self.scale_, -1.0, 1.0)
+        X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
+        # computed in float64, returned in the input's dtype (as PublicBoundsScaler)
+        scaled = (np.asarray(X, dtype=np.float64) - self.center_) / self.scale_
+        return np.clip(scaled, -1.0, 1.0).astype(X.dtype, copy=False)
 
     # ------------------------------------------------------------ deletion
 
