@@ -12,7 +12,7 @@ import numpy as np
 
 from ..privacy.tree_aggregation import TreeAggregator
 from ._ambssgd import AMBSSGDRecipe, AMBSSGDRun, run_ambssgd
-from ._linear_releases import NoisyGDRecipe
+from ._linear_releases import NoisyGDRecipe, SSPRecipe
 from ._linear_state import LinearStatisticsState
 from ._noisy_gd import noisy_projected_gd
 from ._sufficient_statistics import GRAM_SCALE, solve_noisy_gram
@@ -73,7 +73,10 @@ def solve_ambssgd(
 
 
 def released_model(
-    state: LinearStatisticsState, recipe, n_features: int, rng: np.random.Generator
+    state: LinearStatisticsState,
+    recipe: SSPRecipe | NoisyGDRecipe | AMBSSGDRecipe,
+    n_features: int,
+    rng: np.random.Generator,
 ) -> tuple[np.ndarray, float, int]:
     """The released model of ``state``: ``(coef, intercept, n_iter)`` in data units.
 
