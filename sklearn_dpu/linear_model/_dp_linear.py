@@ -37,7 +37,6 @@ from ._linear_bounds import (
     rescale_features,
 )
 from ._linear_releases import (
-    AMBSSGDRecipe,
     NoisyGDRecipe,
     SSPRecipe,
     correlated_release,
@@ -46,7 +45,7 @@ from ._linear_releases import (
     release_recipe,
     target_interval,
 )
-from ._linear_solvers import solve_ambssgd, solve_noisy_gd, solve_ssp
+from ._linear_solvers import released_model
 from ._linear_state import LinearStatisticsState
 from ._sufficient_statistics import (
     encode_with_gram,
@@ -677,38 +676,8 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
 
     def _release(self, state: LinearStatisticsState, recipe, rng) -> None:
         """Set ``coef_`` and ``intercept_`` from the state (post-processing of
-        the released statistics, or a noisy-GD run drawing from ``recipe``)."""
-        params = state.frozen_params
-        n_features, feature_norm = self.n_features_in_, params["feature_norm"]
-        n_coef = n_features + params["fit_intercept"]
-        bounds = state.bounds
-        rescaled = bounds is not None and bounds.feature_scale is not None
-        if rescaled:
-            # x = center + scale * z, and z / feature_norm is the normalized row.
-            feature_norm = state.feature_norm * bounds.feature_scale
-        elif state.feature_norm is not None:
-            feature_norm = state.feature_norm
-        # alpha ||coef||^2 in data units is (alpha / feature_norm^2) ||w||^2
-        # in normalized units (coef = half_range * w / feature_norm).
-        ridge = np.zeros(n_coef)
-        ridge[:n_features] = params["alpha"] / feature_norm**2
-        if isinstance(recipe, NoisyGDRecipe):
-            n_samples = state.registry.n_samples
-            w, state.released_count = solve_noisy_gd(
-                state.exact_gram, n_samples, n_coef, ridge, recipe, rng
-            )
-            self.n_iter_ = int(recipe.steps.steps)
-        elif isinstance(recipe, AMBSSGDRecipe):
-            codes = state.registry.live()[0]
-            run = solve_ambssgd(codes, n_features, params["fit_intercept"], ridge, recipe, rng)
-            w, state.released_count, self.n_iter_ = run.coef, run.released_count, run.n_blocks
-        else:
-            w = solve_ssp(state.statistics, n_coef, ridge, params["fit_intercept"])
-            self.n_iter_ = 1
-        self.coef_ = state.half_range * w[:n_features] / feature_norm
-        self.intercept_ = float(
-            state.center + (state.half_range * w[n_features] if params["fit_intercept"] else 0.0)
-        )
-        if rescaled:
-            self.intercept_ -= float(self.coef_ @ bounds.feature_center)
+        the released statistics, or a noisy-GD run drawing from ``recipe``;
+        :func:`~sklearn_dpu.linear_model._linear_solvers.released_model`)."""
+        model = released_model(state, recipe, self.n_features_in_, rng)
+        self.coef_, self.intercept_, self.n_iter_ = model
         cast_outputs(self)  # float32 in, float32 out (LinearRegression's)

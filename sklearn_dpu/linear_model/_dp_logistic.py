@@ -5,13 +5,14 @@ configuration, mechanisms and ledger records in
 :mod:`sklearn_dpu.linear_model._logistic_releases`, the solvers in
 :mod:`sklearn_dpu.linear_model._logistic_solvers`, the deletion plan, its
 re-releases and the unlearning state in
-:mod:`sklearn_dpu.linear_model._logistic_deletion`. This module holds the
+:mod:`sklearn_dpu.linear_model._logistic_deletion`, the worker functions that
+carry out a deletion and set the fitted attributes in
+:mod:`sklearn_dpu.linear_model._logistic_updates`. This module holds the
 estimator's public API and the hooks of the release procedure of
 :class:`~sklearn_dpu.base.PrivateEstimatorMixin`.
 """
 
 import math
-from collections import Counter
 from numbers import Integral, Real
 from typing import Any, Self
 
@@ -23,7 +24,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._compat import DELTA_CONSTRAINT, HasMethods, Interval, StrOptions, _fit_context
-from .._validation import cast_outputs, output_dtype
+from .._validation import output_dtype
 from ..base import PrivateEstimatorMixin, PublicSizes
 from ..privacy.ledger import ReleasePlan
 from ..privacy.random import release_generator
@@ -31,8 +32,8 @@ from ..unlearning.ids import as_id_list, requested_ids
 from . import _auto_bounds as auto_bounds
 from . import _dask_sums as dask_sums
 from . import _langevin as langevin
-from . import _logistic_deletion as deletion
 from . import _logistic_releases as releases
+from . import _logistic_updates as updates
 from ._logistic_deletion import LogisticUnlearningState
 from ._logistic_solvers import normalized_rows, private_fit, private_sgd_pass
 from ._losses import LinearModelLoss
@@ -560,52 +561,7 @@ class DPLogisticRegression(
             return self._delete_samples(as_id_list(sample_ids))
 
     def _delete_samples(self, sample_ids):
-        state = self.unlearning_state_
-        registry = state.registry
-        slots = registry.slots_of(sample_ids)
-        params, loss, target = self._params(), self._loss(), self._deletion_target()
-        # What a kept 'auto' bound adds (the fit's epsilon: frozen while deleting);
-        # the model gets what remains of the target (a tiny one: a retrain).
-        deleted = self._n_deleted_since_fit(len(slots))
-        kept = deleted * _SHARE * self.epsilon if hasattr(self, "feature_norm_") else 0.0
-        target_model = max(target - kept, 1e-12)
-        if langevin.handles(state):
-            finish = None
-            if kept:
-                bound_eps = _SHARE * self.epsilon
-                finish = lambda o: auto_bounds.kept_bound_outcome(o, bound_eps, deleted, target)  # noqa: E731
-            langevin.delete_langevin(self, slots, target_model, finish)
-            return self
-        deleted_per_chunk = Counter(registry.chunks[slots].tolist())
-        chunk_plan = deletion.plan_chunk_deletion(
-            params, loss, state.chunks, deleted_per_chunk, target_model
-        )
-        plan = deletion.deletion_plan(params, loss, state.chunks, chunk_plan, target_model)
-
-        def execute():
-            # Re-releases read the remaining rows; the registry changes only after.
-            chunks, fell_back, work = deletion.rerelease_chunks(
-                params,
-                loss,
-                state.chunks,
-                registry,
-                slots,
-                chunk_plan,
-                self.random_state,
-                len(self.privacy_ledger_),
-            )
-            registry.remove(slots)
-            state.chunks = chunks
-            self._publish()
-            outcome = deletion.deletion_outcome(
-                chunk_plan.decision, fell_back, self.delta, target_model, (_LABEL_SET_NOTE,), work
-            )
-            if not kept:
-                return outcome
-            return auto_bounds.kept_bound_outcome(outcome, _SHARE * self.epsilon, deleted, target)
-
-        self._run_deletion(len(slots), plan, execute)
-        return self
+        return updates.delete_samples(self, sample_ids, _SHARE, (_LABEL_SET_NOTE,))
 
     def _plan_releases(self, params, sizes: PublicSizes) -> ReleasePlan:
         """One :meth:`fit`: the noised count and the model, from the parameters
@@ -721,18 +677,7 @@ class DPLogisticRegression(
 
     def _publish(self) -> None:
         """Set ``coef_``, ``intercept_`` and friends from the released model."""
-        chunks = self.unlearning_state_.chunks
-        last = chunks[-1]
-        d = self.n_features_in_
-        theta = last.theta.reshape(-1, self._n_coef(d))
-        self.coef_ = theta[:, :d] / self._norm_bound()
-        self.intercept_ = theta[:, d].copy() if self.fit_intercept else np.zeros(len(theta))
-        batch = [c for c in chunks if c.kind == "fit"]
-        config = (batch[-1] if batch else last).config
-        self.solver_ = config.solver
-        self.C_ = 1.0 / (config.Lambda * self._norm_bound() ** 2)
-        self.n_iter_ = int(last.n_iter)
-        cast_outputs(self)  # float32 in, float32 out (LogisticRegression's)
+        updates.publish(self)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

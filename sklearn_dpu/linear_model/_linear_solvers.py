@@ -4,17 +4,20 @@ The solver is chosen once, from the recipe (as in scikit-learn's
 ``linear_model/_ridge.py``); each is a function of explicit values. Both are
 post-processing of released values, or draw their noise from the recipe's
 mechanism objects, whose events are the ones in the ledger.
+:func:`released_model` runs the recipe's solver on the estimator's state and
+returns the model in the units of the data.
 """
 
 import numpy as np
 
 from ..privacy.tree_aggregation import TreeAggregator
 from ._ambssgd import AMBSSGDRecipe, AMBSSGDRun, run_ambssgd
-from ._linear_releases import NoisyGDRecipe
+from ._linear_releases import NoisyGDRecipe, SSPRecipe
+from ._linear_state import LinearStatisticsState
 from ._noisy_gd import noisy_projected_gd
 from ._sufficient_statistics import GRAM_SCALE, solve_noisy_gram
 
-__all__ = ["solve_ambssgd", "solve_noisy_gd", "solve_ssp"]
+__all__ = ["released_model", "solve_ambssgd", "solve_noisy_gd", "solve_ssp"]
 
 
 def solve_ssp(
@@ -67,3 +70,51 @@ def solve_ambssgd(
     """DP-AMBSSGD on the live coded rows, noise from ``recipe``'s mechanisms
     (:func:`~sklearn_dpu.linear_model._ambssgd.run_ambssgd`)."""
     return run_ambssgd(codes, n_features, fit_intercept, ridge, recipe, rng)
+
+
+def released_model(
+    state: LinearStatisticsState,
+    recipe: SSPRecipe | NoisyGDRecipe | AMBSSGDRecipe,
+    n_features: int,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, float, int]:
+    """The released model of ``state``: ``(coef, intercept, n_iter)`` in data units.
+
+    Post-processing of the released statistics (SSP), or a run drawing its
+    noise from ``recipe`` (noisy GD, DP-AMBSSGD; these set
+    ``state.released_count``). The ridge ``alpha ||coef||^2`` in data units is
+    ``(alpha / feature_norm^2) ||w||^2`` in normalized units
+    (``coef = half_range * w / feature_norm``).
+    """
+    params = state.frozen_params
+    feature_norm = params["feature_norm"]
+    n_coef = n_features + params["fit_intercept"]
+    bounds = state.bounds
+    rescaled = bounds is not None and bounds.feature_scale is not None
+    if rescaled:
+        # x = center + scale * z, and z / feature_norm is the normalized row.
+        feature_norm = state.feature_norm * bounds.feature_scale
+    elif state.feature_norm is not None:
+        feature_norm = state.feature_norm
+    ridge = np.zeros(n_coef)
+    ridge[:n_features] = params["alpha"] / feature_norm**2
+    if isinstance(recipe, NoisyGDRecipe):
+        n_samples = state.registry.n_samples
+        w, state.released_count = solve_noisy_gd(
+            state.exact_gram, n_samples, n_coef, ridge, recipe, rng
+        )
+        n_iter = int(recipe.steps.steps)
+    elif isinstance(recipe, AMBSSGDRecipe):
+        codes = state.registry.live()[0]
+        run = solve_ambssgd(codes, n_features, params["fit_intercept"], ridge, recipe, rng)
+        w, state.released_count, n_iter = run.coef, run.released_count, run.n_blocks
+    else:
+        w = solve_ssp(state.statistics, n_coef, ridge, params["fit_intercept"])
+        n_iter = 1
+    coef = state.half_range * w[:n_features] / feature_norm
+    intercept = float(
+        state.center + (state.half_range * w[n_features] if params["fit_intercept"] else 0.0)
+    )
+    if rescaled:
+        intercept -= float(coef @ bounds.feature_center)
+    return coef, intercept, n_iter

@@ -3,10 +3,12 @@
 The public class (``_unlearnable_sgd.py``) is the API and the release
 procedure's hooks; this base holds what a fitted estimator reads from its
 stored run: the size-dependent fitted values, the privacy it reports, the
-published model and the predictions. See the public class for the algorithm
-and its references (M. E. Ullah, "Statistical learning via stochastic
-optimization under data privacy considerations", PhD thesis, Johns Hopkins
-University, 2024, Ch. 4 and App. C).
+published model and the predictions, and the training step of a fit
+(``_train``: draw the bound and the count, train and store the run). See
+the public class for the algorithm and its references (M. E. Ullah,
+"Statistical learning via stochastic optimization under data privacy
+considerations", PhD thesis, Johns Hopkins University, 2024, Ch. 4 and
+App. C).
 """
 
 import dataclasses
@@ -18,16 +20,17 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._validation import cast_outputs
+from .._validation import cast_outputs, output_dtype
 from ..base import PrivateEstimatorMixin
 from ..privacy.clipping import clip_rows_l2
 from ..privacy.ledger import PrivacySpent, Release, privacy_spent
+from ..privacy.random import release_generator
 from ._auto_bounds import draw_bound, is_auto, kept_bound_outcome, norm_bound_mechanism
 from ._losses import get_loss
 from ._scores import ScoresToLabelsMixin
-from ._sgd_edits import SGDEditLedger
-from ._sgd_plan import BOUND_EPSILON_SHARE, SGDParams
-from ._sgd_releases import fit_ledger
+from ._sgd_edits import SGDEditLedger, start_run
+from ._sgd_plan import BOUND_EPSILON_SHARE, SGDParams, schedule_run
+from ._sgd_releases import count_mechanism, fit_ledger
 from ._sparse_rows import clip_sparse, is_sparse, sparse_clipped_rows
 
 __all__ = ["BaseUnlearnableSGD"]
@@ -153,6 +156,43 @@ class BaseUnlearnableSGD(
         mechanism = norm_bound_mechanism(self.epsilon, BOUND_EPSILON_SHARE)
         self.feature_norm_, made = draw_bound(X, mechanism, self.random_state)
         return dataclasses.replace(params, feature_norm=self.feature_norm_), [made]
+
+    def _train(self, params, classes_given: bool, registry, ids, data, classes_):
+        """Draw the bound ('auto') and the count, train the run; return the releases."""
+        params, made = self._release_bound(params, data[0])
+        rows = self._encode(*data, classes_, params.feature_norm)
+        n, n_features = len(rows), rows.shape[1] - 1
+        rng = release_generator(self.random_state, len(made))
+        if params.schedule_size is not None:
+            n_noisy = float(params.schedule_size)  # public: no count is read or released
+        else:
+            n_noisy = count_mechanism(params).release(n, rng)
+        schedule = schedule_run(params, n_noisy, n_features)
+        if params.batch_sampling == "fixed" and schedule.batch_size >= n:
+            raise ValueError(
+                f"batch_sampling='fixed' drew batches of {int(schedule.batch_size)} rows, "
+                "not fewer than the training set has; use a smaller batch_size or "
+                "batch_sampling='poisson'"
+            )
+        self.classes_ = classes_
+        self._output_dtype = output_dtype(data[0])
+        registry.add(ids, rows, chunk=1, adopt=True)
+        state = start_run(registry, len(classes_), n_features, params, schedule)
+        state.train(0, rng)
+        self.unlearning_state_ = state
+        self.edit_ledger_ = SGDEditLedger(
+            params,
+            n_noisy,
+            classes_given=classes_given,
+            n_streams=1 + len(made),
+            reserve_charged=np.zeros(state.n_steps, dtype=bool),
+        )
+        self.__dict__.pop("_privacy_cache", None)
+        self._publish()
+        self.deletion_log_ = []
+        self.insertion_log_ = []
+        self.learning_rate_ = state.learning_rate
+        return [*made, *fit_ledger(params, schedule)]
 
     def _bound_releases(self) -> list:
         """The kept bound's record (the fit's first release), if one was drawn."""

@@ -10,25 +10,21 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._compat import DELTA_CONSTRAINT, HasMethods, Interval, StrOptions, _fit_context, _num_samples
-from .._validation import output_dtype
 from ..base import PublicSizes
 from ..exceptions import UnlearningError
 from ..privacy.ledger import ReleasePlan
-from ..privacy.random import release_generator
 from ..unlearning.ids import as_id_list, requested_ids
 from ..unlearning.report import DeletionPlan
 from ._coupled_sgd import InsertionRecord
 from ._sgd_base import BaseUnlearnableSGD
 from ._sgd_edits import (
-    SGDEditLedger,
     delete_from_run,
     insert_into_run,
     record_edit,
-    start_run,
     worst_insertion,
 )
 from ._sgd_plan import changed_run_params, check_sampling, run_params, schedule_run, size_bucket
-from ._sgd_releases import count_mechanism, deletion_outcome, fit_ledger, planned_fit
+from ._sgd_releases import deletion_outcome, planned_fit
 from ._sparse_rows import in_storage_of, new_registry
 
 # Input types kept (see sklearn_dpu._validation); sparse input is CSR.
@@ -495,43 +491,6 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
         given = classes is not None
         self._run_update("fit", plan, validate, lambda data: self._train(params, given, *data))
         return self
-
-    def _train(self, params, classes_given: bool, registry, ids, data, classes_):
-        """Draw the bound ('auto') and the count, train the run; return the releases."""
-        params, made = self._release_bound(params, data[0])
-        rows = self._encode(*data, classes_, params.feature_norm)
-        n, n_features = len(rows), rows.shape[1] - 1
-        rng = release_generator(self.random_state, len(made))
-        if params.schedule_size is not None:
-            n_noisy = float(params.schedule_size)  # public: no count is read or released
-        else:
-            n_noisy = count_mechanism(params).release(n, rng)
-        schedule = schedule_run(params, n_noisy, n_features)
-        if params.batch_sampling == "fixed" and schedule.batch_size >= n:
-            raise ValueError(
-                f"batch_sampling='fixed' drew batches of {int(schedule.batch_size)} rows, "
-                "not fewer than the training set has; use a smaller batch_size or "
-                "batch_sampling='poisson'"
-            )
-        self.classes_ = classes_
-        self._output_dtype = output_dtype(data[0])
-        registry.add(ids, rows, chunk=1, adopt=True)
-        state = start_run(registry, len(classes_), n_features, params, schedule)
-        state.train(0, rng)
-        self.unlearning_state_ = state
-        self.edit_ledger_ = SGDEditLedger(
-            params,
-            n_noisy,
-            classes_given=classes_given,
-            n_streams=1 + len(made),
-            reserve_charged=np.zeros(state.n_steps, dtype=bool),
-        )
-        self.__dict__.pop("_privacy_cache", None)
-        self._publish()
-        self.deletion_log_ = []
-        self.insertion_log_ = []
-        self.learning_rate_ = state.learning_rate
-        return [*made, *fit_ledger(params, schedule)]
 
     # ---------------------------------------------------------- insertion
 

@@ -9,8 +9,9 @@ the fit's releases.
 from dp_accounting import dp_event
 
 from ..privacy.accounting import epsilon_spent, gaussian_precision, group_events
+from . import _selection_methods as _methods
 
-__all__ = ["group_epsilon"]
+__all__ = ["group_epsilon", "retained_privacy", "search_guarantee"]
 
 # Splits of delta between the Gaussian and the other releases of a group bound.
 _DELTA_SHARES = (0.5, 0.9, 0.99)
@@ -55,4 +56,32 @@ def group_epsilon(events: list, group: int, delta: float) -> float:
     return min(
         epsilon_spent(gaussian, share * delta) + epsilon_spent(other, (1 - share) * delta)
         for share in _DELTA_SHARES
+    )
+
+
+def retained_privacy(events: list, group: int, delta: float, method: str) -> tuple[float, float]:
+    """``(epsilon, delta)`` by which a search with the fit's ``events`` differs
+    from one run without a group of ``group`` records.
+
+    ``method='split_select'``: :func:`group_epsilon` at ``delta``; the other
+    selection methods: an (epsilon, delta) bound of the whole selection for the
+    group (:func:`~sklearn_dpu.model_selection._selection_methods.group_bound`).
+    """
+    if method == "split_select":
+        return group_epsilon(events, group, delta), delta
+    return _methods.group_bound(events, group, delta)
+
+
+def search_guarantee(
+    model_guarantee: str | None, retained: float, retained_delta: float, group: int
+) -> str:
+    """The guarantee a search's deletion report states: the selected model's
+    (``None``: it was untouched), then what the hyper-parameter choice keeps."""
+    return (
+        f"model: {model_guarantee}; "
+        if model_guarantee is not None
+        else "model: untouched (rows were in the validation part only); "
+    ) + (
+        f"hyper-parameter choice: not recomputed, ({retained:.3g}, {retained_delta:.3g})-"
+        f"indistinguishable from a search without the {group} samples deleted so far"
     )

@@ -7,7 +7,6 @@ from typing import Any, Self
 import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator, MetaEstimatorMixin
-from sklearn.utils import get_tags
 from sklearn.utils.parallel import Parallel, delayed
 from sklearn.utils.validation import check_is_fitted
 
@@ -22,7 +21,7 @@ from ..privacy.random import release_generator
 from ..unlearning.ids import as_id_list, check_request, requested_ids
 from ..unlearning.report import DeletionCost, DeletionOutcome, DeletionPlan
 from . import _selection_methods as _methods
-from ._group_privacy import group_epsilon
+from ._group_privacy import retained_privacy, search_guarantee
 from ._scoring import check_scoring
 from ._search_delegation import _DelegatesToBestEstimator
 from ._search_results import Split as _Split
@@ -346,16 +345,6 @@ class PrivateGridSearch(
             )
         super()._validate_params()
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        inner = get_tags(self.estimator)
-        tags.estimator_type = inner.estimator_type
-        tags.classifier_tags = inner.classifier_tags
-        tags.regressor_tags = inner.regressor_tags
-        tags.target_tags.required = inner.target_tags.required
-        tags.input_tags.sparse = inner.input_tags.sparse
-        return tags
-
     def _inner_budget(self):
         return self.estimator.get_params(deep=False).get("budget")
 
@@ -666,18 +655,9 @@ class PrivateGridSearch(
         fit_events = [
             Release.from_dict(e).event for e in self.privacy_ledger_[: self._n_fit_releases]
         ]
-        if self.method == "split_select":
-            retained, retained_delta = group_epsilon(fit_events, group, self.delta), self.delta
-        else:  # an (epsilon, delta) bound of the whole selection, for the group
-            retained, retained_delta = _methods.group_bound(fit_events, group, self.delta)
-        guarantee = (
-            f"model: {inner.guarantee}; "
-            if inner is not None
-            else "model: untouched (rows were in the validation part only); "
-        ) + (
-            f"hyper-parameter choice: not recomputed, ({retained:.3g}, {retained_delta:.3g})-"
-            f"indistinguishable from a search without the {group} samples deleted so far"
-        )
+        retained, retained_delta = retained_privacy(fit_events, group, self.delta, self.method)
+        inner_guarantee = None if inner is None else inner.guarantee
+        guarantee = search_guarantee(inner_guarantee, retained, retained_delta, group)
         stated = best.deletion_log_[-1] if best.deletion_log_ else None
         return DeletionOutcome(
             guarantee=guarantee,

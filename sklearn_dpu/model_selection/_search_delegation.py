@@ -1,7 +1,9 @@
-"""What a private search delegates to its selected model: predictions and scores."""
+"""What a private search delegates to its selected model: predictions and scores,
+and the tags it takes from its estimator."""
 
 import numpy as np
 from numpy.typing import ArrayLike
+from sklearn.utils import get_tags
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
@@ -19,7 +21,19 @@ def _estimator_has(name):
 
 class _DelegatesToBestEstimator:
     """``predict``, ``predict_proba``, ``decision_function``, ``score``,
-    ``n_features_in_`` and ``classes_`` of ``best_estimator_``."""
+    ``n_features_in_`` and ``classes_`` of ``best_estimator_``; the
+    estimator type, classifier/regressor, target and sparse-input tags of
+    ``estimator``."""
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        inner = get_tags(self.estimator)
+        tags.estimator_type = inner.estimator_type
+        tags.classifier_tags = inner.classifier_tags
+        tags.regressor_tags = inner.regressor_tags
+        tags.target_tags.required = inner.target_tags.required
+        tags.input_tags.sparse = inner.input_tags.sparse
+        return tags
 
     @property
     def n_features_in_(self) -> int:

@@ -1,0 +1,110 @@
+"""Worker functions of :class:`~sklearn_dpu.linear_model.DPLogisticRegression`
+that read and write the estimator's state.
+
+The public class (``_dp_logistic.py``) is the API and the release hooks of
+:class:`~sklearn_dpu.base.PrivateEstimatorMixin`; the functions here carry
+out one deletion request (:func:`delete_samples`, planned and charged through
+:meth:`~sklearn_dpu.base.PrivateEstimatorMixin._run_deletion`) and set the
+fitted attributes from the released model (:func:`publish`). The recipes they
+call are in :mod:`sklearn_dpu.linear_model._logistic_deletion`,
+:mod:`sklearn_dpu.linear_model._langevin` and
+:mod:`sklearn_dpu.linear_model._auto_bounds`.
+"""
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .._validation import cast_outputs
+from . import _auto_bounds as auto_bounds
+from . import _langevin as langevin
+from . import _logistic_deletion as deletion
+
+__all__ = ["delete_samples", "publish"]
+
+
+def delete_samples(estimator: Any, sample_ids: list, share: float, notes: Sequence[str]) -> Any:
+    """Remove ``sample_ids`` from a fitted ``DPLogisticRegression``.
+
+    Parameters
+    ----------
+    estimator : DPLogisticRegression
+        Fitted, with its frozen parameters in effect.
+    sample_ids : list
+        Ids known at fit time (checked by the registry).
+    share : float
+        Share of ``epsilon`` a ``feature_norm='auto'`` bound was released at.
+    notes : sequence of str
+        Notes stated in every deletion report.
+
+    Returns
+    -------
+    estimator : DPLogisticRegression
+    """
+    est = estimator
+    state = est.unlearning_state_
+    registry = state.registry
+    slots = registry.slots_of(sample_ids)
+    params, loss, target = est._params(), est._loss(), est._deletion_target()
+    # What a kept 'auto' bound adds (the fit's epsilon: frozen while deleting);
+    # the model gets what remains of the target (a tiny one: a retrain).
+    deleted = est._n_deleted_since_fit(len(slots))
+    kept = deleted * share * est.epsilon if hasattr(est, "feature_norm_") else 0.0
+    target_model = max(target - kept, 1e-12)
+    if langevin.handles(state):
+        finish = None
+        if kept:
+            bound_eps = share * est.epsilon
+            finish = lambda o: auto_bounds.kept_bound_outcome(o, bound_eps, deleted, target)  # noqa: E731
+        langevin.delete_langevin(est, slots, target_model, finish)
+        return est
+    deleted_per_chunk = Counter(registry.chunks[slots].tolist())
+    chunk_plan = deletion.plan_chunk_deletion(
+        params, loss, state.chunks, deleted_per_chunk, target_model
+    )
+    plan = deletion.deletion_plan(params, loss, state.chunks, chunk_plan, target_model)
+
+    def execute():
+        # Re-releases read the remaining rows; the registry changes only after.
+        chunks, fell_back, work = deletion.rerelease_chunks(
+            params,
+            loss,
+            state.chunks,
+            registry,
+            slots,
+            chunk_plan,
+            est.random_state,
+            len(est.privacy_ledger_),
+        )
+        registry.remove(slots)
+        state.chunks = chunks
+        est._publish()
+        outcome = deletion.deletion_outcome(
+            chunk_plan.decision, fell_back, est.delta, target_model, tuple(notes), work
+        )
+        if not kept:
+            return outcome
+        return auto_bounds.kept_bound_outcome(outcome, share * est.epsilon, deleted, target)
+
+    est._run_deletion(len(slots), plan, execute)
+    return est
+
+
+def publish(estimator: Any) -> None:
+    """Set ``coef_``, ``intercept_``, ``solver_``, ``C_`` and ``n_iter_`` of
+    ``estimator`` from the released model (the last chunk of its state)."""
+    est = estimator
+    chunks = est.unlearning_state_.chunks
+    last = chunks[-1]
+    d = est.n_features_in_
+    theta = last.theta.reshape(-1, est._n_coef(d))
+    est.coef_ = theta[:, :d] / est._norm_bound()
+    est.intercept_ = theta[:, d].copy() if est.fit_intercept else np.zeros(len(theta))
+    batch = [c for c in chunks if c.kind == "fit"]
+    config = (batch[-1] if batch else last).config
+    est.solver_ = config.solver
+    est.C_ = 1.0 / (config.Lambda * est._norm_bound() ** 2)
+    est.n_iter_ = int(last.n_iter)
+    cast_outputs(est)  # float32 in, float32 out (LogisticRegression's)
