@@ -356,3 +356,30 @@ def test_langevin_takes_sparse_and_float32_input_and_refuses_dask():
     with pytest.raises(ValueError, match="does not take Dask input"):
         reg.fit(da.from_array(X, chunks=100), y)
     assert not hasattr(reg, "coef_")
+
+
+def test_deletion_certifies_every_row_deleted_since_the_fit_as_a_group():
+    """k deleted rows move the count and the gradient sum by k: the bound is
+    k^2 times a row's, for all the rows deleted since the fit (before: one
+    row's bound whatever k, so deleting 1500 copies of a row ran 0 steps and
+    left the model where it was, certified at 0.47)."""
+    X, y = _data(n=1000)
+    clf = DPLogisticRegression(
+        solver="langevin", epsilon=1.0, deletion_epsilon=0.5, random_state=0
+    ).fit(X, y)
+    config = clf.unlearning_state_.chunks[0].config
+    one = lv.plan_langevin_deletion(config, 0.5, clf.delta, 1, group=1)
+    three = lv.plan_langevin_deletion(config, 0.5, clf.delta, 1, group=3)
+    assert three.steps is None or three.steps > one.steps
+    many = lv.plan_langevin_deletion(config, 0.5, clf.delta, 1, group=1000)
+    assert many.steps is None  # the k^2 count floor alone is over the target
+    # The estimator passes the cumulative group: two sequential requests of
+    # one row plan as a group of 2 on the second.
+    clf.delete_samples([0])
+    first = clf.deletion_log_[-1]
+    clf.delete_samples([1])
+    second = clf.deletion_log_[-1]
+    two = lv.plan_langevin_deletion(config, 0.5, clf.delta, 1, group=2)
+    assert first.cost.action == second.cost.action == "langevin"
+    assert second.cost.gradient_steps == two.steps > first.cost.gradient_steps
+    assert "the 2 rows deleted since the fit" in second.guarantee

@@ -90,8 +90,8 @@ _FAILURE_FRACTION = 0.01
 _REFERENCE = (
     "Noisy-GD / Langevin dynamics (Chourasia & Shah 2023, Alg. 2, Thm 5.1), "
     "K Gaussian gradient-sum releases composed exactly (Dong, Roth & Su 2022, "
-    "Cor. 3.3); the tighter Renyi bound of the last iterate (Thm G.9, erratum "
-    "eta^2 -> n^2) is reported beside it"
+    "Cor. 3.3); the Renyi bound of the Langevin dynamics (Thm G.9, erratum "
+    "eta^2 -> n^2) certifies the deletions"
 )
 _COUNT_REFERENCE = (
     "Gaussian mechanism on the record count, sensitivity 1 (Balle & Wang 2018, Thm 8)"
@@ -288,16 +288,26 @@ class LangevinDeletion:
 
 
 def plan_langevin_deletion(
-    config: LangevinConfig, target: float, delta: float, n_releases: int
+    config: LangevinConfig, target: float, delta: float, n_releases: int, group: int = 1
 ) -> LangevinDeletion:
-    """``K_del`` for ``target`` at ``delta``, or a retrain."""
+    """``K_del`` for ``target`` at ``delta``, or a retrain.
+
+    ``group`` is every row deleted since the fit (this request's and the
+    earlier ones'): the state must be indistinguishable from a run that never
+    saw any of them. A group of ``k`` has ``k`` times the count's and the
+    gradient sum's sensitivity, so ``k^2`` times their zCDP; the earlier rows
+    have been absent for at least the ``K_del`` steps of this request, which
+    is all the bound uses. Each earlier model a requester saw adds the
+    stationary bound of the group (any number of steps) and its count.
+    """
     convert = delta - config.failure_probability
-    steps = unlearning_steps(config.run, target, convert, config.count_rho)
+    floor = group**2 * config.count_rho
+    steps = unlearning_steps(config.run, target, convert, floor, group)
     if steps is None or steps >= config.run.steps:
         return LangevinDeletion(None, None, delta, None)
-    rho_del = unlearning_rho(config.run, steps, config.count_rho)
+    rho_del = unlearning_rho(config.run, steps, floor, group)
     eps = zcdp_epsilon(rho_del, convert)
-    per_release = config.count_rho + config.run.rho
+    per_release = group**2 * (config.count_rho + config.run.stationary_rho)
     adaptive = zcdp_epsilon(rho_del + n_releases * per_release, convert)
     return LangevinDeletion(int(steps), eps, delta, adaptive)
 
@@ -319,8 +329,11 @@ def delete_langevin(
     state = estimator.unlearning_state_
     registry, chunk = state.registry, state.chunks[0]
     config, params, loss = chunk.config, estimator._params(), estimator._loss()
-    n_releases = 1 + sum(1 for r in estimator.deletion_log_ if r.cost.action == "langevin")
-    planned = plan_langevin_deletion(config, target, estimator.delta, n_releases)
+    # every model published so far (fit, refits, deletions: the ledger's
+    # releases, an upper bound on those a deleted row was in)
+    n_releases = len(estimator.privacy_ledger_)
+    group = int(chunk.pending) + len(slots)  # every row deleted since the fit
+    planned = plan_langevin_deletion(config, target, estimator.delta, n_releases, group)
     n_ledger = len(estimator.privacy_ledger_)
     retrain_evals = float(config.run.steps * config.n_public)
     retrain_cost = DeletionCost(gradient_steps=config.run.steps, gradient_evaluations=retrain_evals)
@@ -374,9 +387,10 @@ def delete_langevin(
         estimator._publish()
         evals = float(run.steps * config.n_public)
         guarantee = (
-            f"langevin: after {run.steps} noisy GD steps without them, each deleted row "
-            f"is ({planned.epsilon:.4g}, {planned.delta:g})-deleted: every later model is "
-            "that indistinguishable from one of a run that never saw it (non-adaptive "
+            f"langevin: after {run.steps} noisy GD steps without them, the {group} rows "
+            f"deleted since the fit are ({planned.epsilon:.4g}, {planned.delta:g})-deleted "
+            "as a group: every later model is that indistinguishable from one of a run "
+            "that never saw them (non-adaptive "
             "requests; Chourasia & Shah 2023, Def. 4.1, Thm 5.1); for a requester who "
             f"saw the {n_releases} models released since the fit: "
             f"({planned.adaptive_epsilon:.4g}, {planned.delta:g}) (Thm 4.3)"

@@ -38,9 +38,10 @@ divergence from a run that never saw it is at most ``rho_0 exp(-Lambda eta K
 ``dp_accounting`` has no event for the Langevin bound as a privacy *profile*:
 a ``rho``-zCDP guarantee does not imply the Gaussian mechanism's profile (its
 hockey-stick curve is tighter than any zCDP conversion). The ledger therefore
-holds the composed Gaussian (valid, looser) and the zCDP bound is reported
-beside it (:meth:`LangevinRun.zcdp_event`, converted by ``dp_accounting``'s
-RDP accountant in :func:`zcdp_epsilon`).
+holds the composed Gaussian (valid, looser); the zCDP bound is what the
+deletion certificates start from (:func:`unlearning_rho`, converted by
+``dp_accounting``'s RDP accountant in :func:`zcdp_epsilon`), and
+:meth:`LangevinRun.zcdp_event` gives it as an event for callers who want it.
 
 References
 ----------
@@ -166,21 +167,24 @@ def zcdp_epsilon(rho: float, delta: float) -> float:
     return float(accountant.get_epsilon(float(delta)))
 
 
-def unlearning_rho(run: LangevinRun, steps: int, floor_rho: float = 0.0) -> float:
-    """zCDP bound of a deleted record after ``steps`` steps without it.
+def unlearning_rho(run: LangevinRun, steps: int, floor_rho: float = 0.0, group: int = 1) -> float:
+    """zCDP bound of ``group`` deleted records after ``steps`` steps without them.
 
-    ``floor_rho + rho_0 exp(-Lambda eta K / 2)`` with ``rho_0`` the stationary
-    Langevin bound ([CS23]_ Thm 5.1 (18), proof of Thm G.15: the divergence
-    grows to at most ``rho_0`` while the record is present, whatever the number
-    of steps, then contracts). ``floor_rho`` is what other releases that do not
-    decay (a released count) add, by composition ([BS16]_ Lemma 2.3).
+    ``floor_rho + k^2 rho_0 exp(-Lambda eta K / 2)`` with ``rho_0`` the
+    stationary Langevin bound ([CS23]_ Thm 5.1 (18), proof of Thm G.15: the
+    divergence grows to at most ``rho_0`` while the record is present, whatever
+    the number of steps, then contracts). ``k`` records move the gradient sum
+    by ``k G``, so the stationary bound of the group is ``k^2 rho_0`` (the same
+    proof with the sensitivity ``k G``). ``floor_rho`` is what other releases
+    that do not decay (a released count) add, by composition ([BS16]_ Lemma
+    2.3); the caller scales it to the group.
     """
     decay = math.exp(-run.ridge * run.step_size * steps / 2.0)
-    return floor_rho + run.stationary_rho * decay
+    return floor_rho + group**2 * run.stationary_rho * decay
 
 
 def unlearning_steps(
-    run: LangevinRun, epsilon: float, delta: float, floor_rho: float = 0.0
+    run: LangevinRun, epsilon: float, delta: float, floor_rho: float = 0.0, group: int = 1
 ) -> int | None:
     """Fewest steps after which a deleted record is ``(epsilon, delta)``-deleted.
 
@@ -191,13 +195,13 @@ def unlearning_steps(
     if zcdp_epsilon(floor_rho, delta) >= epsilon:
         return None
     lo, hi = 0.0, 1.0
-    if zcdp_epsilon(unlearning_rho(run, 0, floor_rho), delta) <= epsilon:
+    if zcdp_epsilon(unlearning_rho(run, 0, floor_rho, group), delta) <= epsilon:
         return 0
-    while zcdp_epsilon(unlearning_rho(run, int(hi), floor_rho), delta) > epsilon:
+    while zcdp_epsilon(unlearning_rho(run, int(hi), floor_rho, group), delta) > epsilon:
         hi *= 2.0
     while hi - lo > 1:
         mid = math.floor((lo + hi) / 2.0)
-        if zcdp_epsilon(unlearning_rho(run, mid, floor_rho), delta) > epsilon:
+        if zcdp_epsilon(unlearning_rho(run, mid, floor_rho, group), delta) > epsilon:
             lo = mid
         else:
             hi = mid
