@@ -316,7 +316,16 @@ class PrivateEstimatorMixin:
                 # compute edits the stored state in place: let it edit copies, so
                 # that _atomic's snapshot still holds the untouched originals
                 self.__dict__.update(self._fitted_copy())
-            made = list(compute(data))
+            try:
+                made = list(compute(data))
+            except Exception as error:
+                # A computation that read the data and then failed by design
+                # (a private selection that stopped without a winner) names
+                # the releases it made: the budgets pay for them all the same.
+                spent = list(getattr(error, "releases_made", ()))
+                if spent:
+                    self._charge_budgets(self._budget_increment(spent, plan.restart), what)
+                raise
             self._charge_budgets(self._budget_increment(made, plan.restart), what)
         before = [] if plan.restart else list(self.privacy_ledger_)
         self._set_ledger([*before, *(r.to_dict() for r in made)])

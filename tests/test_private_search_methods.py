@@ -391,9 +391,9 @@ def test_repeat_and_select_runs_the_sampled_candidates_and_publishes_their_resul
     points = candidate_points(search.get_params(deep=False))
     results = search.cv_results_
     assert results["params"] == points
-    assert sorted(results) == ["epsilon_spent", "n_runs", "param_alpha", "params"]
+    # no run count: the accounting holds with the number of runs hidden
+    assert sorted(results) == ["epsilon_spent", "param_alpha", "params"]
     assert list(results["param_alpha"]) == [p["alpha"] for p in points]
-    assert results["n_runs"].sum() >= 1 and results["n_runs"][search.best_index_] >= 1
     assert search.best_params_ == points[search.best_index_]
     fit_epsilon = search.best_estimator_.privacy_spent_.epsilon
     np.testing.assert_allclose(results["epsilon_spent"], fit_epsilon)
@@ -510,3 +510,44 @@ def test_refit_fits_the_chosen_point_on_all_rows_planned_and_charged(method):
     with pytest.raises(BudgetExceededError):
         refused.fit(_Unreadable(), np.zeros(100))
     assert small.spent().epsilon == 0.0 and not hasattr(refused, "best_estimator_")
+
+
+@pytest.mark.parametrize("refit", [False, True])
+def test_a_failed_threshold_search_is_charged_with_or_without_refit(tmp_path, refit):
+    """The runs read the data before the rule stopped: the budget pays for
+    the selection either way (before: with refit=True the plan was charged
+    after the computation, so a failure charged nothing and could be retried
+    for free)."""
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(300, 3)), rng.integers(0, 2, 300)
+    budget = PrivacyBudget(epsilon=100.0, delta=1e-4, path=str(tmp_path / "b.sqlite"))
+    search = PrivateGridSearch(
+        DPLogisticRegression(feature_norm=3.0, solver="output"),
+        {"C": [0.1, 1.0]},
+        method="threshold",
+        threshold=0.99,
+        stop_probability=0.9,
+        refit=refit,
+        budget=budget,
+        random_state=0,
+    )
+    with pytest.raises(SelectionFailedError):
+        search.fit(X, y)
+    assert len(budget.charges()) == 1
+    assert budget.spent().epsilon > 0
+    assert not hasattr(search, "best_estimator_")
+
+
+def test_the_runs_are_silent_and_uncounted(capsys):
+    """Neither the number of runs nor a run's own values are published: no
+    n_runs in cv_results_ (the bound is for K hidden), and the inner
+    estimator's progress lines are silenced for the runs."""
+    X, y = _regression()
+    search = PrivateGridSearch(
+        DPLinearRegression(feature_norm=1.5, target_bound=1.0, verbose=1),
+        {"alpha": [0.0, 1.0]},
+        method="repeat_and_select",
+        random_state=0,
+    ).fit(X, y)
+    assert "n_runs" not in search.cv_results_
+    assert capsys.readouterr().out == ""

@@ -202,8 +202,8 @@ class PrivateGridSearch(
         ``random_state``, and each candidate's ``epsilon_spent`` on the
         training part (from the ledger). No validation score, rank or fit
         time: the selection releases only its winner, and fit times depend on
-        the number of rows. ``repeat_and_select`` adds ``n_runs``, how often
-        each point was drawn (independently of the data).
+        the number of rows. No method publishes its runs: Papernot &
+        Steinke's bound holds for the best run with the number of runs hidden.
     n_candidates_ : int
         Number of candidates run (public: from the parameters).
     n_deleted_ : int

@@ -91,7 +91,10 @@ _RUNS_STREAM = 4
 
 class SelectionFailedError(ValueError):
     """The threshold rule stopped before any score passed (or K was 0): no
-    model is published. The budgets stay charged for the runs made."""
+    model is published. The budgets stay charged for the runs made (named in
+    ``releases_made`` when they must be charged after the computation)."""
+
+    releases_made: list = []
 
 
 def _draw(points: list[dict], rng: np.random.Generator, count: int) -> list[int]:
@@ -100,7 +103,12 @@ def _draw(points: list[dict], rng: np.random.Generator, count: int) -> list[int]
 
 
 def _candidate(params: dict, point: dict, seed) -> object:
-    return candidates(params, [seed], [point])[0]  # seeded, without a budget
+    """A run's estimator: seeded, without a budget, and silent (its progress
+    lines would publish every run: their number and their own values)."""
+    candidate = candidates(params, [seed], [point])[0]
+    if "verbose" in candidate.get_params(deep=False):
+        candidate.set_params(verbose=0)
+    return candidate
 
 
 def _score_mechanism(params: dict) -> LaplaceMechanism:
@@ -250,12 +258,15 @@ def search(
             if noisy >= 0.0:
                 chosen = (index, model)
             elif selection.stops(rng):
-                raise SelectionFailedError(
+                failure = SelectionFailedError(
                     "threshold: the random stopping rule ended the search before a "
                     f"candidate's noisy score reached threshold={tau}; the budget was "
                     "charged for the runs (lower the threshold or the stop_probability)"
                 )
-        runs = None  # data-dependent: not published
+                # charged even when the plan is charged after the computation
+                # (refit=True): the runs read the data
+                failure.releases_made = [_release(params, selection)]
+                raise failure
     else:
         n_runs = selection.draw_runs(rng)
         if n_runs == 0:
@@ -277,10 +288,10 @@ def search(
         )
         best = int(np.argmax([noisy for _, noisy in done]))
         chosen = (drawn[best], done[best][0])
-        # drawn before and independently of the data: public
-        runs = np.bincount(drawn, minlength=len(points))
+        # K and the points drawn are not published: the bound holds for the
+        # best run with K hidden (Papernot & Steinke 2022, Thm 2/6)
     made = [_release(params, selection)]
-    _publish(search_estimator, params, points, chosen, runs, split, sample_id)
+    _publish(search_estimator, params, points, chosen, split, sample_id)
     if params["refit"]:
         made.extend(_refit(search_estimator, params, points[chosen[0]], split))
     return made
@@ -303,12 +314,10 @@ def _refit(est, params: dict, point: dict, split: Any) -> list[Release]:
     return on_chunks([Release.from_dict(e) for e in model.privacy_ledger_], _TRAIN, _VALIDATION)
 
 
-def _publish(est, params, points, chosen, runs, split, sample_id) -> None:
+def _publish(est, params, points, chosen, split, sample_id) -> None:
     index, model = chosen
     # every point's fit costs what the chosen one's did (checked before the data)
     est.cv_results_ = cv_results(points, [model] * len(points))
-    if runs is not None:
-        est.cv_results_["n_runs"] = runs
     est.best_index_ = index
     est.best_params_ = points[index]
     est.best_estimator_ = model
