@@ -198,3 +198,39 @@ def test_linear_regression_refuses_sparse_and_stays_as_it_was():
         estimator.fit(sp.csr_matrix(X), t)
     np.testing.assert_array_equal(estimator.coef_, before[0])
     assert estimator.privacy_ledger_ == before[1]
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: DPLogisticRegression(feature_norm=1.0, solver="output", random_state=0),
+        lambda: DPLogisticRegression(feature_norm=1.0, solver="noisy_gd", random_state=0),
+        lambda: DPLogisticRegression(feature_norm="auto", random_state=0),
+        lambda: UnlearnableSGDClassifier(feature_norm=1.0, random_state=0),
+    ],
+)
+def test_duplicate_entries_are_summed_in_a_copy_and_checked_finite(make):
+    """A CSR row may store one entry twice. The rows are canonicalized in
+    validation, on a copy: the model equals the dense one, the caller's
+    matrix is untouched, and duplicates that overflow when summed are refused
+    before any charge (before: such a row escaped clipping and the released
+    model was NaN, the caller's matrix was rewritten, and the 'auto' norm
+    bound was taken over the stored entries)."""
+    rng = np.random.default_rng(0)
+    dense = rng.normal(size=(300, 3))
+    dense[0] = [2.0, 0.0, 0.0]
+    y = rng.integers(0, 2, 300)
+    base = sp.csr_matrix(dense[1:])
+    data = np.r_[1.0, 1.0, base.data]
+    indices = np.r_[0, 0, base.indices]
+    indptr = np.r_[0, base.indptr + 2]
+    X = sp.csr_matrix((data, indices, indptr), shape=(300, 3))  # row 0: (0, 0) twice
+    stored = (X.data.copy(), X.indices.copy(), X.indptr.copy())
+    np.testing.assert_allclose(make().fit(X, y).coef_, make().fit(dense, y).coef_, atol=1e-12)
+    for before, after in zip(stored, (X.data, X.indices, X.indptr), strict=True):
+        np.testing.assert_array_equal(before, after)
+    overflowing = sp.csr_matrix((np.r_[1e308, 1e308, base.data], indices, indptr), shape=(300, 3))
+    estimator = make()
+    with pytest.raises(ValueError, match="infinity"):
+        estimator.fit(overflowing, y)
+    assert not hasattr(estimator, "coef_")

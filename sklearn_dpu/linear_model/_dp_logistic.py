@@ -38,7 +38,7 @@ from ._logistic_deletion import LogisticUnlearningState
 from ._logistic_solvers import normalized_rows, private_fit, private_sgd_pass
 from ._losses import LinearModelLoss
 from ._scores import ScoresToLabelsMixin
-from ._sparse_rows import in_storage_of, new_registry
+from ._sparse_rows import canonical_sparse, in_storage_of, new_registry
 from ._sufficient_statistics import is_dask_collection
 
 __all__ = ["DPLogisticRegression", "LogisticUnlearningState"]
@@ -378,6 +378,7 @@ class DPLogisticRegression(
                 Xv, classes, y_index = dask_sums.validate_fit(self, X, y)
             else:
                 Xv, yv = validate_data(self, X, y, accept_sparse="csr", dtype=_DTYPES)
+                Xv = canonical_sparse(Xv)
                 check_classification_targets(yv)
                 classes, y_index = np.unique(yv, return_inverse=True)
             if len(classes) < 2:
@@ -480,6 +481,7 @@ class DPLogisticRegression(
 
         def validate():
             Xv, yv = validate_data(self, X, y, accept_sparse="csr", dtype=_DTYPES, reset=first)
+            Xv = canonical_sparse(Xv)
             check_classification_targets(yv)
             if first:
                 labels = np.unique(classes)

@@ -63,7 +63,7 @@ from ..privacy.random import release_generator
 from ..unlearning.report import DeletionCost, DeletionOutcome, DeletionPlan
 from ._logistic_releases import ChunkModel, GaussianPart, ReleaseParams
 from ._losses import LinearModelLoss
-from ._sparse_rows import in_storage_of
+from ._sparse_rows import canonical_sparse, in_storage_of
 
 __all__ = [
     "COUNT_SHARE",
@@ -434,6 +434,7 @@ def refit_with_rows(
         Xv, yv = validate_data(
             estimator, X, y, accept_sparse="csr", dtype=[np.float64, np.float32], reset=False
         )
+        Xv = canonical_sparse(Xv)
         check_classification_targets(yv)
         if classes is not None and not np.array_equal(np.unique(classes), labels):
             raise ValueError(

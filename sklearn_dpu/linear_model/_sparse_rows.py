@@ -72,6 +72,27 @@ def is_sparse(A: Any) -> bool:
     return sp.issparse(A)
 
 
+def canonical_sparse(X: Any) -> Any:
+    """A validated training ``X`` as the rows its mechanisms may read.
+
+    Dense ``X`` is returned as it is. A sparse ``X`` is copied (the caller's
+    matrix is never edited), its duplicate entries summed (a row's values are
+    what a dense row would hold: its norm, its clipping) and the sums checked
+    finite: two finite duplicates can overflow to infinity, which would
+    escape the row's clipping. Called in validation, before any charge.
+    """
+    if not is_sparse(X):
+        return X
+    X = sp.csr_array(X, copy=True)
+    X.sum_duplicates()
+    if not np.all(np.isfinite(X.data)):
+        raise ValueError(
+            f"Input X contains infinity or a value too large for {X.dtype!r} (after "
+            "summing the sparse matrix's duplicate entries)."
+        )
+    return X
+
+
 def _entry_rows(X: sp.csr_array) -> np.ndarray:
     """The row of each stored value of a CSR matrix."""
     return np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))

@@ -25,7 +25,7 @@ from ._sgd_edits import (
 )
 from ._sgd_plan import changed_run_params, check_sampling, run_params, schedule_run, size_bucket
 from ._sgd_releases import deletion_outcome, planned_fit
-from ._sparse_rows import in_storage_of, new_registry
+from ._sparse_rows import canonical_sparse, in_storage_of, new_registry
 
 # Input types kept (see sklearn_dpu._validation); sparse input is CSR.
 _DTYPES = [np.float64, np.float32]
@@ -469,6 +469,7 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
 
         def validate():
             Xv, yv = validate_data(self, X, y, accept_sparse="csr", dtype=_DTYPES)
+            Xv = canonical_sparse(Xv)
             check_classification_targets(yv)
             if classes is None:
                 classes_ = np.unique(yv)
@@ -566,6 +567,7 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
 
         def validate():
             Xv, yv = validate_data(self, X, y, accept_sparse="csr", dtype=_DTYPES, reset=False)
+            Xv = canonical_sparse(Xv)
             if not np.isin(yv, self.classes_).all():
                 raise ValueError(
                     f"y contains labels not in classes_={self.classes_!r}; a fitted "
