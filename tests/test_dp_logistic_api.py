@@ -139,3 +139,17 @@ def test_partial_fit_streams_chunks():
     fitted = DPLogisticRegression(random_state=0, feature_norm=8.0).fit(X[:3000], y[:3000])
     fitted.partial_fit(X[3000:], y[3000:])
     assert fitted.unlearning_state_.chunks[1].kind == "sgd"
+
+
+def test_fit_takes_the_public_label_set():
+    """``classes=`` names labels ``y`` may lack (a search's training part);
+    a label of ``y`` outside it is an error that changes nothing."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    y = np.where(X[:, 0] > 0, "a", "b")
+    clf = DPLogisticRegression(feature_norm=3.0, random_state=0).fit(X, y, classes=["a", "b", "c"])
+    assert list(clf.classes_) == ["a", "b", "c"]
+    assert clf.predict_proba(X[:2]).shape == (2, 3)
+    with pytest.raises(ValueError, match="not in classes"):
+        clf.fit(X, y, classes=["a"])
+    assert list(clf.classes_) == ["a", "b", "c"]

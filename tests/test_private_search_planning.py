@@ -96,10 +96,10 @@ def test_a_budget_spent_meanwhile_leaves_every_budget_uncharged(tmp_path, monkey
     inner = PrivacyBudget(epsilon=10.0, delta=1e-5, path=tmp_path / "inner.sqlite")
     fit_candidate = _private_search._fit_candidate
 
-    def meanwhile(estimator, X, y, sample_id):
+    def meanwhile(estimator, X, y, sample_id, split):
         if not inner.history():
             PrivacyBudget(10.0, 1e-5, path=inner.path).charge([pure_dp_event(9.5)], "elsewhere")
-        return fit_candidate(estimator, X, y, sample_id)
+        return fit_candidate(estimator, X, y, sample_id, split)
 
     monkeypatch.setattr(_private_search, "_fit_candidate", meanwhile)
     search = PrivateGridSearch(

@@ -322,3 +322,31 @@ def test_an_unknown_scoring_name_is_called_unknown():
     search.set_params(scoring="roc_auc")
     with pytest.raises(ValueError, match="no public bound"):
         search.fit(np.zeros((4, 2)), np.zeros(4))
+
+
+@pytest.mark.parametrize("method", ["split_select", "repeat_and_select"])
+@pytest.mark.parametrize("make", ["logistic", "sgd"])
+def test_a_rare_class_missing_from_the_training_part_is_still_a_class(method, make):
+    """The candidates are told the label set of all the rows (public, as any
+    classifier's classes_): a split whose training part lacks a rare class
+    still gives a model of every class (before: classes_ lost it and
+    predict_proba had too few columns, or the fit failed with 'only one
+    class')."""
+    from sklearn_dpu.linear_model import DPLogisticRegression, UnlearnableSGDClassifier
+    from sklearn_dpu.model_selection import PrivateGridSearch
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(600, 3))
+    y = np.array(["a"] * 597 + ["b", "b", "c"])
+    if make == "logistic":
+        estimator, grid = DPLogisticRegression(feature_norm=3.0), {"C": [0.1, 1.0]}
+    else:
+        estimator = UnlearnableSGDClassifier(schedule_size=1000, max_iter=5)  # exact plan
+        grid = {"alpha": [1e-4, 1e-3]}
+    extra = {"expected_runs": 2.0} if method == "repeat_and_select" else {}
+    for seed in range(4):
+        search = PrivateGridSearch(estimator, grid, method=method, random_state=seed, **extra).fit(
+            X, y
+        )
+        assert list(search.classes_) == ["a", "b", "c"]
+        assert search.predict_proba(X[:3]).shape == (3, 3)

@@ -349,7 +349,14 @@ class DPLogisticRegression(
     # ------------------------------------------------------------------ fit
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X: ArrayLike, y: ArrayLike, *, sample_id: ArrayLike | None = None) -> Self:
+    def fit(
+        self,
+        X: ArrayLike,
+        y: ArrayLike,
+        *,
+        sample_id: ArrayLike | None = None,
+        classes: ArrayLike | None = None,
+    ) -> Self:
         """Fit on ``(X, y)``: one private release.
 
         Parameters
@@ -362,15 +369,18 @@ class DPLogisticRegression(
             Unique hashable ids for :meth:`delete_samples` (no NaN). Default:
             the index labels if ``X`` is a pandas DataFrame, else row positions
             ``0 .. n_samples - 1``.
+        classes : array-like, default=None
+            The public label set, if ``y`` may lack some labels (a search's
+            training part does); default: the labels of ``y``.
 
         Returns
         -------
         self : DPLogisticRegression
         """
         with self._atomic():
-            return self._fit(X, y, requested_ids(X, sample_id))
+            return self._fit(X, y, requested_ids(X, sample_id), classes)
 
-    def _fit(self, X, y, sample_id):
+    def _fit(self, X, y, sample_id, public_classes=None):
         self._check_public_params()
 
         def validate():
@@ -381,6 +391,8 @@ class DPLogisticRegression(
                 Xv = canonical_sparse(Xv)
                 check_classification_targets(yv)
                 classes, y_index = np.unique(yv, return_inverse=True)
+            if public_classes is not None:
+                classes, y_index = updates.with_label_set(classes, y_index, public_classes)
             if len(classes) < 2:
                 raise ValueError(
                     "DPLogisticRegression needs samples of at least 2 classes in the data, "

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._validation import cast_outputs
 from . import _auto_bounds as auto_bounds
@@ -108,3 +109,23 @@ def publish(estimator: Any) -> None:
     est.C_ = 1.0 / (config.Lambda * est._norm_bound() ** 2)
     est.n_iter_ = int(last.n_iter)
     cast_outputs(est)  # float32 in, float32 out (LogisticRegression's)
+
+
+def with_label_set(
+    labels: np.ndarray, y_index: np.ndarray | None, classes: ArrayLike
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """The public label set ``classes`` and ``y``'s indices in it.
+
+    ``labels`` are the labels found in ``y`` (``y_index`` their indices, or
+    ``None`` for Dask input, indexed later from ``classes_``); every one must
+    be in ``classes``.
+    """
+    public = np.unique(np.asarray(classes))
+    unseen = np.setdiff1d(labels, public)
+    if unseen.size:
+        raise ValueError(
+            f"y contains labels {unseen.tolist()!r} that are not in classes={public.tolist()!r}"
+        )
+    if y_index is None:
+        return public, None
+    return public, np.searchsorted(public, labels)[y_index]

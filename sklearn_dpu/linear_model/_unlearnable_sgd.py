@@ -439,7 +439,14 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
     # ---------------------------------------------------------------- fit
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X: ArrayLike, y: ArrayLike, *, sample_id: ArrayLike | None = None) -> Self:
+    def fit(
+        self,
+        X: ArrayLike,
+        y: ArrayLike,
+        *,
+        sample_id: ArrayLike | None = None,
+        classes: ArrayLike | None = None,
+    ) -> Self:
         """Train on ``(X, y)`` from scratch and store the run.
 
         Parameters
@@ -450,13 +457,16 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
             Unique hashable ids for :meth:`delete_samples` (no NaN). Default:
             the index labels if ``X`` is a pandas DataFrame, else row positions
             ``0 .. n_samples - 1``.
+        classes : array-like, default=None
+            The public label set, if ``y`` may lack some labels (a search's
+            training part does); default: the labels of ``y``.
 
         Returns
         -------
         self : UnlearnableSGDClassifier
         """
         with self._atomic():
-            return self._fit(X, y, requested_ids(X, sample_id), classes=None)
+            return self._fit(X, y, requested_ids(X, sample_id), classes=classes)
 
     def _fit(self, X, y, sample_id, classes):
         params = run_params(self.get_params(deep=False), None)  # 'auto': drawn in _train

@@ -25,7 +25,14 @@ from ._group_privacy import retained_privacy, search_guarantee
 from ._scoring import check_scoring
 from ._search_delegation import _DelegatesToBestEstimator
 from ._search_results import Split as _Split
-from ._search_results import candidate_points, cv_results, public_sizes, retrain_cost, split_rows
+from ._search_results import (
+    candidate_points,
+    cv_results,
+    fit_candidate,
+    public_sizes,
+    retrain_cost,
+    split_rows,
+)
 from ._search_results import candidates as _candidates
 from ._search_results import on_chunks as _on
 from ._split_select import (
@@ -39,8 +46,8 @@ from ._split_select import (
 __all__ = ["PrivateGridSearch"]
 
 
-def _fit_candidate(estimator, X, y, sample_id):
-    return estimator.fit(X, y, sample_id=sample_id)
+def _fit_candidate(estimator, X, y, sample_id, split):
+    return fit_candidate(estimator, X, y, sample_id, split)
 
 
 class PrivateGridSearch(
@@ -522,7 +529,7 @@ class PrivateGridSearch(
         """Fit every candidate, select one privately, refit it if asked;
         return the exact releases."""
         fitted = Parallel(n_jobs=self.n_jobs)(
-            delayed(_fit_candidate)(c, split.X_train, split.y_train, split.train_ids)
+            delayed(_fit_candidate)(c, split.X_train, split.y_train, split.train_ids, split)
             for c in candidates
         )
         costs = [scorer.cost(candidate, split.X_val, split.y_val) for candidate in fitted]
@@ -554,7 +561,7 @@ class PrivateGridSearch(
                 seed = int(release_generator(self.random_state, _REFIT_STREAM).integers(2**31 - 1))
             params = self.get_params(deep=False)
             X, y, ids = split.full
-            refit = _fit_candidate(_candidates(params, [seed], [points[best]])[0], X, y, ids)
+            refit = _fit_candidate(_candidates(params, [seed], [points[best]])[0], X, y, ids, split)
             made.extend(_on([Release.from_dict(e) for e in refit.privacy_ledger_], 1, 2))
             self.best_estimator_ = refit
             self._validation_ids = set()  # every row is in the refit model

@@ -6,13 +6,14 @@ and the random split of the data into a training and a validation part.
 """
 
 import dataclasses
+import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
-from sklearn.base import clone
+from sklearn.base import clone, is_classifier
 from sklearn.model_selection import ParameterGrid, ParameterSampler
 from sklearn.utils.validation import indexable
 
@@ -150,6 +151,18 @@ def split_rows(
         ids[validation],
         (X, y, ids),
     )
+
+
+def fit_candidate(estimator: Any, X: Any, y: Any, sample_id: Any, split: "Split") -> Any:
+    """Fit a candidate on a part of the data; a classifier is told the label
+    set of all the rows (public, as any classifier's ``classes_``), so that a
+    part that happens to lack a rare class still gives a model of every class."""
+    fit = estimator.fit
+    if is_classifier(estimator) and "classes" in inspect.signature(fit).parameters:
+        y_all = np.asarray(split.full[1])
+        labels = np.unique(y_all.reshape(-1) if y_all.ndim == 2 else y_all)
+        return fit(X, y, sample_id=sample_id, classes=labels)
+    return fit(X, y, sample_id=sample_id)
 
 
 def public_sizes(X: ArrayLike) -> PublicSizes:

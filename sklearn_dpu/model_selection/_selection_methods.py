@@ -57,7 +57,7 @@ from ..privacy.ledger import Release, ReleasePlan
 from ..privacy.mechanisms import LaplaceMechanism
 from ..privacy.random import release_generator
 from ..privacy.selection import DISTRIBUTIONS, RepeatAndSelect, ThresholdSelection, rdp_accountable
-from ._search_results import candidates, cv_results, on_chunks
+from ._search_results import candidates, cv_results, fit_candidate, on_chunks
 
 __all__ = ["METHOD_CONSTRAINTS", "SelectionFailedError", "group_bound", "plan", "search"]
 
@@ -215,7 +215,7 @@ def plan(params: dict, sizes: PublicSizes, points: list[dict]) -> ReleasePlan:
 
 
 def _fit_and_score(candidate, split, scorer, score_mechanism, tau, rng_seed):
-    candidate.fit(split.X_train, split.y_train, sample_id=split.train_ids)
+    fit_candidate(candidate, split.X_train, split.y_train, split.train_ids, split)
     cost = scorer.cost(candidate, split.X_val, split.y_val)  # sum of per-row h - s
     bound = scorer.sensitivity(candidate)  # h - l: public, or released by the fit
     normalised = cost / bound if bound > 0 else 0.0  # a point interval: no information
@@ -305,7 +305,7 @@ def _refit(est, params: dict, point: dict, split: Any) -> list[Release]:
     if params["random_state"] is not None:
         seed = int(release_generator(params["random_state"], _REFIT_STREAM).integers(2**31 - 1))
     X, y, ids = split.full
-    model = _candidate(params, point, seed).fit(X, y, sample_id=ids)
+    model = fit_candidate(_candidate(params, point, seed), X, y, ids, split)
     if "budget" in model.get_params(deep=False):
         model.set_params(budget=est._inner_budget())
     est.best_estimator_ = model
