@@ -107,7 +107,7 @@ def test_deletion_through_the_search():
     validation_id = next(i for i in ids if i not in set(train_ids))
     search.delete_samples([train_ids[0], validation_id])
     report = search.deletion_log_[-1]
-    assert report.method == "exact+certified"
+    assert report.method == "exact model, certified selection"
     assert report.deletion_epsilon > search.privacy_spent_.epsilon  # group of two
     assert "not recomputed" in report.guarantee
     assert search.best_estimator_.deletion_log_[-1].n_deleted == 1

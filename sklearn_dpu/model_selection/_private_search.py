@@ -136,7 +136,8 @@ class PrivateGridSearch(
         with ``random_state`` (public: which candidates run depends on no
         data), before any data is read.
     n_iter : int, default=10
-        Number of candidates drawn from ``param_distributions``.
+        Number of candidates drawn from ``param_distributions`` (from lists
+        only, more than the grid has gives the whole grid).
     scoring : str, callable or None, default=None
         What the selection maximizes, summed over the validation rows:
         ``None`` (the zero-one loss of a classifier, the clipped squared error
@@ -670,7 +671,7 @@ class PrivateGridSearch(
             guarantee=guarantee,
             retrain_cost=retrain_cost(inner.retrain_cost) if inner is not None else DeletionCost(),
             releases=rereleased,
-            method=None if inner is None else f"{inner.method}+certified",
+            method=None if inner is None else f"{inner.method} model, certified selection",
             # basic composition with what the selected model states of the rows
             # deleted so far (its latest report, also when this call left it alone)
             deletion_epsilon=retained + ((stated.deletion_epsilon or 0.0) if stated else 0.0),
