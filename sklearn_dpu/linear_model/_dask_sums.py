@@ -76,6 +76,21 @@ def _rows_block(X, y, classes, norm_bound, fit_intercept):
     return normalized_rows(X, index, norm_bound, fit_intercept)
 
 
+def _aligned(X: Any, y: Any) -> tuple[Any, Any]:
+    """``X`` as a 2-D Dask array of whole rows per block and ``y`` chunked
+    like its rows (a Dask collection or an in-memory vector)."""
+    import dask.array as da
+
+    X = as_dask_array(X, "X")
+    if X.ndim != 2 or np.isnan(X.shape[1]) or np.isnan(X.shape[0]):
+        raise ValueError(f"Expected a 2-D Dask array with known shape, got {X.shape}")
+    X = X.rechunk({1: -1})
+    y = as_dask_array(y, "y") if is_dask_collection(y) else da.from_array(np.asarray(y))
+    if y.ndim != 1 or y.shape[0] != X.shape[0]:
+        raise ValueError(f"y has shape {y.shape}, expected ({X.shape[0]},)")
+    return X, y.rechunk((X.chunks[0],))
+
+
 def dask_classification_rows(
     X: Any, y: Any, norm_bound: float, fit_intercept: bool, classes: np.ndarray | None = None
 ) -> tuple["DaskRows", np.ndarray]:
@@ -86,14 +101,7 @@ def dask_classification_rows(
     """
     import dask.array as da
 
-    X = as_dask_array(X, "X")
-    if X.ndim != 2 or np.isnan(X.shape[1]) or np.isnan(X.shape[0]):
-        raise ValueError(f"Expected a 2-D Dask array with known shape, got {X.shape}")
-    X = X.rechunk({1: -1})
-    y = as_dask_array(y, "y") if is_dask_collection(y) else da.from_array(np.asarray(y))
-    if y.ndim != 1 or y.shape[0] != X.shape[0]:
-        raise ValueError(f"y has shape {y.shape}, expected ({X.shape[0]},)")
-    y = y.rechunk((X.chunks[0],))
+    X, y = _aligned(X, y)
     if classes is None:
         classes = np.unique(np.asarray(da.unique(y).compute()))
     width = X.shape[1] + int(fit_intercept) + 1
@@ -287,21 +295,13 @@ def validate_fit(estimator: Any, X: Any, y: Any) -> tuple[DaskInput, np.ndarray,
     anything is charged.
     """
     import dask
-    import dask.array as da
 
     if estimator.solver in ("objective", "langevin"):
         raise ValueError(
             f"solver={estimator.solver!r} does not take Dask input; use 'output', "
             "'noisy_gd' or 'auto'"
         )
-    X = as_dask_array(X, "X")
-    if X.ndim != 2 or np.isnan(X.shape[1]) or np.isnan(X.shape[0]):
-        raise ValueError(f"Expected a 2-D Dask array with known shape, got {X.shape}")
-    X = X.rechunk({1: -1})
-    y = as_dask_array(y, "y") if is_dask_collection(y) else da.from_array(np.asarray(y))
-    if y.ndim != 1 or y.shape[0] != X.shape[0]:
-        raise ValueError(f"y has shape {y.shape}, expected ({X.shape[0]},)")
-    y = y.rechunk((X.chunks[0],))
+    X, y = _aligned(X, y)
     task = dask.delayed(_check_block, pure=True)
     blocks = zip(X.to_delayed().ravel(), y.to_delayed().ravel(), strict=True)
     labels = dask.compute(*[task(xb, yb) for xb, yb in blocks])
