@@ -493,7 +493,8 @@ class PrivateGridSearch(
             if self.random_state is not None
             else [None] * n_candidates
         )
-        candidates = _candidates(params, seeds, points)
+        # the random-run methods make their own runs' candidates
+        candidates = _candidates(params, seeds, points) if self.method == "split_select" else []
         print_progress(self, f"fit: {n_candidates} candidate(s), then a private selection")
         if self.method != "split_select":  # always planned: refused before reading data
             plan = _methods.plan(params, public_sizes(X), points)
@@ -511,7 +512,9 @@ class PrivateGridSearch(
 
         def compute(split):
             if self.method != "split_select":
-                return _methods.search(self, split, sample_id, points, scorer)
+                # the run's event, planned above from the parameters
+                run_event = plan.releases[0].event.event
+                return _methods.search(self, split, sample_id, points, scorer, run_event)
             selection = _selection(params, candidates)
             return self._search(candidates, selection, split, sample_id, points, scorer)
 

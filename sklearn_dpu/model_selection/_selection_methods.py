@@ -225,16 +225,22 @@ def _fit_and_score(candidate, split, scorer, score_mechanism, tau, rng_seed):
 
 
 def search(
-    search_estimator: Any, split: Any, sample_id: Any, points: list[dict], scorer: Any
+    search_estimator: Any,
+    split: Any,
+    sample_id: Any,
+    points: list[dict],
+    scorer: Any,
+    run_event: Any = None,
 ) -> list[Release]:
     """Run the method on ``split`` over the candidate ``points``; set the
     search's fitted attributes.
 
-    Returns the exact releases (the plan's entries).
+    ``run_event`` is the run's event of the plan (planned again when
+    ``None``). Returns the exact releases (the plan's entries).
     """
     params = search_estimator.get_params(deep=False)
-    sizes = PublicSizes(n_features=None)
-    run_event, _ = _run_event(params, sizes, points)
+    if run_event is None:
+        run_event, _ = _run_event(params, PublicSizes(n_features=None), points)
     selection = _selection(params, run_event)
     rng = release_generator(params["random_state"], _RUNS_STREAM)
     score = _score_mechanism(params)
