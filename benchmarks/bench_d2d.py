@@ -79,7 +79,7 @@ def deletion_vs_retrain(X, y, d, repeats):
         "realized_row_gradients": last.cost["gradient_evaluations"],
         "realized_gradient_passes": last.cost.get("gradient_steps"),
         "retrain_predicted_row_gradients": last.retrain_cost["gradient_evaluations"],
-        "fell_back": [r.cost["fell_back_to_retrain"] for r in reports],
+        "paths": sorted({r.cost["action"] for r in reports}),
     }
 
 
