@@ -100,9 +100,16 @@ GUARANTEES: dict[str, Guarantee] = {
             "PrivateGridSearch",
             "ADD_OR_REMOVE_ONE",
             "delegated",
-            # the selected model's method, "+certified" for the selection it keeps;
+            # the selected model's method, ", certified selection" for the selection it keeps;
             # "certified" alone when only validation rows were deleted
-            frozenset({"certified", "exact+certified", "certified+certified", "retrain+certified"}),
+            frozenset(
+                {
+                    "certified",
+                    "exact model, certified selection",
+                    "certified model, certified selection",
+                    "retrain model, certified selection",
+                }
+            ),
             (
                 *_COMMON,
                 "the choice of hyper-parameters is not recomputed after a deletion: it is "

@@ -179,9 +179,9 @@ class DeletionReport:
         How many samples the call removed.
     method : {"exact", "certified", "retrain"} or str
         How the model was brought to its post-deletion state.
-        :class:`~sklearn_dpu.model_selection.PrivateGridSearch` joins its
-        selected model's method and its own with ``+`` (``"exact+certified"``:
-        the model is exact, the selection certified).
+        :class:`~sklearn_dpu.model_selection.PrivateGridSearch` states its
+        selected model's method and its own (``"exact model, certified
+        selection"``).
     guarantee : str
         The guarantee in words.
     deletion_epsilon : float or None
