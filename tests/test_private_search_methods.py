@@ -551,3 +551,30 @@ def test_the_runs_are_silent_and_uncounted(capsys):
     ).fit(X, y)
     assert "n_runs" not in search.cv_results_
     assert capsys.readouterr().out == ""
+
+
+@pytest.mark.parametrize("refit", [False, True])
+def test_zero_poisson_runs_are_charged_with_or_without_refit(tmp_path, refit):
+    """K = 0 is an outcome of the mechanism: a retry-until-success user must
+    pay for it (before: with refit=True nothing was charged)."""
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(200, 3)), rng.integers(0, 2, 200)
+    budget = PrivacyBudget(epsilon=100.0, delta=1e-4, path=str(tmp_path / "b.sqlite"))
+    failures = 0
+    for seed in range(8):
+        search = PrivateGridSearch(
+            DPLogisticRegression(feature_norm=3.0, solver="output"),
+            {"C": [0.1, 1.0]},
+            method="repeat_and_select",
+            distribution="poisson",
+            expected_runs=1.01,
+            refit=refit,
+            budget=budget,
+            random_state=seed,
+        )
+        try:
+            search.fit(X, y)
+        except SelectionFailedError:
+            failures += 1
+    assert 0 < failures < 8
+    assert len(budget.charges()) == 8

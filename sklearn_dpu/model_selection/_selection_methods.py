@@ -91,8 +91,11 @@ _RUNS_STREAM = 4
 
 class SelectionFailedError(ValueError):
     """The threshold rule stopped before any score passed (or K was 0): no
-    model is published. The budgets stay charged for the runs made (named in
-    ``releases_made`` when they must be charged after the computation)."""
+    model is published. The budgets stay charged for the selection (named in
+    ``releases_made`` when the plan is charged after the computation). With
+    ``refit=True`` and a candidate whose fit is planned exactly, the plan,
+    refit included, is charged before the runs, so a failure pays for a refit
+    that did not run (an over-charge, never an under-charge)."""
 
     releases_made: list = []
 
@@ -276,10 +279,14 @@ def search(
     else:
         n_runs = selection.draw_runs(rng)
         if n_runs == 0:
-            raise SelectionFailedError(
+            failure = SelectionFailedError(
                 "repeat_and_select: the Poisson number of runs was 0, no candidate ran; the "
                 "budget was charged (raise expected_runs)"
             )
+            # K = 0 is one of the mechanism's outcomes: charged like the others,
+            # also when the plan is charged after the computation (refit=True)
+            failure.releases_made = [_release(params, selection)]
+            raise failure
         drawn, run_seeds = _draw(points, rng, n_runs), seeds(n_runs)
         done = Parallel(n_jobs=params["n_jobs"])(
             delayed(_fit_and_score)(
