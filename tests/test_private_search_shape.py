@@ -350,3 +350,21 @@ def test_a_rare_class_missing_from_the_training_part_is_still_a_class(method, ma
         )
         assert list(search.classes_) == ["a", "b", "c"]
         assert search.predict_proba(X[:3]).shape == (3, 3)
+
+
+def test_gridsearchcv_attributes_that_are_not_published_say_why():
+    from sklearn_dpu.linear_model import DPLinearRegression
+    from sklearn_dpu.model_selection import PrivateGridSearch
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, (200, 2))
+    search = PrivateGridSearch(
+        DPLinearRegression(feature_norm=2.0, target_bound=2.0),
+        {"alpha": [0.0, 1.0]},
+        random_state=0,
+    ).fit(X, X.sum(axis=1))
+    with pytest.raises(AttributeError, match="releases only its winner"):
+        _ = search.best_score_
+    assert not hasattr(search, "refit_time_")
+    with pytest.raises(AttributeError, match="no attribute 'nonsense_'"):
+        _ = search.nonsense_

@@ -19,11 +19,28 @@ def _estimator_has(name):
     return check
 
 
+_NOT_PUBLISHED = {
+    "best_score_": "the selection releases only its winner, not its score (a score "
+    "of the private validation data would be one more release)",
+    "refit_time_": "timings of fits depend on the number of rows, which is private",
+    "n_splits_": "there is one random split into a training and a validation part",
+    "scorer_": "the scoring is a bounded per-row score (see the scoring parameter)",
+    "multimetric_": "one bounded scoring is selected on",
+}
+
+
 class _DelegatesToBestEstimator:
     """``predict``, ``predict_proba``, ``decision_function``, ``score``,
     ``n_features_in_`` and ``classes_`` of ``best_estimator_``; the
     estimator type, classifier/regressor, target and sparse-input tags of
     ``estimator``."""
+
+    def __getattr__(self, name: str):
+        # Called only for attributes not found: GridSearchCV's attributes
+        # that a private search does not publish say why.
+        if name in _NOT_PUBLISHED:
+            raise AttributeError(f"{type(self).__name__} has no {name}: {_NOT_PUBLISHED[name]}")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
