@@ -147,6 +147,18 @@ def test_pure_parts_are_taken_to_zcdp_and_non_private_runs_refused():
     assert liu_talwar_epsilon(0.5) == 1.5
 
 
+def _fitted_search(method, n=2000):
+    """A linear search by ``method`` over two alphas, fitted on ``_regression(n)``."""
+    X, y = _regression(n=n)
+    return PrivateGridSearch(
+        DPLinearRegression(feature_norm=1.5, target_bound=1.0),
+        {"alpha": [0.0, 10.0]},
+        method=method,
+        threshold=0.05,
+        random_state=0,
+    ).fit(X, y)
+
+
 def test_threshold_event_is_repeat_and_select_with_geometric_runs():
     run = dp_event.GaussianDpEvent(3.0)
     assert ThresholdSelection(run, 0.1).dp_event == dp_event.RepeatAndSelectDpEvent(run, 10.0, 1.0)
@@ -154,14 +166,7 @@ def test_threshold_event_is_repeat_and_select_with_geometric_runs():
 
 @pytest.mark.parametrize("method", ["repeat_and_select", "threshold"])
 def test_search_ledger_is_the_planned_selection_event(method):
-    X, y = _regression()
-    search = PrivateGridSearch(
-        DPLinearRegression(feature_norm=1.5, target_bound=1.0),
-        {"alpha": [0.0, 10.0]},
-        method=method,
-        threshold=0.05,
-        random_state=0,
-    ).fit(X, y)
+    search = _fitted_search(method)
     assert len(search.privacy_ledger_) == 1
     event = dp_event.RepeatAndSelectDpEvent
     entry = search._plan_releases(search.get_params(deep=False), None).releases[0]
@@ -317,14 +322,7 @@ def test_selection_audit_passes_with_noise_and_fails_without(method):
 
 @pytest.mark.parametrize("method", ["repeat_and_select", "threshold"])
 def test_deletion_states_group_privacy_of_the_selection_for_all_deleted(method):
-    X, y = _regression(n=1000)
-    search = PrivateGridSearch(
-        DPLinearRegression(feature_norm=1.5, target_bound=1.0),
-        {"alpha": [0.0, 10.0]},
-        method=method,
-        threshold=0.05,
-        random_state=0,
-    ).fit(X, y)
+    search = _fitted_search(method, n=1000)
     epsilon = search.privacy_spent_.epsilon
     search.delete_samples([0])
     search.delete_samples([1, 2])

@@ -11,13 +11,13 @@ returns the model in the units of the data.
 import numpy as np
 
 from ..privacy.tree_aggregation import TreeAggregator
-from ._ambssgd import AMBSSGDRecipe, AMBSSGDRun, run_ambssgd
+from ._ambssgd import AMBSSGDRecipe, run_ambssgd
 from ._linear_releases import NoisyGDRecipe, SSPRecipe
 from ._linear_state import LinearStatisticsState
 from ._noisy_gd import noisy_projected_gd
 from ._sufficient_statistics import GRAM_SCALE, solve_noisy_gram
 
-__all__ = ["released_model", "solve_ambssgd", "solve_noisy_gd", "solve_ssp"]
+__all__ = ["released_model", "solve_noisy_gd", "solve_ssp"]
 
 
 def solve_ssp(
@@ -59,19 +59,6 @@ def solve_noisy_gd(
     )
 
 
-def solve_ambssgd(
-    codes: np.ndarray,
-    n_features: int,
-    fit_intercept: bool,
-    ridge: np.ndarray,
-    recipe: AMBSSGDRecipe,
-    rng: np.random.Generator,
-) -> AMBSSGDRun:
-    """DP-AMBSSGD on the live coded rows, noise from ``recipe``'s mechanisms
-    (:func:`~sklearn_dpu.linear_model._ambssgd.run_ambssgd`)."""
-    return run_ambssgd(codes, n_features, fit_intercept, ridge, recipe, rng)
-
-
 def released_model(
     state: LinearStatisticsState,
     recipe: SSPRecipe | NoisyGDRecipe | AMBSSGDRecipe,
@@ -106,7 +93,7 @@ def released_model(
         n_iter = int(recipe.steps.steps)
     elif isinstance(recipe, AMBSSGDRecipe):
         codes = state.registry.live()[0]
-        run = solve_ambssgd(codes, n_features, params["fit_intercept"], ridge, recipe, rng)
+        run = run_ambssgd(codes, n_features, params["fit_intercept"], ridge, recipe, rng)
         w, state.released_count, n_iter = run.coef, run.released_count, run.n_blocks
     else:
         w = solve_ssp(state.statistics, n_coef, ridge, params["fit_intercept"])
