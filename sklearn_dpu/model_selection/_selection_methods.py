@@ -97,7 +97,7 @@ class SelectionFailedError(ValueError):
     refit included, is charged before the runs, so a failure pays for a refit
     that did not run (an over-charge, never an under-charge)."""
 
-    releases_made: list = []
+    releases_made: tuple = ()
 
 
 def _draw(points: list[dict], rng: np.random.Generator, count: int) -> list[int]:
