@@ -248,3 +248,17 @@ def test_privacy_utility_refuses_before_any_fit_what_the_budget_cannot_afford(da
         param_name="dplinearregression__epsilon",
     )
     assert len(budget.charges()) == 2
+
+
+@pytest.mark.parametrize(
+    "spent", [[1.0, 1.47], [0.2, 0.4, 2.9], [2.5], [0.1, 0.2, 0.3], [0.05] * 8]
+)
+def test_budget_timeline_legend_leaves_every_point_visible(spent):
+    display = BudgetTimelineDisplay(total_epsilon=spent, epsilon_cap=3.0).plot()
+    display.figure_.canvas.draw()
+    box = display.ax_.get_legend().get_window_extent()
+    points = display.ax_.transData.transform(
+        np.column_stack([display.line_.get_xdata(), display.line_.get_ydata()])
+    )
+    covered = [box.contains(x, y) for x, y in points]
+    assert not any(covered), f"the legend covers points {np.flatnonzero(covered).tolist()}"

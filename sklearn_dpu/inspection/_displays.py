@@ -669,7 +669,7 @@ class BudgetTimelineDisplay:
         ax.set_xlabel("charges")
         label = "epsilon spent" if self.delta is None else f"epsilon spent (delta = {self.delta:g})"
         ax.set_ylabel(label)
-        ax.legend(loc="lower right")
+        ax.legend(loc="best")
         self.ax_, self.figure_ = ax, figure
         return self
 
