@@ -7,8 +7,10 @@ data-independent Gaussian start, for ``K_A`` full-batch steps; the noise is
 drawn by :class:`~sklearn_dpu.privacy.langevin.LangevinRun`. A deletion
 removes the rows and continues the same dynamics on the remaining rows from
 the published model for ``K_del`` steps, the fewest for which [1]_ Thm 5.1
-(18) (``R_q`` contracts by ``exp(-Lambda eta K / 2)``) certifies the deleted
-rows at ``deletion_epsilon``. Nothing but the released model and the live
+(18), with the constants of the proof of Thm G.15 before its last loosening
+(``R_q`` contracts by ``exp(-c eta K)``, ``c = Lambda (1 - eta Lambda / 2)``:
+:mod:`sklearn_dpu.privacy.langevin`), certifies the deleted rows at
+``deletion_epsilon``. Nothing but the released model and the live
 rows is kept (no secret state, [1]_ Thm 3.2), so the certificate covers every
 later model (post-processing, [1]_ Def. 4.1).
 
@@ -38,8 +40,8 @@ References
 ----------
 .. [1] R. Chourasia and N. Shah, "Forget unlearning: towards true
    data-deletion in machine learning", ICML 2023: Alg. 2, Def. 4.1, Def. 5.1,
-   Thm 3.2, Thm 4.3, Thm 5.1 and Thm G.9 (erratum: ``eta^2`` printed for
-   ``n^2``).
+   Thm 3.2, Thm 4.3, Thm 5.1, Thm G.9 (erratum: ``eta^2`` printed for
+   ``n^2``) and the proof of Thm G.15.
 .. [2] B. Balle and Y.-X. Wang, "Improving the Gaussian mechanism for
    differential privacy: analytical calibration and optimal denoising", ICML
    2018, Thm 8.
@@ -349,7 +351,8 @@ def delete_langevin(
         release = langevin_release(params, (run,), "deletion")
         reason = (
             f"langevin: {planned.steps} noisy GD steps on the remaining rows certify "
-            f"deletion_epsilon={target:.4g} (Chourasia & Shah 2023, Thm 5.1 (18)); "
+            f"deletion_epsilon={target:.4g} (Chourasia & Shah 2023, Thm 5.1 (18), "
+            "proof of Thm G.15); "
             f"a fit runs {config.run.steps}"
         )
         plan = DeletionPlan("certified", (release,), reason)
