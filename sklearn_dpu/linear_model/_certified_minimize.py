@@ -30,6 +30,7 @@ from scipy.optimize import minimize
 from scipy.sparse.linalg import LinearOperator, cg
 from threadpoolctl import ThreadpoolController
 
+from ._binary_pass import fused_pass
 from ._losses import LinearModelLoss
 from ._sparse_rows import squared_frobenius
 
@@ -122,13 +123,17 @@ def certified_minimize(
     # for the next one of the bisection): the last evaluation is kept and
     # returned for a bit-identical point, so the data are not read again.
     last = {}
+    fused = fused_pass(loss, A, y)  # one pass per evaluation (binary log loss)
 
     def fun(theta):
         key = np.asarray(theta, dtype=float).tobytes()  # the same bits, signed zeros too
         if last.get("key") == key:
             return last["value"], last["grad"].copy()
         counter["grad"] += 1
-        value, grad = loss.value_and_grad(theta, A, y)
+        if fused is None:
+            value, grad = loss.value_and_grad(theta, A, y)
+        else:
+            value, grad = fused.value_and_grad(theta)
         value = value + 0.5 * Lambda * float(theta @ theta) + float(lin @ theta)
         grad = grad + Lambda * theta + lin
         last.update(key=key, value=value, grad=grad.copy())
