@@ -66,6 +66,10 @@ class BinaryLogLossPass:
         size = min(self._rows, n)
         self._m, self._e, self._w = (np.empty(size) for _ in range(3))
         self._positive = np.empty(size, dtype=bool)
+        # Curvatures expit(m) expit(-m) of the last value_and_grad, for a
+        # Hessian at the same point without recomputing the margins.
+        self._curvature = np.empty(n)
+        self._curvature_at = None
 
     def _blocks(self):
         n = self.A.shape[0]
@@ -75,7 +79,8 @@ class BinaryLogLossPass:
 
     def _expit_neg(self, block, k, theta, value):
         """Fill ``w`` with ``expit(-m)`` of the block's margins ``m``; with
-        ``value``, also return the block's summed loss."""
+        ``value``, also return the block's summed loss and keep the block's
+        curvatures ``expit(m) expit(-m) = e / (1 + e)^2``."""
         A, s = self.A[block], self._signs[block]
         m, e, w, positive = self._m[:k], self._e[:k], self._w[:k], self._positive[:k]
         np.matmul(A, theta, out=m)
@@ -95,6 +100,8 @@ class BinaryLogLossPass:
                 total += float(np.log(np.prod(w[whole:])))
         np.divide(1.0, w, out=w)
         np.multiply(e, w, out=e)
+        if value:
+            np.multiply(e, w, out=self._curvature[block])
         np.greater_equal(m, 0.0, out=positive)
         np.copyto(w, e, where=positive)
         np.multiply(w, s, out=w)  # -dl/dz
@@ -104,11 +111,33 @@ class BinaryLogLossPass:
         """Summed loss and its gradient at ``theta``."""
         grad = np.zeros(self.A.shape[1])
         value = 0.0
+        self._curvature_at = None
         for block, k in self._blocks():
             A, w, total = self._expit_neg(block, k, theta, True)
             value += total
             grad -= w @ A
+        self._curvature_at = np.array(theta, dtype=float)
         return value, grad
+
+    def hessian(self, theta: np.ndarray) -> np.ndarray:
+        """Dense Hessian ``sum_i expit(m_i) expit(-m_i) a_i a_i^T`` at ``theta``.
+
+        Blockwise ``W^T W`` with ``W`` the rows scaled by the square roots of
+        their curvatures (a symmetric rank-k update); the curvatures of the
+        last :meth:`value_and_grad` are reused when ``theta`` is its point.
+        """
+        theta = np.asarray(theta, dtype=float)
+        if self._curvature_at is None or not np.array_equal(theta, self._curvature_at):
+            self.value_and_grad(theta)
+        p = self.A.shape[1]
+        H = np.zeros((p, p))
+        scaled = np.empty((min(self._rows, self.A.shape[0]), p))
+        root = self._w
+        for block, k in self._blocks():
+            np.sqrt(self._curvature[block], out=root[:k])
+            W = np.multiply(self.A[block], root[:k, None], out=scaled[:k])
+            H += W.T @ W
+        return H
 
     def gradient(self, theta: np.ndarray) -> np.ndarray:
         """Gradient of the summed loss only (no logarithm)."""
@@ -121,12 +150,16 @@ class BinaryLogLossPass:
 
 def fused_pass(loss: LinearModelLoss, A, y: np.ndarray) -> BinaryLogLossPass | None:
     """A :class:`BinaryLogLossPass` for ``loss`` on ``(A, y)``, or ``None`` where
-    it does not apply (multiclass, another loss, sparse or non-float64 rows:
-    the generic :meth:`~._losses.LinearModelLoss.value_and_grad` then)."""
+    it does not apply (multiclass, another loss, sparse or non-float64 rows,
+    a subclass overriding ``value_and_grad``: the generic
+    :meth:`~._losses.LinearModelLoss.value_and_grad` then)."""
     if not (loss.binary and isinstance(loss.base_loss, LogLoss)):
         return None
     if not isinstance(A, np.ndarray) or A.ndim != 2 or A.dtype != np.float64:
         return None
     if A.shape[0] == 0:
+        return None
+    # A loss whose evaluation is overridden (a subclass) keeps its own.
+    if type(loss).value_and_grad is not LinearModelLoss.value_and_grad:
         return None
     return BinaryLogLossPass(A, y)

@@ -46,6 +46,12 @@ __all__ = [
 _DENSE_NEWTON = 400
 # Newton from the start when a Hessian costs at most this many flops.
 _NEWTON_ONLY_WORK = 2_000_000
+# ... or, with the fused binary log-loss pass, up to this many parameters: its
+# Hessian reuses the margins of the evaluation at the same point (a rank-k
+# update, ~p^2/2 multiply-adds per row), and damped Newton needs 4-5 steps
+# where L-BFGS-B needs 14-21 evaluations to the certified tolerance (measured
+# at n = 1e5: Newton faster at d = 10, 30, 50 and 100, one BLAS thread).
+_NEWTON_ONLY_DIM = 128
 
 
 class CertifiedSolution:
@@ -140,6 +146,8 @@ def certified_minimize(
         return value, grad
 
     theta = np.zeros(loss.n_params) if theta0 is None else np.array(theta0, dtype=float)
+    if fused is not None:
+        loss = _FusedHessian(loss, fused)
     theta = _unconstrained(fun, loss, A, y, Lambda, tol, theta, max_iter, counter)
     if radius is None:
         _, grad = fun(theta)
@@ -148,6 +156,29 @@ def certified_minimize(
             raise RuntimeError(_FLOOR.format(tol=tol, got=Lambda * bound))
         return CertifiedSolution(theta, bound, counter["iter"], counter["grad"])
     return _constrained(fun, loss, A, y, Lambda, tol, theta, radius, max_iter, counter)
+
+
+class _FusedHessian:
+    """``loss`` whose dense Hessian comes from its fused pass (same matrix to
+    rounding, without recomputing the margins at an evaluated point)."""
+
+    def __init__(self, loss, fused):
+        self._loss, self._fused = loss, fused
+        self.fused = True
+
+    def __getattr__(self, name):
+        return getattr(self._loss, name)
+
+    def hessian(self, theta, A, y):
+        return self._fused.hessian(theta)
+
+
+class _Certified(Exception):
+    """Raised by the objective once a point meets the certificate."""
+
+    def __init__(self, theta):
+        super().__init__()
+        self.theta = theta
 
 
 _FLOOR = "could not certify the minimizer to tol={tol:.3g} (reached {got:.3g}); increase tol"
@@ -160,7 +191,8 @@ def _unconstrained(fun, loss, A, y, Lambda, tol, theta, max_iter, counter):
     damped Newton directly.
     """
     dim = theta.size
-    if dim <= _DENSE_NEWTON and A.shape[0] * dim * dim <= _NEWTON_ONLY_WORK:
+    small = dim <= _NEWTON_ONLY_DIM and getattr(loss, "fused", False)
+    if dim <= _DENSE_NEWTON and (small or A.shape[0] * dim * dim <= _NEWTON_ONLY_WORK):
         return _newton_polish(fun, loss, A, y, Lambda, tol, theta, counter, max_steps=100)
     options = {
         # max |g_i| <= tol / (2 sqrt(dim)) implies ||g|| <= tol / 2.
@@ -169,10 +201,25 @@ def _unconstrained(fun, loss, A, y, Lambda, tol, theta, max_iter, counter):
         "maxiter": max_iter,
         "maxcor": 20,
     }
+
+    def watched(point):
+        # Stop at the first point whose gradient meets the certificate, not
+        # at L-BFGS-B's stricter per-coordinate test.
+        counter["iter"] += 1  # evaluations, an upper bound on L-BFGS-B's iterations
+        value, grad = fun(point)
+        if np.linalg.norm(grad) <= tol:
+            raise _Certified(np.array(point, dtype=float))
+        return value, grad
+
     with _SerialOptimizer() as serial:
-        result = minimize(serial.threaded(fun), theta, jac=True, method="L-BFGS-B", options=options)
-    counter["iter"] += int(result.nit)
-    theta = result.x
+        try:
+            result = minimize(
+                serial.threaded(watched), theta, jac=True, method="L-BFGS-B", options=options
+            )
+        except _Certified as stop:
+            theta = stop.theta
+        else:
+            theta = result.x
     return _newton_polish(fun, loss, A, y, Lambda, tol, theta, counter)
 
 
@@ -220,7 +267,7 @@ class _SerialOptimizer:
 def _newton_polish(fun, loss, A, y, Lambda, tol, theta, counter, max_steps=50):
     value, grad = fun(theta)
     for _ in range(max_steps):
-        if np.linalg.norm(grad) <= 0.5 * tol:
+        if np.linalg.norm(grad) <= tol:  # the certificate: Lambda ||theta - theta*|| <= tol
             break
         counter["iter"] += 1
         if loss.n_params <= _DENSE_NEWTON:
@@ -310,6 +357,7 @@ class _Shifted:
     def __init__(self, loss, nu):
         self._loss, self._nu = loss, nu
         self.n_params = loss.n_params
+        self.fused = getattr(loss, "fused", False)
 
     def hessian(self, theta, A, y):
         H = self._loss.hessian(theta, A, y)
