@@ -32,6 +32,7 @@ constants of the loss (and so every sensitivity) are those of
 """
 
 import numpy as np
+from scipy.special import expit
 
 from ._losses import LinearModelLoss, LogLoss
 
@@ -61,6 +62,7 @@ class BinaryLogLossPass:
         self.A = A
         n, p = A.shape
         self._signs = np.where(np.asarray(y) == 1, 1.0, -1.0)
+        self._negated = -self._signs
         rows = int(np.clip(_BLOCK_BYTES // (8 * max(p, 1)), _MIN_ROWS, _MAX_ROWS))
         self._rows = max(_GROUP, rows // _GROUP * _GROUP)
         size = min(self._rows, n)
@@ -77,10 +79,10 @@ class BinaryLogLossPass:
             stop = min(start + self._rows, n)
             yield slice(start, stop), stop - start
 
-    def _expit_neg(self, block, k, theta, value):
-        """Fill ``w`` with ``expit(-m)`` of the block's margins ``m``; with
-        ``value``, also return the block's summed loss and keep the block's
-        curvatures ``expit(m) expit(-m) = e / (1 + e)^2``."""
+    def _block(self, block, k, theta):
+        """Fill ``w`` with ``expit(-m)`` of the block's margins ``m``, return
+        the block's summed loss and keep the block's curvatures
+        ``expit(m) expit(-m) = e / (1 + e)^2``."""
         A, s = self.A[block], self._signs[block]
         m, e, w, positive = self._m[:k], self._e[:k], self._w[:k], self._positive[:k]
         np.matmul(A, theta, out=m)
@@ -88,20 +90,16 @@ class BinaryLogLossPass:
         np.abs(m, out=e)
         np.negative(e, out=e)
         np.exp(e, out=e)
-        total = 0.0
-        if value:
-            total = -float(np.minimum(m, 0.0, out=w).sum())
+        total = -float(np.minimum(m, 0.0, out=w).sum())
         np.add(e, 1.0, out=w)
-        if value:
-            whole = k - k % _GROUP
-            if whole:
-                total += float(np.log(np.prod(w[:whole].reshape(-1, _GROUP), axis=1)).sum())
-            if whole < k:
-                total += float(np.log(np.prod(w[whole:])))
+        whole = k - k % _GROUP
+        if whole:
+            total += float(np.log(np.prod(w[:whole].reshape(-1, _GROUP), axis=1)).sum())
+        if whole < k:
+            total += float(np.log(np.prod(w[whole:])))
         np.divide(1.0, w, out=w)
         np.multiply(e, w, out=e)
-        if value:
-            np.multiply(e, w, out=self._curvature[block])
+        np.multiply(e, w, out=self._curvature[block])
         np.greater_equal(m, 0.0, out=positive)
         np.copyto(w, e, where=positive)
         np.multiply(w, s, out=w)  # -dl/dz
@@ -113,7 +111,7 @@ class BinaryLogLossPass:
         value = 0.0
         self._curvature_at = None
         for block, k in self._blocks():
-            A, w, total = self._expit_neg(block, k, theta, True)
+            A, w, total = self._block(block, k, theta)
             value += total
             grad -= w @ A
         self._curvature_at = np.array(theta, dtype=float)
@@ -140,11 +138,16 @@ class BinaryLogLossPass:
         return H
 
     def gradient(self, theta: np.ndarray) -> np.ndarray:
-        """Gradient of the summed loss only (no logarithm)."""
+        """Gradient of the summed loss only: ``expit`` of the margins, no
+        loss value, no curvature (noisy GD's steps)."""
         grad = np.zeros(self.A.shape[1])
         for block, k in self._blocks():
-            A, w, _ = self._expit_neg(block, k, theta, False)
-            grad -= w @ A
+            A, s, m = self.A[block], self._signs[block], self._m[:k]
+            np.matmul(A, theta, out=m)
+            np.multiply(m, self._negated[block], out=m)
+            expit(m, out=m)  # expit(-s z): one call, no loss value
+            np.multiply(m, s, out=m)  # -dl/dz
+            grad -= m @ A
         return grad
 
 
