@@ -187,8 +187,11 @@ _FLOOR = "could not certify the minimizer to tol={tol:.3g} (reached {got:.3g}); 
 def _unconstrained(fun, loss, A, y, Lambda, tol, theta, max_iter, counter):
     """Quasi-Newton to near the target, then Newton steps to certify it.
 
-    Small problems (a Hessian cheaper than a few quasi-Newton iterations) go to
-    damped Newton directly.
+    Small problems (a Hessian cheaper than a few quasi-Newton iterations, or
+    the binary log loss's fused Hessian up to ``_NEWTON_ONLY_DIM`` parameters)
+    go to damped Newton directly. Either way the solver stops at the first
+    point whose gradient norm is at most ``tol``: the certificate, the same
+    whatever path reached the point.
     """
     dim = theta.size
     small = dim <= _NEWTON_ONLY_DIM and getattr(loss, "fused", False)
