@@ -15,7 +15,8 @@ both to the same load) and keeps the smallest of ``repeats`` wall times, the
 least disturbed; the median ratio is printed too.
 
 Run: ``PYTHONPATH=. python benchmarks/bench_solver_speed.py [--quick] [--label NAME]
-[--baseline MODULE]`` (``--quick``: d in {10, 100}, 3 repeats). Writes
+[--baseline MODULE] [--only sgd|logistic]`` (``--quick``: d in {10, 100}, 3
+repeats; ``--only``: one family of rows). Writes
 ``benchmarks/results/solver_speed[_NAME].txt`` and ``.json``.
 
 ``--threads K`` runs everything (ours and scikit-learn alike) with BLAS
@@ -145,6 +146,7 @@ def main():
     parser.add_argument("--label", default="", help="suffix of the result files")
     parser.add_argument("--baseline", default=None, help="module name of an older copy")
     parser.add_argument("--threads", type=int, default=None, help="BLAS threads (all runs)")
+    parser.add_argument("--only", choices=("sgd", "logistic"), default=None, help="one family")
     args = parser.parse_args()
     if args.threads is not None:
         from threadpoolctl import threadpool_limits
@@ -166,8 +168,10 @@ def main():
     for d in dims:
         X, y = _data(n, d)
         reps = repeats if d < 500 else max(2, repeats - 2)
-        rows += sgd_rows(X, y, reps, versions)
-        rows += logistic_rows(X, y, reps, versions)
+        if args.only != "logistic":
+            rows += sgd_rows(X, y, reps, versions)
+        if args.only != "sgd":
+            rows += logistic_rows(X, y, reps, versions)
     footer = f"load average {os.getloadavg()[0]:.2f} at the end"
     print(footer)
     suffix = f"_{args.label}" if args.label else ""

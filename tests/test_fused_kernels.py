@@ -212,6 +212,39 @@ def test_certified_minimize_reads_the_data_once_per_point(radius):
     solution = certified_minimize(loss, A, y, 1.0, 1e-6, radius=radius)
     assert all(a != b for a, b in zip(points, points[1:], strict=False))
     assert solution.n_grad >= len(points)  # passes over the data (Hessians too)
+
+    class Generic(LinearModelLoss):  # the same (generic, not fused) path, unrecorded
+        def value_and_grad(self, theta, A, y):
+            return super().value_and_grad(theta, A, y)
+
+    reference = certified_minimize(Generic(2, p, 1.0), A, y, 1.0, 1e-6, radius=radius)
+    assert np.array_equal(solution.theta, reference.theta)
+    assert solution.distance_bound <= 1e-6
+
+
+@pytest.mark.parametrize("radius", [None, 100.0])
+@pytest.mark.parametrize("p", [30, 200])  # Newton only; L-BFGS-B then Newton
+def test_certified_minimize_fused_pass_reads_the_data_once_per_point(radius, p, monkeypatch):
+    from sklearn_dpu.linear_model import _binary_pass
+    from sklearn_dpu.linear_model._certified_minimize import certified_minimize
+    from sklearn_dpu.linear_model._losses import LinearModelLoss
+
+    points = []
+    evaluate = _binary_pass.BinaryLogLossPass.value_and_grad
+
+    def recording(self, theta):
+        points.append(np.asarray(theta, dtype=float).tobytes())
+        return evaluate(self, theta)
+
+    rng = np.random.default_rng(5)
+    n = 3000
+    A = rng.standard_normal((n, p)) / np.sqrt(p)
+    y = (A @ rng.standard_normal(p) + 0.3 * rng.standard_normal(n) > 0).astype(int)
     reference = certified_minimize(LinearModelLoss(2, p, 1.0), A, y, 1.0, 1e-6, radius=radius)
+    monkeypatch.setattr(_binary_pass.BinaryLogLossPass, "value_and_grad", recording)
+    solution = certified_minimize(LinearModelLoss(2, p, 1.0), A, y, 1.0, 1e-6, radius=radius)
+    assert len(points) > 1
+    assert all(a != b for a, b in zip(points, points[1:], strict=False))
+    assert solution.n_grad >= len(points)
     assert np.array_equal(solution.theta, reference.theta)
     assert solution.distance_bound <= 1e-6

@@ -51,6 +51,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..privacy.mechanisms import GaussianDP, GaussianMechanism, GaussianSteps
+from ._binary_pass import fused_pass
 from ._losses import LinearModelLoss
 from ._sparse_rows import gram_matrix
 
@@ -203,8 +204,11 @@ def noisy_projected_gd_glm(
     # draw per step (nothing else reads the generator during the run).
     noise = steps.noise(theta.shape, rng)
     start = n_steps // 2
+    # Only gradients are needed: the binary log loss in one pass, no loss value.
+    fused = fused_pass(loss, A, y)
+    gradient = (lambda th: loss.gradient(th, A, y)) if fused is None else fused.gradient
     for t in range(n_steps):
-        grad = loss.gradient(theta, A, y)
+        grad = gradient(theta)
         grad += noise[t]
         grad += Lambda * theta
         step = (grad.reshape(n_blocks, -1) @ preconditioner).ravel()
