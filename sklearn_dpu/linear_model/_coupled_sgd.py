@@ -58,6 +58,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from .._progress import step_ticker
 from ..privacy.mechanisms import GaussianSteps
 from ..unlearning.coupling import (
     poisson_subsample,
@@ -368,6 +369,8 @@ class CoupledSGDState(VersionedState):
         noise[:, 1] *= self.sigma_reserve
         loss, m, ptr = self.loss, self.batch_size, self.batch_ptr
         mask = self._penalty_mask()
+        # T is the public schedule (parameters and released counts)
+        tick = step_ticker(T, "SGD", self.steps_mechanism(T))
         for first, last, X, y in self._gathered_chunks(start):
             offset = ptr[first]
             for s in range(first, last):
@@ -380,6 +383,8 @@ class CoupledSGDState(VersionedState):
                 xi = nu + noise[s - start, 1]
                 self.grad[s], self.coupled[s], self.noisy[s] = g, nu, xi
                 self.path[s + 1] = e - self.learning_rate * (xi + self.alpha * mask * e)
+                if tick is not None:
+                    tick(s)
         return int(ptr[T] - ptr[start])
 
     def _eval_point(self, s: int) -> np.ndarray:

@@ -50,6 +50,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._progress import step_ticker
 from ..privacy.mechanisms import GaussianDP, GaussianMechanism, GaussianSteps
 from ._losses import LinearModelLoss
 from ._sparse_rows import gram_matrix
@@ -203,6 +204,7 @@ def noisy_projected_gd_glm(
     # draw per step (nothing else reads the generator during the run).
     noise = steps.noise(theta.shape, rng)
     start = n_steps // 2
+    tick = step_ticker(n_steps, "noisy GD", steps)
     for t in range(n_steps):
         grad = loss.gradient(theta, A, y)
         grad += noise[t]
@@ -211,6 +213,8 @@ def noisy_projected_gd_glm(
         theta = _project(theta - step, radius)
         if t >= start:
             total += theta
+        if tick is not None:
+            tick(t)
     return total / (n_steps - start)
 
 
@@ -261,6 +265,7 @@ def dp_sgd_pass(
     # Drawn after the assignment, all at once: the same stream as one draw per batch.
     noise = steps.noise(theta.shape, rng)
     start = n_batches // 2
+    tick = step_ticker(n_batches, "DP-SGD batch", steps)
     for j in range(n_batches):
         rows = order[bounds[j] : bounds[j + 1]]
         grads = loss.per_example_grads(theta, A[rows], y[rows])
@@ -270,4 +275,6 @@ def dp_sgd_pass(
         theta = _project(theta - step * (noisy / batch_size + lam * theta), radius)
         if j >= start:
             total += theta
+        if tick is not None:
+            tick(j)
     return total / (n_batches - start), n_batches
