@@ -407,7 +407,8 @@ class CoupledSGDState(VersionedState):
         """
         T, ptr, d = self.n_steps, self.batch_ptr, self.n_features
         m = max(1.0, self.batch_size)
-        chunk_steps = max(1, _CHUNK_VALUES // max(1, int(self.n_coef * m)))
+        values = getattr(self.registry.rows, "chunk_values", _CHUNK_VALUES)  # Dask: larger
+        chunk_steps = max(1, values // max(1, int(self.n_coef * m)))
         firsts = np.arange(start, T, chunk_steps)
         lasts = np.minimum(firsts + chunk_steps, T)
         rows = self.registry.rows

@@ -15,8 +15,10 @@ from ..exceptions import UnlearningError
 from ..privacy.ledger import ReleasePlan
 from ..unlearning.ids import as_id_list, requested_ids
 from ..unlearning.report import DeletionPlan
+from ._auto_bounds import is_auto
 from ._coupled_sgd import InsertionRecord
 from ._sgd_base import BaseUnlearnableSGD
+from ._sgd_dask import is_dask_input, validate_dask
 from ._sgd_edits import (
     delete_from_run,
     insert_into_run,
@@ -478,6 +480,8 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
             plan = ReleasePlan((), exact=False, restart=True)
 
         def validate():
+            if is_dask_input(X) and not is_auto(self.feature_norm):  # rows stay on workers
+                return validate_dask(self, X, y, sample_id, classes)
             Xv, yv = validate_data(self, X, y, accept_sparse="csr", dtype=_DTYPES)
             Xv = canonical_sparse(Xv)
             check_classification_targets(yv)
