@@ -190,9 +190,9 @@ class PrivateGridSearch(
     verbose : int, default=0
         Progress on stdout: ``1`` prints, after each fit, chunk, deletion or candidate, the
         number of releases, ``n_iter_`` and the epsilon spent so far; ``2`` adds
-        one line per release (its ledger record). Only public values are
-        printed (ledger records, public schedules, parameters): never a loss,
-        a gradient, a record count or a timing (:mod:`sklearn_dpu._progress`).
+        each release's record and a line per candidate (its parameters, the epsilon
+        of the candidates so far). Never a score, loss, record count or timing:
+        public values only (:mod:`sklearn_dpu._progress`).
 
     Attributes
     ----------
