@@ -17,7 +17,11 @@ Inside a solver (``verbose >= 2``), :func:`step_ticker` prints the step
 number of a run whose length is a public schedule, and the epsilon that the
 steps released so far compose to, computed from the *plan* (the ledger
 before the call and the call's planned releases with the run cut after the
-steps done). Never an iterate, a loss, a gradient norm or a convergence
+steps done). When the call's releases are not planned exactly (their
+parameters follow a count noised during the call), it is the ledger before
+the call composed with the steps done, from the steps' mechanism; the
+call's one-off releases (a count, a Gram) join in the ledger line printed
+when the call ends. Never an iterate, a loss, a gradient norm or a convergence
 flag; solvers that stop when a data-dependent criterion is met (the
 non-private minimizers of output and objective perturbation) print no
 iteration at all, since when they stop is a function of the data. Nothing
