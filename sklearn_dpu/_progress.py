@@ -13,15 +13,43 @@ printed are built from what is already public:
 * ``privacy_spent_``, the composed (epsilon, delta) of the published ledger;
 * public parameters (a candidate's parameter values).
 
-Nothing is printed from inside a solver, where iterates and losses live, and
-nothing depends on wall time.
+Inside a solver (``verbose >= 2``), :func:`step_ticker` prints the step
+number of a run whose length is a public schedule, and the epsilon that the
+steps released so far compose to, computed from the *plan* (the ledger
+before the call and the call's planned releases with the run cut after the
+steps done). When the call's releases are not planned exactly (their
+parameters follow a count noised during the call), it is the ledger before
+the call composed with the steps done, from the steps' mechanism; the
+call's one-off releases (a count, a Gram) join in the ledger line printed
+when the call ends. Never an iterate, a loss, a gradient norm or a convergence
+flag; solvers that stop when a data-dependent criterion is met (the
+non-private minimizers of output and objective perturbation) print no
+iteration at all, since when they stop is a function of the data. Nothing
+depends on wall time.
+
+With ``verbose=2`` a run of ``T`` steps prints about ten lines (every
+``ceil(T / 10)`` steps and the last), with ``verbose >= 3`` every step, as
+scikit-learn's ``verbose`` levels grow more talkative. With ``verbose < 2``
+no reporter is active: a solver's per-step cost is one ``is None`` test.
 """
 
+import contextlib
+import math
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["print_progress", "print_releases"]
+from dp_accounting import dp_event
+
+__all__ = [
+    "iteration_progress",
+    "print_phase",
+    "print_progress",
+    "print_releases",
+    "step_ticker",
+]
 
 
 def _level(estimator: Any) -> int:
@@ -61,3 +89,123 @@ def print_releases(estimator: Any, what: str, records: Iterable[dict]) -> None:
         f"{what}: {len(records)} release(s){steps}; privacy spent so far: "
         f"epsilon={spent.epsilon:.6g}, delta={spent.delta:.3g}",
     )
+
+
+@dataclass(frozen=True)
+class _Call:
+    """What a running call may print from: all public (plan and ledger)."""
+
+    estimator: Any
+    what: str
+    before: tuple  # ledger records before the call (dicts)
+    planned: tuple  # the call's planned Release objects (empty if not exact)
+
+
+_ACTIVE: ContextVar[_Call | None] = ContextVar("sklearn_dpu_progress", default=None)
+
+
+@contextlib.contextmanager
+def iteration_progress(
+    estimator: Any, what: str, before: Sequence[dict], planned: Sequence[Any]
+) -> Iterator[None]:
+    """Make ``estimator``'s call ``what`` the one solvers report steps of.
+
+    Active only when ``estimator.verbose >= 2``. ``before`` is the ledger the
+    call starts from, ``planned`` its releases planned before the data were
+    read (empty when the plan is not exact).
+    """
+    active = _level(estimator) >= 2
+    # A quiet estimator fitted inside a verbose one's call (a search's
+    # candidates) masks the outer call: its steps are not the outer call's.
+    token = _ACTIVE.set(_Call(estimator, what, tuple(before), tuple(planned)) if active else None)
+    try:
+        yield
+    finally:
+        _ACTIVE.reset(token)
+
+
+def _cut(event: dp_event.DpEvent, whole: dp_event.DpEvent, part: dp_event.DpEvent, found: list):
+    """``event`` with its first sub-event equal to ``whole`` replaced by ``part``."""
+    if not found and event == whole:
+        found.append(True)
+        return part
+    if isinstance(event, dp_event.ComposedDpEvent) and not found:
+        return dp_event.ComposedDpEvent([_cut(e, whole, part, found) for e in event.events])
+    return event
+
+
+class _StepTicker:
+    """Prints ``step t/T`` and the epsilon the plan says ``t`` steps spent."""
+
+    def __init__(self, call: _Call, total: int, label: str, steps: Any):
+        self.call, self.total, self.label, self.steps = call, int(total), label, steps
+        level = _level(call.estimator)
+        self.every = 1 if level >= 3 else max(1, math.ceil(self.total / 10))
+
+    def spent(self, done: int) -> tuple[float, str]:
+        from .privacy.ledger import Release, privacy_spent  # noqa: PLC0415 (cycle)
+
+        call, releases = self.call, [*self.call.before]
+        how = "planned"
+        cut = False
+        for release in call.planned:
+            if self.steps is not None and not cut:
+                found: list = []
+                part = dp_event.SelfComposedDpEvent(self.steps.dp_event.event, int(done))
+                event = _cut(release.event, self.steps.dp_event, part, found)
+                if found:
+                    cut, how = True, "composed so far"
+                    release = Release(release.mechanism, event, release.chunks, release.reference)
+            releases.append(release)
+        if not cut and self.steps is not None:
+            # Not planned as an exact event (its parameters follow a noised
+            # count drawn by the call): the steps done so far, from their
+            # mechanism, on top of the ledger before the call. The call's
+            # one-off releases (counts, Gram) join in the ledger line after it.
+            last = max([1, *(int(r["chunks"][1]) for r in call.before)])
+            part = dp_event.SelfComposedDpEvent(self.steps.dp_event.event, int(done))
+            releases.append(Release("steps so far", part, (1, last), "plan"))
+            how = "of the steps so far"
+        elif not call.planned:
+            how = "before this call (the run is charged as a whole when it ends)"
+        delta = call.estimator.delta
+        return privacy_spent(releases, delta).epsilon, how
+
+    def __call__(self, t: int) -> None:
+        done = t + 1
+        if done % self.every and done != self.total:
+            return
+        epsilon, how = self.spent(done)
+        print_progress(
+            self.call.estimator,
+            f"{self.call.what}: {self.label} step {done}/{self.total}; "
+            f"epsilon {how}: {epsilon:.6g}",
+            level=2,
+        )
+
+
+def step_ticker(total: int, label: str, steps: Any = None) -> Callable[[int], None] | None:
+    """A per-step reporter for a solver's loop, or None when nothing is printed.
+
+    Call it with the 0-based index of each step just done. ``total`` must be
+    the run's public length (a schedule from parameters and released counts),
+    never a count that depends on the data. ``steps`` is the run's mechanism
+    (a :class:`~sklearn_dpu.privacy.mechanisms.GaussianSteps` or any object
+    whose ``dp_event`` is a ``SelfComposedDpEvent`` of one step), whose event in
+    the planned releases is cut after the steps done to give the epsilon
+    composed so far; without it (a run charged as a whole, e.g. disjoint
+    blocks)
+    the epsilon printed is the call's whole planned charge (or the ledger
+    before the call when the charge is only known at its end).
+    """
+    call = _ACTIVE.get()
+    if call is None or total <= 0:
+        return None
+    return _StepTicker(call, total, label, steps)
+
+
+def print_phase(message: str) -> None:
+    """A line from inside a running call at ``verbose >= 2`` (public ``message``)."""
+    call = _ACTIVE.get()
+    if call is not None:
+        print_progress(call.estimator, f"{call.what}: {message}", level=2)

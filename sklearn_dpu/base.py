@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from ._progress import print_releases
+from ._progress import iteration_progress, print_releases
 from .exceptions import (
     BudgetExceededError,
     BudgetUnavailableWarning,
@@ -307,6 +307,16 @@ class PrivateEstimatorMixin:
                 f"X's shape says {planned_features} features, but its values have "
                 f"{self.n_features_in_}: the releases were planned from the shape"
             )
+        ledger = [] if plan.restart else getattr(self, "privacy_ledger_", [])
+        planned = plan.releases if plan.exact else ()
+        with iteration_progress(self, what, ledger, planned):
+            made = self._charged_compute(what, plan, data, compute)
+        before = [] if plan.restart else list(self.privacy_ledger_)
+        self._set_ledger([*before, *(r.to_dict() for r in made)])
+        print_releases(self, what, self.privacy_ledger_[len(before) :])
+
+    def _charged_compute(self, what: str, plan: ReleasePlan, data: Any, compute) -> list:
+        """:meth:`_run_update`'s charge and compute; returns the releases made."""
         if plan.exact:
             self._charge_budgets(self._budget_increment(plan.releases, plan.restart), what)
             compute(data)
@@ -327,9 +337,7 @@ class PrivateEstimatorMixin:
                     self._charge_budgets(self._budget_increment(spent, plan.restart), what)
                 raise
             self._charge_budgets(self._budget_increment(made, plan.restart), what)
-        before = [] if plan.restart else list(self.privacy_ledger_)
-        self._set_ledger([*before, *(r.to_dict() for r in made)])
-        print_releases(self, what, self.privacy_ledger_[len(before) :])
+        return made
 
     def _fitted_copy(self) -> dict:
         """Deep copies of the fitted attributes (names ending in ``_``)."""

@@ -132,6 +132,12 @@ VERBOSE_CASES = {
     "linear-ambssgd": lambda s, v: DPLinearRegression(
         solver="ambssgd", feature_norm=3.0, target_bound=3.0, random_state=s, verbose=v
     ),
+    "logistic-langevin": lambda s, v: DPLogisticRegression(
+        solver="langevin", feature_norm=3.0, random_state=s, verbose=v
+    ),
+    "logistic-objective": lambda s, v: DPLogisticRegression(
+        solver="objective", feature_norm=3.0, random_state=s, verbose=v
+    ),
 }
 
 
@@ -205,3 +211,123 @@ def test_private_grid_search_verbose():
     assert "[PrivateGridSearch] fit: 2 candidate(s), then a private selection" in out
     assert "privacy spent so far" in out
     assert _stdout(lambda: search.set_params(verbose=0).fit(X, y)) == ""
+
+
+# ------------------------------------------------------- per-step progress
+
+STEPPED = {  # case -> label of its solver's step lines
+    "logistic-noisy_gd": "noisy GD step",
+    "logistic-langevin": "Langevin step",
+    "sgd": "SGD step",
+    "linear-noisy_gd": "noisy GD step",
+    "linear-ambssgd": "AMBSSGD block step",
+}
+
+
+@pytest.mark.parametrize("case", sorted(STEPPED))
+def test_verbose_2_prints_steps_and_epsilon_so_far(case):
+    """verbose=2: about ten step lines per run, the last one the whole run,
+    each with an epsilon from the plan; verbose=1: none; verbose=3: every step."""
+    X, y, t = _data()
+    target = t if case.startswith("linear") else y
+    make = VERBOSE_CASES[case]
+    label = STEPPED[case]
+    steps = [line for line in _stdout(_runs(lambda: make(0, 2), X, target, False)).splitlines()]
+    steps = [line for line in steps if label in line]
+    assert 1 <= len(steps) <= 11
+    done, total = steps[-1].split(f"{label} ")[1].split(";")[0].split("/")
+    assert done == total
+    epsilons = [float(line.rsplit(": ", 1)[1]) for line in steps]
+    assert epsilons == sorted(epsilons)  # composed so far: never decreases
+    assert not any(label in line for line in _stdout(_runs(lambda: make(0, 1), X, target, False)))
+    every = _stdout(_runs(lambda: make(0, 3), X, target, False)).splitlines()
+    assert sum(label in line for line in every) == int(total)
+
+
+def test_step_epsilon_reaches_the_ledger_when_the_plan_is_exact():
+    """Linear noisy GD plans its releases exactly: the last step's epsilon is
+    the fit's privacy_spent_, the first is below it."""
+    X, _, t = _data()
+    est = DPLinearRegression(solver="noisy_gd", max_iter=30, random_state=0, verbose=2)
+    lines = [line for line in _stdout(lambda: est.fit(X, t)).splitlines() if "step" in line]
+    assert "composed so far" in lines[-1]
+    first, last = (float(line.rsplit(": ", 1)[1]) for line in (lines[0], lines[-1]))
+    assert last == pytest.approx(est.privacy_spent_.epsilon, rel=1e-6)
+    assert first < last
+
+
+def test_minimizers_print_no_iterations():
+    """Output and objective perturbation stop when a data-dependent criterion
+    holds: one phase line, no iteration numbers."""
+    X, y, _ = _data()
+    for case in ("logistic-output", "logistic-objective"):
+        out = _stdout(_runs(lambda c=case: VERBOSE_CASES[c](0, 3), X, y, False))
+        assert "iterations not printed" in out
+        assert " step " not in out
+
+
+def test_step_ticker_is_off_unless_verbose_2():
+    """No reporter (hence no formatting) below verbose=2, and a quiet
+    estimator inside a verbose call (a search's candidate) masks it."""
+    from sklearn_dpu._progress import iteration_progress, step_ticker
+
+    loud, quiet = DPLinearRegression(verbose=2), DPLinearRegression(verbose=1)
+    assert step_ticker(10, "x") is None
+    with iteration_progress(quiet, "fit", [], []):
+        assert step_ticker(10, "x") is None
+    with iteration_progress(loud, "fit", [], []):
+        assert step_ticker(10, "x") is not None
+        with iteration_progress(quiet, "fit", [], []):
+            assert step_ticker(10, "x") is None
+
+
+def test_step_leak_negative_control():
+    """The leak check flags step lines whose count depends on the data (a
+    run stopped at a data-dependent iteration)."""
+    from sklearn_dpu._progress import iteration_progress, step_ticker
+
+    X, _, _ = _data(n=401)
+
+    def leaky(rows, seed):
+        est = DPLinearRegression(random_state=seed, verbose=2)
+
+        def run():
+            with iteration_progress(est, "fit", [], []):
+                tick = step_ticker(len(X[rows]), "stopped")  # data-dependent length
+                for k in range(len(X[rows])):
+                    tick(k)
+
+        return _stdout(run)
+
+    outputs = {name: [leaky(rows, s) for s in range(3)] for name, rows in NEIGHBOURS}
+    assert _leaking_lines(outputs) != []
+
+
+def test_private_grid_search_verbose_2_per_candidate():
+    X, y, _ = _data()
+    search = PrivateGridSearch(
+        DPLogisticRegression(feature_norm=3.0), {"C": [0.1, 1.0]}, random_state=0, verbose=2
+    )
+    out = _stdout(lambda: search.fit(X, y)).splitlines()
+    lines = [line for line in out if "candidate 1/2" in line or "candidate 2/2" in line]
+    assert len(lines) == 2 and "{'C': 0.1}" in lines[0]
+    epsilons = [float(line.rsplit(": ", 1)[1]) for line in lines]
+    assert epsilons[0] < epsilons[1]
+    assert not any("noisy GD step" in line for line in out)  # candidates stay silent
+    assert not any(
+        "candidate 1/2" in line
+        for line in _stdout(lambda: search.set_params(verbose=1).fit(X, y)).splitlines()
+    )
+
+
+def test_private_grid_search_verbose_not_a_function_of_the_data():
+    X, y, _ = _data(n=401)
+
+    def run(rows, seed):
+        search = PrivateGridSearch(
+            DPLogisticRegression(feature_norm=3.0), {"C": [0.1, 1.0]}, random_state=seed, verbose=2
+        )
+        return _stdout(lambda: search.fit(X[rows], y[rows]))
+
+    outputs = {name: [run(rows, s) for s in range(3)] for name, rows in NEIGHBOURS}
+    assert _leaking_lines(outputs) == []

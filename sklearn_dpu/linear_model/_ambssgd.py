@@ -96,6 +96,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from .._progress import step_ticker
 from ..privacy.clipping import clip_rows_l2
 from ..privacy.ledger import Release
 from ..privacy.mechanisms import DisjointBlocks, GaussianMechanism
@@ -330,6 +331,9 @@ def run_ambssgd(
     total = np.zeros(q)
     zetas = np.empty(n_blocks)
     tail_start = n_blocks - n_blocks // 2
+    # n_blocks is public (from the noised count); the blocks are disjoint, so
+    # the run is charged as one block's mechanisms: the whole charge is printed.
+    tick = step_ticker(n_blocks, "AMBSSGD block")
     for b in range(n_blocks):
         gamma = grid[-1]
         if search:
@@ -347,5 +351,7 @@ def run_ambssgd(
         zetas[b] = zeta
         if b >= tail_start:
             total += w
+        if tick is not None:
+            tick(b)
     coef = P @ (total / (n_blocks - tail_start))
     return AMBSSGDRun(coef, count, n_blocks, zetas)

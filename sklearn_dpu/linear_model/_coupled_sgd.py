@@ -58,6 +58,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from .._progress import step_ticker
 from ..privacy.mechanisms import GaussianSteps
 from ..unlearning.coupling import (
     poisson_subsample,
@@ -368,6 +369,8 @@ class CoupledSGDState(VersionedState):
         noise[:, 1] *= self.sigma_reserve
         loss, m, ptr = self.loss, self.batch_size, self.batch_ptr
         mask = self._penalty_mask()
+        # T is the public schedule (parameters and released counts)
+        tick = step_ticker(T, "SGD", self.steps_mechanism(T))
         for first, last, X, y in self._gathered_chunks(start):
             offset = ptr[first]
             for s in range(first, last):
@@ -380,6 +383,8 @@ class CoupledSGDState(VersionedState):
                 xi = nu + noise[s - start, 1]
                 self.grad[s], self.coupled[s], self.noisy[s] = g, nu, xi
                 self.path[s + 1] = e - self.learning_rate * (xi + self.alpha * mask * e)
+                if tick is not None:
+                    tick(s)
         return int(ptr[T] - ptr[start])
 
     def _eval_point(self, s: int) -> np.ndarray:
@@ -402,7 +407,8 @@ class CoupledSGDState(VersionedState):
         """
         T, ptr, d = self.n_steps, self.batch_ptr, self.n_features
         m = max(1.0, self.batch_size)
-        chunk_steps = max(1, _CHUNK_VALUES // max(1, int(self.n_coef * m)))
+        values = getattr(self.registry.rows, "chunk_values", _CHUNK_VALUES)  # Dask: larger
+        chunk_steps = max(1, values // max(1, int(self.n_coef * m)))
         firsts = np.arange(start, T, chunk_steps)
         lasts = np.minimum(firsts + chunk_steps, T)
         rows = self.registry.rows

@@ -201,10 +201,10 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         :class:`~sklearn_dpu.privacy.PrivacyBudget`.
     verbose : int, default=0
         Progress on stdout: ``1`` prints, after each fit, chunk, deletion, the
-        number of releases, ``n_iter_`` and the epsilon spent so far; ``2`` adds
-        one line per release (its ledger record). Only public values are
-        printed (ledger records, public schedules, parameters): never a loss,
-        a gradient, a record count or a timing (:mod:`sklearn_dpu._progress`).
+        releases, ``n_iter_`` and the epsilon spent; ``2`` adds each release's record
+        and the solver's steps (public schedule, epsilon composed so far; about ten
+        lines a run, ``3``: every step). Never a loss, gradient, convergence test,
+        record count or timing: public values only (:mod:`sklearn_dpu._progress`).
 
     Attributes
     ----------

@@ -58,6 +58,7 @@ from scipy.stats import norm
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
+from .._progress import step_ticker
 from ..privacy.langevin import LangevinRun, unlearning_rho, unlearning_steps, zcdp_epsilon
 from ..privacy.ledger import Release, ReleasePlan
 from ..privacy.mechanisms import GaussianCount, GaussianDP
@@ -202,11 +203,14 @@ def langevin_descent(
     """``run.steps`` noisy full-batch gradient steps on the summed objective."""
     theta = np.array(theta, dtype=float)
     eta, lam = run.step_size, run.ridge
-    for _ in range(int(run.steps)):
+    tick = step_ticker(int(run.steps), "Langevin", run)
+    for t in range(int(run.steps)):
         grad = loss.gradient(theta, A, y)
         grad += lam * theta
         theta -= eta * grad
         theta += run.step_noise(theta.shape, rng)
+        if tick is not None:
+            tick(t)
     return theta
 
 

@@ -29,6 +29,7 @@ References
 import numpy as np
 from numpy.typing import ArrayLike
 
+from .._progress import print_phase
 from ..privacy.clipping import clip_rows_l2
 from ._certified_minimize import certified_minimize
 from ._logistic_releases import (
@@ -47,11 +48,19 @@ from ._sparse_rows import is_sparse, sparse_normalized_rows
 
 __all__ = ["normalized_rows", "batch_model", "private_fit", "private_sgd_pass", "sgd_model"]
 
+# verbose: a minimizer stops when a data-dependent criterion holds, so its
+# iterations are not printed (when it stops would be a function of the data).
+_MINIMIZING = (
+    "{}: minimizing the regularized loss to the certified tolerance "
+    "(iterations not printed: their number depends on the data)"
+)
+
 
 def _solve_output(mechanisms, config, loss, A, y_index, rng, coef_bound, theta0, max_iter):
     """Output perturbation of the certified regularized ERM (Ullah 2024, Alg. 3 /
     Thm 12, noise corrected)."""
     (noise,) = mechanisms
+    print_phase(_MINIMIZING.format("output perturbation"))
     solution = certified_minimize(
         loss,
         A,
@@ -74,6 +83,7 @@ def _solve_objective(mechanisms, config, loss, A, y_index, rng, theta0, max_iter
     p = binary.n_params
     classes = range(loss.n_classes) if config.one_vs_rest else [1]
     thetas = []
+    print_phase(_MINIMIZING.format("objective perturbation"))
     for j, k in enumerate(classes):
         b = linear.linear_term(p, rng)
         start = None

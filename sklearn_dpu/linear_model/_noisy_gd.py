@@ -30,6 +30,7 @@ References
 
 import numpy as np
 
+from .._progress import step_ticker
 from ..privacy.mechanisms import GaussianCount, GaussianSteps
 
 __all__ = ["gd_mechanisms", "gd_noise_multipliers", "gradient_bound", "noisy_projected_gd"]
@@ -127,6 +128,7 @@ def noisy_projected_gd(
     noise = steps.noise((n_coef,), rng)
     w = np.zeros(n_coef)
     total = np.zeros(n_coef)
+    tick = step_ticker(n_steps, "noisy GD", steps)
     for t in range(n_steps):
         gradient = 2.0 * (A @ w - b) + 2.0 * ridge * w
         w = w - step * (gradient + noise[t]) / noisy_count
@@ -134,4 +136,6 @@ def noisy_projected_gd(
         if norm > radius:
             w *= radius / norm
         total += w
+        if tick is not None:
+            tick(t)
     return total / n_steps, float(noisy_count)

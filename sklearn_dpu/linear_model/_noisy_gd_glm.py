@@ -50,6 +50,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._progress import step_ticker
 from ..privacy.mechanisms import GaussianDP, GaussianMechanism, GaussianSteps
 from ._binary_pass import fused_pass
 from ._losses import LinearModelLoss
@@ -207,6 +208,7 @@ def noisy_projected_gd_glm(
     # Only gradients are needed: the binary log loss in one pass, no loss value.
     fused = fused_pass(loss, A, y)
     gradient = (lambda th: loss.gradient(th, A, y)) if fused is None else fused.gradient
+    tick = step_ticker(n_steps, "noisy GD", steps)
     for t in range(n_steps):
         grad = gradient(theta)
         grad += noise[t]
@@ -215,6 +217,8 @@ def noisy_projected_gd_glm(
         theta = _project(theta - step, radius)
         if t >= start:
             total += theta
+        if tick is not None:
+            tick(t)
     return total / (n_steps - start)
 
 
@@ -265,6 +269,7 @@ def dp_sgd_pass(
     # Drawn after the assignment, all at once: the same stream as one draw per batch.
     noise = steps.noise(theta.shape, rng)
     start = n_batches // 2
+    tick = step_ticker(n_batches, "DP-SGD batch", steps)
     for j in range(n_batches):
         rows = order[bounds[j] : bounds[j + 1]]
         grads = loss.per_example_grads(theta, A[rows], y[rows])
@@ -274,4 +279,6 @@ def dp_sgd_pass(
         theta = _project(theta - step * (noisy / batch_size + lam * theta), radius)
         if j >= start:
             total += theta
+        if tick is not None:
+            tick(j)
     return total / (n_batches - start), n_batches

@@ -327,7 +327,7 @@ def take_rows(
     rows: "np.ndarray | SparseRows", slots: np.ndarray, out: np.ndarray | None = None
 ) -> np.ndarray:
     """Dense rows of ``slots`` of a registry's storage (into ``out`` if given)."""
-    if isinstance(rows, SparseRows):
+    if not isinstance(rows, np.ndarray):  # SparseRows, or rows kept on Dask workers
         if out is None:
             return rows.take(slots)
         out[...] = rows.take(slots)

@@ -15,8 +15,10 @@ from ..exceptions import UnlearningError
 from ..privacy.ledger import ReleasePlan
 from ..unlearning.ids import as_id_list, requested_ids
 from ..unlearning.report import DeletionPlan
+from ._auto_bounds import is_auto
 from ._coupled_sgd import InsertionRecord
 from ._sgd_base import BaseUnlearnableSGD
+from ._sgd_dask import is_dask_input, validate_dask
 from ._sgd_edits import (
     delete_from_run,
     insert_into_run,
@@ -208,10 +210,10 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
         never refused.
     verbose : int, default=0
         Progress on stdout: ``1`` prints, after each fit, chunk, deletion, the
-        number of releases, ``n_iter_`` and the epsilon spent so far; ``2`` adds
-        one line per release (its ledger record). Only public values are
-        printed (ledger records, public schedules, parameters): never a loss,
-        a gradient, a record count or a timing (:mod:`sklearn_dpu._progress`).
+        releases, ``n_iter_`` and the epsilon spent; ``2`` adds each release's record
+        and the solver's steps (public schedule, epsilon composed so far; about ten
+        lines a run, ``3``: every step). Never a loss, gradient, convergence test,
+        record count or timing: public values only (:mod:`sklearn_dpu._progress`).
 
     Attributes
     ----------
@@ -451,7 +453,9 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
 
         Parameters
         ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        X : {array-like, sparse matrix, Dask array} of shape (n_samples, n_features)
+            Dask: rows stored on the workers; each block of steps' batch rows come
+            to the driver (``sklearn_dpu.linear_model._sgd_dask`` says what else).
         y : array-like of shape (n_samples,)
         sample_id : array-like of shape (n_samples,), default=None
             Unique hashable ids for :meth:`delete_samples` (no NaN). Default:
@@ -478,6 +482,8 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
             plan = ReleasePlan((), exact=False, restart=True)
 
         def validate():
+            if is_dask_input(X) and not is_auto(self.feature_norm):  # rows stay on workers
+                return validate_dask(self, X, y, sample_id, classes)
             Xv, yv = validate_data(self, X, y, accept_sparse="csr", dtype=_DTYPES)
             Xv = canonical_sparse(Xv)
             check_classification_targets(yv)

@@ -24,6 +24,7 @@ from . import _selection_methods as _methods
 from ._group_privacy import retained_privacy, search_guarantee
 from ._scoring import check_scoring
 from ._search_delegation import _DelegatesToBestEstimator
+from ._search_progress import print_candidates as _print_candidates
 from ._search_results import Split as _Split
 from ._search_results import (
     candidate_points,
@@ -189,9 +190,9 @@ class PrivateGridSearch(
     verbose : int, default=0
         Progress on stdout: ``1`` prints, after each fit, chunk, deletion or candidate, the
         number of releases, ``n_iter_`` and the epsilon spent so far; ``2`` adds
-        one line per release (its ledger record). Only public values are
-        printed (ledger records, public schedules, parameters): never a loss,
-        a gradient, a record count or a timing (:mod:`sklearn_dpu._progress`).
+        each release's record and a line per candidate (its parameters, the epsilon
+        of the candidates so far). Never a score, loss, record count or timing:
+        public values only (:mod:`sklearn_dpu._progress`).
 
     Attributes
     ----------
@@ -549,6 +550,8 @@ class PrivateGridSearch(
             for candidate in fitted
             for entry in candidate.privacy_ledger_
         ]
+        if self.verbose and int(self.verbose) >= 2:
+            _print_candidates(self, points, made, [len(c.privacy_ledger_) for c in fitted])
         made.append(_selection_release(selection))
         self._n_fit_releases = len(made)  # what the selection's group privacy covers
 
