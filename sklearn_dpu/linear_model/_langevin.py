@@ -93,8 +93,9 @@ _FAILURE_FRACTION = 0.01
 _REFERENCE = (
     "Noisy-GD / Langevin dynamics (Chourasia & Shah 2023, Alg. 2, Thm 5.1), "
     "K Gaussian gradient-sum releases composed exactly (Dong, Roth & Su 2022, "
-    "Cor. 3.3); the Renyi bound of the Langevin dynamics (Thm G.9, erratum "
-    "eta^2 -> n^2) certifies the deletions"
+    "Cor. 3.3); the deletions are certified by the proof of Thm G.15 before its "
+    "last loosening (c = Lambda (1 - eta Lambda / 2); Thm G.9, erratum eta^2 -> n^2, "
+    "states it loosened)"
 )
 _COUNT_REFERENCE = (
     "Gaussian mechanism on the record count, sensitivity 1 (Balle & Wang 2018, Thm 8)"
