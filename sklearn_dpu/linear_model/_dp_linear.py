@@ -385,9 +385,7 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
 
         def validate():
             X_, y_, n_rows = validate_training_data(self, X, y, reset=True, finite=auto)
-            encoded = (
-                None if auto else self._encode(X_, y_, self.feature_norm, *target)
-            )  # X finite?
+            encoded = None if auto else self._encode(X_, y_, self.feature_norm, *target)
             registry = SampleRegistry(self.n_features_in_ + 1)
             ids = registry.default_ids(n_rows) if sample_id is None else sample_id
             return X_, y_, registry, registry.check_new_ids(ids, n_rows), encoded
