@@ -22,6 +22,7 @@ References
    ICML 2017.
 """
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -374,7 +375,7 @@ def gram_of_codes(codes: np.ndarray, fit_intercept: bool) -> np.ndarray:
     """
     n, width = codes.shape
     q = width + fit_intercept
-    gram = np.zeros((q, q), dtype=np.int64)
+    gram = None
     for start in range(0, n, _BLOCK):
         part = codes[start : start + _BLOCK]
         block = np.empty((len(part), q), dtype=np.float64)
@@ -382,8 +383,12 @@ def gram_of_codes(codes: np.ndarray, fit_intercept: bool) -> np.ndarray:
         block[:, -1] = part[:, -1]
         if fit_intercept:
             block[:, width - 1] = _ONE
-        np.add(gram, block.T @ block, out=gram, casting="unsafe")  # exact integers
-    return gram
+        product = block.T @ block  # exact integers
+        if gram is None:  # (a deletion's few rows: one block, one cast)
+            gram = product.astype(np.int64)
+        else:
+            np.add(gram, product, out=gram, casting="unsafe")
+    return np.zeros((q, q), dtype=np.int64) if gram is None else gram
 
 
 def noise_spectral_bound(sigma: float, size: int, failure: float = 1e-3) -> float:
@@ -452,23 +457,29 @@ def solve_noisy_gram(
        domain", UAI 2018, Algorithm 2 (AdaSSP).
     """
     n_slopes = n_coef - 1 if fit_intercept else n_coef
-    # One owned copy of the block, updated in place from here on (at d = 1000
-    # every q x q temporary costs about as much as a Lanczos step sequence).
-    A = np.array(noisy_gram[:n_slopes, :n_slopes], dtype=np.float64, copy=True)
-    A.flat[:: n_slopes + 1] += ridge[:n_slopes]
-    b = noisy_gram[:n_slopes, n_coef]
     floor = noise_spectral_bound(sigma, n_slopes) if sigma > 0 else 0.0
+    b = noisy_gram[:n_slopes, n_coef]
+    count = total = sums = None
     if fit_intercept:
         sums, total = noisy_gram[:n_slopes, n_slopes], noisy_gram[n_slopes, n_coef]
         # The released count, kept at least at the floor the slopes get (a
         # count drowned in noise must not divide by ~0).
         count = max(float(noisy_gram[n_slopes, n_slopes]), floor, 1.0)
-        # A -= s s^T / count as one in-place BLAS rank-1 update (A is
-        # symmetric, so its C-ordered buffer is the Fortran one of A^T = A).
-        scaled = sums / np.sqrt(count)  # alpha = -1 keeps A exactly symmetric
-        A = scipy.linalg.blas.dger(-1.0, scaled, scaled, a=A.T, overwrite_a=True).T
         b = b - sums * (total / count)
-    w = _lifted_solve(A, b, floor) if n_slopes else np.zeros(0)
+
+    def slopes_matrix() -> np.ndarray:
+        # One owned copy of the block, updated in place from here on (at d = 1000
+        # every q x q temporary costs about as much as a Lanczos step sequence).
+        A = np.array(noisy_gram[:n_slopes, :n_slopes], dtype=np.float64, copy=True)
+        A.flat[:: n_slopes + 1] += ridge[:n_slopes]
+        if fit_intercept:
+            # A -= s s^T / count as one in-place BLAS rank-1 update (A is
+            # symmetric, so its C-ordered buffer is the Fortran one of A^T = A).
+            scaled = sums / np.sqrt(count)  # alpha = -1 keeps A exactly symmetric
+            A = scipy.linalg.blas.dger(-1.0, scaled, scaled, a=A.T, overwrite_a=True).T
+        return A
+
+    w = _lifted_solve(slopes_matrix(), b, floor, slopes_matrix) if n_slopes else np.zeros(0)
     if not fit_intercept:
         return w
     return np.append(w, (total - sums @ w) / count)
@@ -498,7 +509,9 @@ def _smallest_eigenvalue(A: np.ndarray) -> float:
         return float(scipy.linalg.eigh(A, subset_by_index=[0, 0], eigvals_only=True)[0])
 
 
-def _lifted_solve(A: np.ndarray, b: np.ndarray, floor: float) -> np.ndarray:
+def _lifted_solve(
+    A: np.ndarray, b: np.ndarray, floor: float, rebuild: Callable[[], np.ndarray]
+) -> np.ndarray:
     """``(A + lam I)^{-1} b`` with ``lam = max(0, floor - lambda_min(A))``.
 
     The smallest eigenvalue alone (:func:`_smallest_eigenvalue`), then one
@@ -508,17 +521,20 @@ def _lifted_solve(A: np.ndarray, b: np.ndarray, floor: float) -> np.ndarray:
     then positive definite with smallest eigenvalue ``floor``; when it is not
     (``floor = 0`` and a singular ``A``, public data only), the minimum-norm
     solution over the positive eigenvalues, as before.
+
+    ``A`` (exactly symmetric, owned) is lifted and factored in place: its
+    Fortran-ordered view ``A.T`` is ``A`` itself, so LAPACK works on the
+    buffer without the copy it makes of a C-ordered array. ``rebuild()``
+    gives ``A`` again for the eigendecomposition fallback.
     """
     lift = max(0.0, floor - _smallest_eigenvalue(A))
     if floor > 0.0:
-        lifted = A.copy()
-        lifted.flat[:: len(A) + 1] += lift
+        A.flat[:: len(A) + 1] += lift
         try:
-            factor = scipy.linalg.cho_factor(lifted, check_finite=False, overwrite_a=True)
+            factor = scipy.linalg.cho_factor(A.T, check_finite=False, overwrite_a=True)
             return scipy.linalg.cho_solve(factor, b, check_finite=False)
         except np.linalg.LinAlgError:  # pragma: no cover - lifted to floor > 0
-            pass
-        del lifted
+            A = rebuild()
     eigenvalues, eigenvectors = np.linalg.eigh(A)
     shifted = eigenvalues + lift
     safe = np.where(shifted > 0, shifted, np.inf)  # only when sigma = 0 and A is singular
