@@ -49,7 +49,7 @@ from ._linear_solvers import released_model
 from ._linear_state import LinearStatisticsState
 from ._sufficient_statistics import (
     encode_training_data,
-    gram_of_codes,
+    subtract_gram_of_codes,
     validate_training_data,
 )
 
@@ -585,14 +585,14 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
             removed = registry.rows[slots]
             for node in nodes:
                 inside = (chunks >= node.first) & (chunks <= node.last)
-                node.exact -= gram_of_codes(removed[inside], fit_intercept)
+                subtract_gram_of_codes(node.exact, removed[inside], fit_intercept)
                 if rho > 0:
                     state.release_noise = rerelease.noise(state.release_noise, rng)
                     state.statistics.set_noise(node, state.release_noise)
                 else:
                     state.statistics.renoise(node, rng)
             if not isinstance(recipe, SSPRecipe):
-                state.exact_gram = state.exact_gram - gram_of_codes(removed, fit_intercept)
+                subtract_gram_of_codes(state.exact_gram, removed, fit_intercept)
             del removed
             registry.remove(slots)
             state.n_rereleases += 1

@@ -47,6 +47,7 @@ __all__ = [
     "encode_training_data",
     "NonFiniteInputError",
     "gram_of_codes",
+    "subtract_gram_of_codes",
     "is_dask_collection",
     "solve_noisy_gram",
 ]
@@ -357,6 +358,21 @@ def encode_with_gram_dask(
     return codes, np.sum([gram for _, gram in results], axis=0)
 
 
+def _code_blocks(codes: np.ndarray, fit_intercept: bool):
+    """Blocks of at most ``_BLOCK`` coded rows as float64, in the Gram layout
+    ``[features, (intercept), target]``."""
+    n, width = codes.shape
+    q = width + fit_intercept
+    for start in range(0, n, _BLOCK):
+        part = codes[start : start + _BLOCK]
+        block = np.empty((len(part), q), dtype=np.float64)
+        block[:, : width - 1] = part[:, :-1]
+        block[:, -1] = part[:, -1]
+        if fit_intercept:
+            block[:, width - 1] = _ONE
+        yield block
+
+
 def gram_of_codes(codes: np.ndarray, fit_intercept: bool) -> np.ndarray:
     """Exact integer Gram matrix of coded rows, with the intercept column inserted.
 
@@ -373,22 +389,22 @@ def gram_of_codes(codes: np.ndarray, fit_intercept: bool) -> np.ndarray:
     -------
     ndarray of int64, shape (q, q) with ``q = n_features + 1 + fit_intercept``
     """
-    n, width = codes.shape
-    q = width + fit_intercept
-    gram = None
-    for start in range(0, n, _BLOCK):
-        part = codes[start : start + _BLOCK]
-        block = np.empty((len(part), q), dtype=np.float64)
-        block[:, : width - 1] = part[:, :-1]
-        block[:, -1] = part[:, -1]
-        if fit_intercept:
-            block[:, width - 1] = _ONE
-        product = block.T @ block  # exact integers
-        if gram is None:  # (a deletion's few rows: one block, one cast)
-            gram = product.astype(np.int64)
-        else:
-            np.add(gram, product, out=gram, casting="unsafe")
-    return np.zeros((q, q), dtype=np.int64) if gram is None else gram
+    q = codes.shape[1] + fit_intercept
+    gram = np.zeros((q, q), dtype=np.int64)
+    for block in _code_blocks(codes, fit_intercept):
+        np.add(gram, block.T @ block, out=gram, casting="unsafe")  # exact integers
+    return gram
+
+
+def subtract_gram_of_codes(gram: np.ndarray, codes: np.ndarray, fit_intercept: bool) -> None:
+    """``gram -= gram_of_codes(codes, fit_intercept)`` in place (int64 ``gram``).
+
+    Each block's float64 product holds exact integers below ``2**53``; it is
+    cast to int64 inside the subtraction's buffer, so a deletion of a few
+    rows makes no ``q x q`` int64 temporary.
+    """
+    for block in _code_blocks(codes, fit_intercept):
+        np.subtract(gram, block.T @ block, out=gram, dtype=np.int64, casting="unsafe")
 
 
 def noise_spectral_bound(sigma: float, size: int, failure: float = 1e-3) -> float:
