@@ -119,3 +119,80 @@ def test_clipped_and_huge_rows_code_as_the_reference_without_a_warning():
         reference = encode_rows(X, y, norm, 0.0, 4.0)
         assert np.array_equal(codes, reference)
         assert np.array_equal(gram, _reference_gram(reference, True))
+
+
+def test_rows_at_the_sphere_code_as_the_reference():
+    # The fused encoder tests the norm on the quotients with a margin: rows a
+    # few ulps either side of the clipping radius, and rows whose only entry
+    # is the whole radius, must still code exactly as encode_rows.
+    rng = np.random.default_rng(11)
+    d, norm = 7, 2.5
+    directions = rng.normal(size=(400, d))
+    directions /= np.linalg.norm(directions, axis=1, keepdims=True)
+    radii = norm * (1.0 - 1e-12) * (1.0 + np.arange(-200, 200) * np.finfo(float).eps)
+    X = directions * radii[:, None]
+    axis = np.zeros((2 * d, d))
+    axis[np.arange(d), np.arange(d)] = norm
+    axis[d + np.arange(d), np.arange(d)] = -norm * (1 + 1e-15)
+    X = np.vstack([X, axis, np.nextafter(axis, 0)])
+    y = rng.normal(size=len(X))
+    reference = encode_rows(X, y, norm, 0.0, 4.0)
+    codes, gram = encode_with_gram(X, y, norm, 0.0, 4.0, True)
+    assert np.array_equal(codes, reference)
+    assert np.array_equal(gram, _reference_gram(reference, True))
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("norm", [2.0, 2.0**-1010])
+def test_encoder_refuses_non_finite_features(bad, norm):
+    X, y = _data(600, 4, np.float64, seed=2)
+    X[517, 2] = bad
+    with pytest.raises(ss.NonFiniteInputError):
+        encode_with_gram(X, y, norm, 0.0, 4.0, True)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_fit_with_non_finite_x_raises_scikit_learns_error_and_charges_nothing(bad):
+    # The fit checks X's values in its encoding pass (public bounds), not in a
+    # pass of its own: the error must be scikit-learn's, before any charge.
+    from sklearn.utils import check_array
+
+    from sklearn_dpu import PrivacyBudget
+    from sklearn_dpu.linear_model import DPLinearRegression
+
+    X, y = _data(300, 3, np.float64, seed=4)
+    X = X / 1e200
+    budget = PrivacyBudget(10.0, 1e-5)
+    reg = DPLinearRegression(feature_norm=1.0, target_bound=5.0, budget=budget, random_state=0)
+    reg.fit(X, y)
+    before, spent = dict(reg.__dict__), budget.spent().epsilon
+    X_bad = X.astype(np.float32)
+    X_bad[123, 1] = bad
+    with pytest.raises(ValueError) as expected:
+        check_array(X_bad, input_name="X", estimator=DPLinearRegression())
+    with pytest.raises(ValueError) as raised:
+        reg.fit(X_bad, y)
+    assert str(raised.value) == str(expected.value)
+    assert budget.spent().epsilon == spent
+    assert reg.__dict__.keys() == before.keys()
+    assert all(reg.__dict__[k] is before[k] for k in before)
+
+
+def test_fit_with_public_bounds_reads_x_for_finiteness_once(monkeypatch):
+    # scikit-learn's separate finiteness pass over X is folded into the
+    # encoding pass (y, n values, is still checked by scikit-learn).
+    import sklearn.utils.validation as validation
+
+    from sklearn_dpu.linear_model import DPLinearRegression
+
+    checked = []
+    original = validation._assert_all_finite
+
+    def recording(X, *args, input_name="", **kwargs):
+        checked.append(input_name)
+        return original(X, *args, input_name=input_name, **kwargs)
+
+    monkeypatch.setattr(validation, "_assert_all_finite", recording)
+    X, y = _data(300, 3, np.float64, seed=4)
+    DPLinearRegression(feature_norm=1.0, target_bound=5.0, random_state=0).fit(X, y)
+    assert "X" not in checked and "y" in checked

@@ -228,6 +228,25 @@ def test_release_symmetric_passes_privacy_audit_on_an_outer_product():
     assert audit(lambda rng: weak.release_symmetric(zero, rng)) > epsilon
 
 
+@pytest.mark.parametrize("q", [1, 2, 127, 128, 129, 300])
+def test_release_symmetric_adds_each_normal_at_both_places(q):
+    # The banded mirror must add the k-th normal of the stream (upper triangle
+    # row by row, then the diagonal) at (i, j) and (j, i), exactly, across
+    # band boundaries, whatever M (symmetric or not).
+    mech = GaussianMechanism(contribution_bound=3.0, noise_multiplier=1.3)
+    M = np.random.default_rng(q).normal(size=(q, q))
+    stream = np.random.default_rng(11)
+    upper = stream.normal(0.0, mech.sigma / np.sqrt(2.0), size=q * (q - 1) // 2)
+    diagonal = stream.normal(0.0, mech.sigma, size=q)
+    expected = M.copy()
+    rows, cols = np.triu_indices(q, 1)
+    expected[rows, cols] += upper
+    expected[cols, rows] += upper
+    expected[np.diag_indices(q)] += diagonal
+    released = mech.release_symmetric(M, np.random.default_rng(11))
+    assert np.array_equal(released, expected)
+
+
 def test_release_symmetric_rejects_non_square():
     with pytest.raises(ValueError, match="square"):
         GaussianMechanism(1.0, 1.0).release_symmetric(np.zeros((2, 3)), np.random.default_rng(0))

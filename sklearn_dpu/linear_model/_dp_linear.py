@@ -48,10 +48,8 @@ from ._linear_releases import (
 from ._linear_solvers import released_model
 from ._linear_state import LinearStatisticsState
 from ._sufficient_statistics import (
-    encode_with_gram,
-    encode_with_gram_dask,
-    gram_of_codes,
-    is_dask_collection,
+    encode_training_data,
+    subtract_gram_of_codes,
     validate_training_data,
 )
 
@@ -386,13 +384,14 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         recipe = None if auto else self._recipe(frozen)
 
         def validate():
-            X_, y_, n_rows = validate_training_data(self, X, y, reset=True)
+            X_, y_, n_rows = validate_training_data(self, X, y, reset=True, finite=auto)
+            encoded = None if auto else self._encode(X_, y_, self.feature_norm, *target)
             registry = SampleRegistry(self.n_features_in_ + 1)
             ids = registry.default_ids(n_rows) if sample_id is None else sample_id
-            return X_, y_, registry, registry.check_new_ids(ids, n_rows)
+            return X_, y_, registry, registry.check_new_ids(ids, n_rows), encoded
 
         def compute(data):
-            X_, y_, registry, ids = data
+            X_, y_, registry, ids, encoded = data
             self._output_dtype = output_dtype(X_)
             fit_recipe, bounds, releases = recipe, None, []
             center, half_range = target
@@ -415,7 +414,7 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
                     X_ = rescale_features(X_, bounds.feature_center, bounds.feature_scale)
                 if auto_features:
                     feature_norm = bounds.row_norm
-            codes, gram = self._encode(X_, y_, feature_norm, center, half_range)
+            codes, gram = encoded or self._encode(X_, y_, feature_norm, center, half_range)
             registry.add(ids, codes, chunk=1, adopt=True)
             state = LinearStatisticsState(
                 registry, None, None, frozen, center, half_range, fit_recipe.noise_multiplier
@@ -586,14 +585,14 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
             removed = registry.rows[slots]
             for node in nodes:
                 inside = (chunks >= node.first) & (chunks <= node.last)
-                node.exact -= gram_of_codes(removed[inside], fit_intercept)
+                subtract_gram_of_codes(node.exact, removed[inside], fit_intercept)
                 if rho > 0:
                     state.release_noise = rerelease.noise(state.release_noise, rng)
                     state.statistics.set_noise(node, state.release_noise)
                 else:
                     state.statistics.renoise(node, rng)
             if not isinstance(recipe, SSPRecipe):
-                state.exact_gram = state.exact_gram - gram_of_codes(removed, fit_intercept)
+                subtract_gram_of_codes(state.exact_gram, removed, fit_intercept)
             del removed
             registry.remove(slots)
             state.n_rereleases += 1
@@ -665,8 +664,9 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         )
 
     def _encode(self, X, y, feature_norm, center, half_range):
-        encode = encode_with_gram_dask if is_dask_collection(X) else encode_with_gram
-        return encode(X, y, feature_norm, center, half_range, self.fit_intercept)
+        return encode_training_data(
+            self, X, y, feature_norm, center, half_range, self.fit_intercept
+        )
 
     def _publish_bounds(self, bounds) -> None:
         """Publish the released bounds (DP releases); a public bound publishes nothing."""

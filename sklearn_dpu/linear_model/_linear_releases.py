@@ -453,7 +453,9 @@ def deletion_outcome(
     if isinstance(recipe, NoisyGDRecipe | AMBSSGDRecipe):
         released_count = state.released_count
     elif params["fit_intercept"]:
-        released_count = float(state.statistics.released_sum()[n_features, n_features])
+        # The entry of released_sum(), summed over the nodes without copying them.
+        nodes = state.statistics.nodes
+        released_count = float(np.sum([node.noisy[n_features, n_features] for node in nodes]))
     else:
         released_count = None
     guarantee, deletion_epsilon, notes = EXACT_GUARANTEE, None, ()

@@ -22,6 +22,7 @@ References
    ICML 2017.
 """
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -29,9 +30,9 @@ import scipy.linalg
 import scipy.sparse.linalg
 from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator
-from sklearn.utils.validation import validate_data
+from sklearn.utils.validation import check_array, validate_data
 
-from ..privacy.clipping import FIXED_POINT_BITS, clip_rows_l2, clip_scales, to_fixed_point
+from ..privacy.clipping import _INSIDE, FIXED_POINT_BITS, clip_rows_l2, clip_scales, to_fixed_point
 
 if TYPE_CHECKING:
     import dask.array as da
@@ -43,7 +44,10 @@ __all__ = [
     "encode_rows",
     "encode_with_gram",
     "encode_with_gram_dask",
+    "encode_training_data",
+    "NonFiniteInputError",
     "gram_of_codes",
+    "subtract_gram_of_codes",
     "is_dask_collection",
     "solve_noisy_gram",
 ]
@@ -97,55 +101,101 @@ def encode_rows(
     return to_fixed_point(np.column_stack([x, t]))
 
 
+def _prefilter_margin(d: int) -> float:
+    """Relative margin of the cheap norm test of :func:`_encode_block_into`.
+
+    Two float64 sums of ``d`` non-negative squares (in any order, of values
+    each rounded once) agree to a relative ``(d + 2) * 2**-53`` each; the
+    exact test also rounds a square root, a product and ``max_norm * _INSIDE``.
+    Sixteen times ``(d + 8) * 2**-52`` covers all of it with room to spare.
+    """
+    return 16.0 * (d + 8) * np.finfo(np.float64).eps
+
+
 def _encode_block_into(
     X: np.ndarray,
     y: np.ndarray,
     feature_norm: float,
     center: float,
     half_range: float,
-    buffer: np.ndarray,
+    features: np.ndarray,
+    target: np.ndarray,
+    scratch: np.ndarray,
 ) -> None:
-    """Write the codes of rows ``X, y`` (float64) as float64 integers into ``buffer``.
+    """Write the codes of rows ``X, y`` (float64) as float64 integers into
+    ``features`` (C-contiguous, the rows' shape) and ``target``;
+    ``scratch`` is a work buffer of the shape of ``features``.
 
-    ``buffer`` has columns ``[features, target, (intercept)]``; an intercept
-    column, if any, already holds ``_ONE``. The values are exactly those of
-    :func:`encode_rows`, which computes ``trunc(clip(v / feature_norm, -1, 1)
-    * 2**14)`` with ``v`` the clipped row. Here ``v`` is divided by
-    ``feature_norm * 2**-14`` and clipped to ``[-2**14, 2**14]``: scaling by a
-    power of two is exact, so both round the same real number to the same
-    float as long as the results are normal numbers; where ``v / feature_norm``
-    is subnormal both truncate to zero, and where the scaled quotient
-    overflows both clip to ``2**14``. (``feature_norm * 2**-14`` itself is
-    exact when ``feature_norm >= 2**-1008``; below, the reference order is used.)
+    The values are exactly those of :func:`encode_rows`, which computes
+    ``trunc(clip(v / feature_norm, -1, 1) * 2**14)`` with ``v`` the clipped
+    row. Here ``v`` is divided by ``feature_norm * 2**-14`` and clipped to
+    ``[-2**14, 2**14]``: scaling by a power of two is exact, so both round the
+    same real number to the same float as long as the results are normal
+    numbers; where ``v / feature_norm`` is subnormal both truncate to zero, and
+    where the scaled quotient overflows both clip to ``2**14``.
+    (``feature_norm * 2**-14`` itself is exact when ``feature_norm >=
+    2**-1008``; below, the reference order is used.)
+
+    One pass over ``X`` divides every row straight into ``features`` (``x *
+    1.0`` is ``x``, so a row inside the ball, scale 1, needs no multiply).
+    The clipping test then reads the quotients, which are in cache: a row
+    whose squared quotient norm is below ``(2**14 * _INSIDE)**2 (1 -
+    margin)`` has a norm below ``feature_norm * _INSIDE`` however
+    :func:`~sklearn_dpu.privacy.clipping.clip_scales` rounds it
+    (:func:`_prefilter_margin`), hence scale 1; and every entry of it is
+    below ``2**14`` in absolute value, so the clip leaves it unchanged. Only
+    the other rows (the clipped ones and those within the margin of the
+    sphere, overflowing quotients included, and rows whose squares overflow
+    in the units of ``X``, which ``clip_scales`` treats apart) go through
+    ``clip_scales``, the multiply and the clip, exactly as before. Those are
+    also the only rows that can hold a NaN or an infinity (their squared norm
+    is NaN or inf): they are checked, and :class:`NonFiniteInputError` raised.
     """
-    d = X.shape[1]
-    features = buffer[:, :d]
     # A target so far out that its normalized value overflows is clipped like
     # any other, without a warning (whose presence would depend on the data).
     with np.errstate(over="ignore"):
-        target = (y - center) / half_range
+        np.subtract(y, center, out=target)
+        np.divide(target, half_range, out=target)
     np.clip(target, -1.0, 1.0, out=target)
     np.multiply(target, _ONE, out=target)
-    buffer[:, d] = target
-    scales = clip_scales(X, feature_norm)
-    if feature_norm >= _SMALLEST_EXACT_NORM:
-        # x * 1.0 is x exactly, so rows inside the ball (scale 1, usually
-        # nearly all) are divided straight from X and only the clipped ones
-        # take the multiply: one pass over the block fewer, the same bits.
-        # (A row to be clipped may overflow here, silently: it is rewritten
-        # below, and a warning's presence would depend on the data.)
-        with np.errstate(over="ignore"):
-            np.divide(X, feature_norm / _ONE, out=features)
-        long = np.flatnonzero(scales != 1.0)
-        if long.size:
-            features[long] = (X[long] * scales[long, None]) / (feature_norm / _ONE)
-        np.clip(features, -_ONE, _ONE, out=features)
-    else:
+    np.trunc(target, out=target)
+    if feature_norm < _SMALLEST_EXACT_NORM:
+        if not np.isfinite(X).all():
+            raise NonFiniteInputError("Input X contains NaN or infinity.")
+        scales = clip_scales(X, feature_norm)
         np.multiply(X, scales[:, None], out=features)
         np.divide(features, feature_norm, out=features)
         np.clip(features, -1.0, 1.0, out=features)
         np.multiply(features, _ONE, out=features)
-    np.trunc(buffer, out=buffer)  # the intercept column is an integer already
+        np.trunc(features, out=features)
+        return
+    step = feature_norm / _ONE
+    # (A long row may overflow here, silently: it is rewritten below, and a
+    # warning's presence would depend on the data.)
+    with np.errstate(over="ignore", invalid="ignore"):
+        np.divide(X, step, out=features)
+        # Squared norms as a BLAS product (any summation order will do here).
+        squares = np.square(features, out=scratch) @ np.ones(features.shape[1])
+    margin = 1.0 - _prefilter_margin(X.shape[1])
+    inside = (_ONE * _INSIDE) ** 2 * margin
+    # clip_scales takes another path (and scale) for rows whose squares
+    # overflow in the units of X: those go the slow way too.
+    with np.errstate(over="ignore"):
+        representable = np.finfo(np.float64).max / step / step * margin
+    near = np.flatnonzero(~(squares <= min(inside, representable)))  # inf rows included
+    if near.size:
+        rows = X[near]
+        # A NaN or an infinity makes its row's squared norm NaN or inf: the
+        # rows checked here are the only ones that can hold one.
+        if not np.isfinite(rows).all():
+            raise NonFiniteInputError("Input X contains NaN or infinity.")
+        scales = clip_scales(rows, feature_norm)
+        long = scales != 1.0
+        if long.any():
+            clipped = (rows[long] * scales[long, None]) / step
+            features[near[long]] = np.clip(clipped, -_ONE, _ONE, out=clipped)
+        features[near[~long]] = np.clip(features[near[~long]], -_ONE, _ONE)
+    np.trunc(features, out=features)
 
 
 def encode_with_gram(
@@ -158,13 +208,16 @@ def encode_with_gram(
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`encode_rows` and :func:`gram_of_codes` in one pass over row blocks.
 
-    Each block of rows is clipped, quantized into a small float64 buffer that
-    stays in cache (with the constant intercept column ``_ONE`` already in
-    place, so the block's Gram holds the intercept's sums too), reduced by one
-    BLAS ``syrk`` that is exact (see the bound at ``_MAX_EXACT_ROWS``: a block
-    has far fewer rows) and added into the int64 total; its int16 codes are
-    written once. The result is bit-identical to :func:`encode_rows` followed
-    by :func:`gram_of_codes`.
+    Each block of rows is clipped and quantized into small float64 buffers
+    that stay in cache: the features' codes (contiguous, so that every pass
+    over them runs at full speed) and the target's. Their products are exact
+    (see the bound at ``_MAX_EXACT_ROWS``: a block has far fewer rows): one
+    BLAS ``syrk`` for the features' block of the Gram matrix and two ``gemv``
+    for their products with the target and their sums (the intercept column
+    is the constant ``_ONE``, so its entries are sums times ``_ONE``), all
+    added into int64 totals; the block's int16 codes are written once. The
+    result is bit-identical to :func:`encode_rows` followed by
+    :func:`gram_of_codes`.
 
     Returns
     -------
@@ -173,25 +226,85 @@ def encode_with_gram(
     """
     n, d = X.shape
     y = np.asarray(y, dtype=np.float64)
-    width = d + 1 + fit_intercept
-    rows = int(np.clip(_ENCODE_BYTES // (8 * width), _ENCODE_MIN_ROWS, _ENCODE_MAX_ROWS))
+    rows = int(np.clip(_ENCODE_BYTES // (8 * (d + 2)), _ENCODE_MIN_ROWS, _ENCODE_MAX_ROWS))
+    rows = min(rows, max(n, 1))
     codes = np.empty((n, d + 1), dtype=np.int16)
-    gram = np.zeros((width, width), dtype=np.int64)
-    # Columns [features, target, (intercept)]: the codes are the first d + 1.
-    buffer = np.empty((min(rows, max(n, 1)), width), dtype=np.float64)
-    if fit_intercept:
-        buffer[:, -1] = _ONE
+    # Exact integer blocks of the Gram matrix: features, their products with
+    # the target, their sums, and the target's square and sum.
+    features_gram = np.zeros((d, d), dtype=np.int64)
+    with_target = np.zeros(d, dtype=np.int64)
+    sums = np.zeros(d, dtype=np.int64)
+    target_square = target_sum = 0
+    features_buffer = np.empty((rows, d), dtype=np.float64)
+    scratch = np.empty((rows, d), dtype=np.float64)
+    target_buffer = np.empty(rows, dtype=np.float64)
+    ones = np.ones(rows)
     for start in range(0, n, rows):
         stop = min(n, start + rows)
-        block = buffer[: stop - start]
+        features, target = features_buffer[: stop - start], target_buffer[: stop - start]
         rows_x = np.asarray(X[start:stop], dtype=np.float64)
-        _encode_block_into(rows_x, y[start:stop], feature_norm, center, half_range, block)
-        codes[start:stop] = block[:, : d + 1]
-        np.add(gram, block.T @ block, out=gram, casting="unsafe")  # exact integers
-    if fit_intercept:  # to the layout [features, intercept, target]
-        order = np.r_[0:d, d + 1, d]
-        gram = gram[np.ix_(order, order)]
+        _encode_block_into(
+            rows_x,
+            y[start:stop],
+            feature_norm,
+            center,
+            half_range,
+            features,
+            target,
+            scratch[: stop - start],
+        )
+        np.copyto(codes[start:stop, :d], features, casting="unsafe")
+        codes[start:stop, d] = target
+        # Exact integers: products (or sums) of codes over fewer than 2**25
+        # rows, one syrk and two gemv.
+        np.add(features_gram, features.T @ features, out=features_gram, casting="unsafe")
+        np.add(with_target, features.T @ target, out=with_target, casting="unsafe")
+        np.add(sums, features.T @ ones[: stop - start], out=sums, casting="unsafe")
+        target_square += int(target @ target)
+        target_sum += int(target.sum())
+    width = d + 1 + fit_intercept  # [features, (intercept), target]
+    gram = np.empty((width, width), dtype=np.int64)
+    gram[:d, :d] = features_gram
+    gram[:d, -1] = gram[-1, :d] = with_target
+    gram[-1, -1] = target_square
+    if fit_intercept:
+        gram[:d, d] = gram[d, :d] = sums * _ONE
+        gram[d, d] = n * _ONE * _ONE
+        gram[d, -1] = gram[-1, d] = target_sum * _ONE
     return codes, gram
+
+
+class NonFiniteInputError(ValueError):
+    """``X`` holds a NaN or an infinity (found while encoding)."""
+
+
+def encode_training_data(
+    estimator: BaseEstimator,
+    X: Any,
+    y: np.ndarray,
+    feature_norm: float,
+    center: float,
+    half_range: float,
+    fit_intercept: bool,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`encode_with_gram` (or its Dask form) of validated data, whose
+    finiteness the encoding pass checks.
+
+    ``X`` may come from :func:`validate_training_data` with ``finite=False``:
+    the encoder meets every NaN or infinity on its way (in a row it checks
+    anyway, see :func:`_encode_block_into`), so the separate pass over the
+    data that scikit-learn's check costs is saved. On such an input,
+    scikit-learn's own check runs and raises its usual error (the message is
+    the one ``validate_data`` gives). Nothing is stored either way: call it
+    before anything is charged or changed.
+    """
+    if is_dask_collection(X):
+        return encode_with_gram_dask(X, y, feature_norm, center, half_range, fit_intercept)
+    try:
+        return encode_with_gram(X, y, feature_norm, center, half_range, fit_intercept)
+    except NonFiniteInputError:
+        check_array(X, dtype=None, input_name="X", estimator=estimator)
+        raise
 
 
 def is_dask_collection(data: object) -> bool:
@@ -245,6 +358,21 @@ def encode_with_gram_dask(
     return codes, np.sum([gram for _, gram in results], axis=0)
 
 
+def _code_blocks(codes: np.ndarray, fit_intercept: bool):
+    """Blocks of at most ``_BLOCK`` coded rows as float64, in the Gram layout
+    ``[features, (intercept), target]``."""
+    n, width = codes.shape
+    q = width + fit_intercept
+    for start in range(0, n, _BLOCK):
+        part = codes[start : start + _BLOCK]
+        block = np.empty((len(part), q), dtype=np.float64)
+        block[:, : width - 1] = part[:, :-1]
+        block[:, -1] = part[:, -1]
+        if fit_intercept:
+            block[:, width - 1] = _ONE
+        yield block
+
+
 def gram_of_codes(codes: np.ndarray, fit_intercept: bool) -> np.ndarray:
     """Exact integer Gram matrix of coded rows, with the intercept column inserted.
 
@@ -261,18 +389,22 @@ def gram_of_codes(codes: np.ndarray, fit_intercept: bool) -> np.ndarray:
     -------
     ndarray of int64, shape (q, q) with ``q = n_features + 1 + fit_intercept``
     """
-    n, width = codes.shape
-    q = width + fit_intercept
+    q = codes.shape[1] + fit_intercept
     gram = np.zeros((q, q), dtype=np.int64)
-    for start in range(0, n, _BLOCK):
-        part = codes[start : start + _BLOCK]
-        block = np.empty((len(part), q), dtype=np.float64)
-        block[:, : width - 1] = part[:, :-1]
-        block[:, -1] = part[:, -1]
-        if fit_intercept:
-            block[:, width - 1] = _ONE
+    for block in _code_blocks(codes, fit_intercept):
         np.add(gram, block.T @ block, out=gram, casting="unsafe")  # exact integers
     return gram
+
+
+def subtract_gram_of_codes(gram: np.ndarray, codes: np.ndarray, fit_intercept: bool) -> None:
+    """``gram -= gram_of_codes(codes, fit_intercept)`` in place (int64 ``gram``).
+
+    Each block's float64 product holds exact integers below ``2**53``; it is
+    cast to int64 inside the subtraction's buffer, so a deletion of a few
+    rows makes no ``q x q`` int64 temporary.
+    """
+    for block in _code_blocks(codes, fit_intercept):
+        np.subtract(gram, block.T @ block, out=gram, dtype=np.int64, casting="unsafe")
 
 
 def noise_spectral_bound(sigma: float, size: int, failure: float = 1e-3) -> float:
@@ -341,23 +473,29 @@ def solve_noisy_gram(
        domain", UAI 2018, Algorithm 2 (AdaSSP).
     """
     n_slopes = n_coef - 1 if fit_intercept else n_coef
-    # One owned copy of the block, updated in place from here on (at d = 1000
-    # every q x q temporary costs about as much as a Lanczos step sequence).
-    A = np.array(noisy_gram[:n_slopes, :n_slopes], dtype=np.float64, copy=True)
-    A.flat[:: n_slopes + 1] += ridge[:n_slopes]
-    b = noisy_gram[:n_slopes, n_coef]
     floor = noise_spectral_bound(sigma, n_slopes) if sigma > 0 else 0.0
+    b = noisy_gram[:n_slopes, n_coef]
+    count = total = sums = None
     if fit_intercept:
         sums, total = noisy_gram[:n_slopes, n_slopes], noisy_gram[n_slopes, n_coef]
         # The released count, kept at least at the floor the slopes get (a
         # count drowned in noise must not divide by ~0).
         count = max(float(noisy_gram[n_slopes, n_slopes]), floor, 1.0)
-        # A -= s s^T / count as one in-place BLAS rank-1 update (A is
-        # symmetric, so its C-ordered buffer is the Fortran one of A^T = A).
-        scaled = sums / np.sqrt(count)  # alpha = -1 keeps A exactly symmetric
-        A = scipy.linalg.blas.dger(-1.0, scaled, scaled, a=A.T, overwrite_a=True).T
         b = b - sums * (total / count)
-    w = _lifted_solve(A, b, floor) if n_slopes else np.zeros(0)
+
+    def slopes_matrix() -> np.ndarray:
+        # One owned copy of the block, updated in place from here on (at d = 1000
+        # every q x q temporary costs about as much as a Lanczos step sequence).
+        A = np.array(noisy_gram[:n_slopes, :n_slopes], dtype=np.float64, copy=True)
+        A.flat[:: n_slopes + 1] += ridge[:n_slopes]
+        if fit_intercept:
+            # A -= s s^T / count as one in-place BLAS rank-1 update (A is
+            # symmetric, so its C-ordered buffer is the Fortran one of A^T = A).
+            scaled = sums / np.sqrt(count)  # alpha = -1 keeps A exactly symmetric
+            A = scipy.linalg.blas.dger(-1.0, scaled, scaled, a=A.T, overwrite_a=True).T
+        return A
+
+    w = _lifted_solve(slopes_matrix(), b, floor, slopes_matrix) if n_slopes else np.zeros(0)
     if not fit_intercept:
         return w
     return np.append(w, (total - sums @ w) / count)
@@ -375,19 +513,36 @@ def _smallest_eigenvalue(A: np.ndarray) -> float:
     """The smallest eigenvalue of the symmetric ``A``: dense for small ``d``,
     else Lanczos iterations (ARPACK, from a fixed start vector, so the result
     is deterministic) to a relative residual ``_LANCZOS_TOL``, with a dense
-    fallback."""
-    if len(A) <= 64:
+    fallback.
+
+    Each Lanczos step multiplies by ``A`` with BLAS ``symv``, which reads one
+    triangle of ``A`` only: at d = 1000 the matrix does not fit in cache, and
+    half the memory traffic makes the iterations about 1.6 times faster than
+    with ``A @ x``. (The products differ from ``A @ x`` by rounding only, so
+    the eigenvalue does too.)
+    """
+    q = len(A)
+    if q <= 64:
         return float(np.linalg.eigvalsh(A)[0])
+    symv = scipy.linalg.blas.get_blas_funcs("symv", (A,))
+    upper = A.T  # Fortran-ordered view of A (= A): symv reads its upper triangle
+
+    def product(x: np.ndarray) -> np.ndarray:
+        return symv(1.0, upper, np.ravel(x))
+
+    operator = scipy.sparse.linalg.LinearOperator((q, q), matvec=product, dtype=np.float64)
     try:
         values = scipy.sparse.linalg.eigsh(
-            A, k=1, which="SA", v0=np.ones(len(A)), tol=_LANCZOS_TOL, return_eigenvectors=False
+            operator, k=1, which="SA", v0=np.ones(q), tol=_LANCZOS_TOL, return_eigenvectors=False
         )
         return float(values[0])
     except scipy.sparse.linalg.ArpackError:  # pragma: no cover - no convergence
         return float(scipy.linalg.eigh(A, subset_by_index=[0, 0], eigvals_only=True)[0])
 
 
-def _lifted_solve(A: np.ndarray, b: np.ndarray, floor: float) -> np.ndarray:
+def _lifted_solve(
+    A: np.ndarray, b: np.ndarray, floor: float, rebuild: Callable[[], np.ndarray]
+) -> np.ndarray:
     """``(A + lam I)^{-1} b`` with ``lam = max(0, floor - lambda_min(A))``.
 
     The smallest eigenvalue alone (:func:`_smallest_eigenvalue`), then one
@@ -397,17 +552,20 @@ def _lifted_solve(A: np.ndarray, b: np.ndarray, floor: float) -> np.ndarray:
     then positive definite with smallest eigenvalue ``floor``; when it is not
     (``floor = 0`` and a singular ``A``, public data only), the minimum-norm
     solution over the positive eigenvalues, as before.
+
+    ``A`` (exactly symmetric, owned) is lifted and factored in place: its
+    Fortran-ordered view ``A.T`` is ``A`` itself, so LAPACK works on the
+    buffer without the copy it makes of a C-ordered array. ``rebuild()``
+    gives ``A`` again for the eigendecomposition fallback.
     """
     lift = max(0.0, floor - _smallest_eigenvalue(A))
     if floor > 0.0:
-        lifted = A.copy()
-        lifted.flat[:: len(A) + 1] += lift
+        A.flat[:: len(A) + 1] += lift
         try:
-            factor = scipy.linalg.cho_factor(lifted, check_finite=False, overwrite_a=True)
+            factor = scipy.linalg.cho_factor(A.T, check_finite=False, overwrite_a=True)
             return scipy.linalg.cho_solve(factor, b, check_finite=False)
         except np.linalg.LinAlgError:  # pragma: no cover - lifted to floor > 0
-            pass
-        del lifted
+            A = rebuild()
     eigenvalues, eigenvectors = np.linalg.eigh(A)
     shifted = eigenvalues + lift
     safe = np.where(shifted > 0, shifted, np.inf)  # only when sigma = 0 and A is singular
@@ -415,16 +573,25 @@ def _lifted_solve(A: np.ndarray, b: np.ndarray, floor: float) -> np.ndarray:
 
 
 def validate_training_data(
-    estimator: BaseEstimator, X: Any, y: Any, reset: bool
+    estimator: BaseEstimator, X: Any, y: Any, reset: bool, finite: bool = True
 ) -> tuple[Any, Any, int]:
     """Validate training data for ``estimator``: returns ``(X, y, n_rows)``.
 
     In-memory data go through scikit-learn's ``validate_data``; a Dask array
-    is checked for its shape here and block-wise when encoded.
+    is checked for its shape here and block-wise when encoded. With
+    ``finite=False`` the values of ``X`` are not checked for NaN and
+    infinities (``y`` always is): the caller must pass it through
+    :func:`encode_training_data`, which does, before using it.
     """
     if not is_dask_collection(X):
         X, y = validate_data(
-            estimator, X, y, dtype=[np.float64, np.float32], y_numeric=True, reset=reset
+            estimator,
+            X,
+            y,
+            dtype=[np.float64, np.float32],
+            y_numeric=True,
+            reset=reset,
+            ensure_all_finite=finite,
         )
         return X, y, len(X)
     n_rows, n_features = X.shape

@@ -68,6 +68,10 @@ def pure_dp_event(epsilon: float) -> dp_event.DpEvent:
     return dp_event.DiscreteLaplaceDpEvent(noise_parameter=float(epsilon), sensitivity=1)
 
 
+# Rows per band of the mirrored noise in GaussianMechanism.release_symmetric.
+_MIRROR_ROWS = 128
+
+
 @dataclass(frozen=True)
 class GaussianMechanism:
     """Add isotropic Gaussian noise to a sum of bounded contributions [BW18]_.
@@ -120,19 +124,25 @@ class GaussianMechanism:
         if M.shape != (q, q):
             raise ValueError(f"expected a square matrix, got shape {M.shape}")
         # Exactly q (q + 1) / 2 independent normals, one per coordinate of the
-        # isometry: the strict upper triangle row by row, then the diagonal.
-        # Each is written into a copy of M and mirrored below the diagonal,
-        # without a q x q draw or temporaries (the deletion re-release at
-        # d = 1000 spent most of its noise time on those).
+        # isometry: the strict upper triangle row by row, then the diagonal
+        # (no q x q draw).
         upper = rng.normal(0.0, self.sigma / np.sqrt(2.0), size=q * (q - 1) // 2)
         out = M if overwrite and M.flags.c_contiguous else M.copy()
-        lower = out.T  # row i of this view is column i of out
+        # The strict upper triangle N of the noise, rows written contiguously,
+        # zeros elsewhere; then out += N, and N^T is added below the diagonal
+        # one band of rows at a time, so that the transposed reads stay in
+        # cache instead of a strided write per entry. Every entry of out
+        # receives its normal once (the other terms are exact zeros): the
+        # same values as adding each normal at (i, j) and (j, i) directly.
+        noise = np.zeros((q, q))
         start = 0
         for i in range(q - 1):
-            row = upper[start : start + q - 1 - i]
+            noise[i, i + 1 :] = upper[start : start + q - 1 - i]
             start += q - 1 - i
-            out[i, i + 1 :] += row
-            lower[i, i + 1 :] += row
+        out += noise
+        for first in range(0, q, _MIRROR_ROWS):
+            stop = first + _MIRROR_ROWS
+            out[first:stop, :stop] += noise[:stop, first:stop].T
         out.flat[:: q + 1] += rng.normal(0.0, self.sigma, size=q)
         return out
 

@@ -69,8 +69,8 @@ class TreeAggregator:
         self.n_chunks = 0
 
     def _noised(self, exact: np.ndarray, rng) -> np.ndarray:
-        value = exact.astype(np.float64)
-        value *= self.scale
+        # Cast and scale in one pass (the same float64 values as astype, then *=).
+        value = np.multiply(exact, self.scale, dtype=np.float64)
         if self.symmetric:
             return self.mechanism.release_symmetric(value, rng, overwrite=True)
         return self.mechanism.release(value, rng)
