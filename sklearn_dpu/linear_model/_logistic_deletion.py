@@ -95,7 +95,7 @@ class LogisticUnlearningState(VersionedState):
     def nbytes(self) -> int:
         """Bytes held by arrays of the state."""
         reg = self.registry
-        total = reg.rows.nbytes + reg.ids.nbytes + reg.chunks.nbytes + reg.alive.nbytes
+        total = reg.nbytes()
         return total + sum(chunk.theta.nbytes for chunk in self.chunks)
 
 
