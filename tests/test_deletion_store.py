@@ -1,10 +1,20 @@
 """Compact and disk-backed deletion metadata (issue 14: out of core on one machine)."""
 
+import copy
+import gc
 import pickle
 
 import numpy as np
+import pytest
 
-from sklearn_dpu.linear_model import DPLinearRegression
+from sklearn_dpu import io as dpu_io
+from sklearn_dpu.exceptions import PersistenceError, UnlearningError
+from sklearn_dpu.linear_model import (
+    DPLinearRegression,
+    DPLogisticRegression,
+    UnlearnableSGDClassifier,
+)
+from sklearn_dpu.unlearning import disk_backed_rows
 from sklearn_dpu.unlearning.state import ChunkRuns, SampleRegistry
 
 
@@ -51,3 +61,164 @@ def test_registry_chunks_and_flags_keep_their_meaning_after_deletions():
     assert not registry.alive[[0, 15]].any() and registry.alive[:30].sum() == 28
     loaded = pickle.loads(pickle.dumps(registry))
     np.testing.assert_array_equal(loaded.chunks[:28], np.repeat([1, 2, 3], [9, 9, 10]))
+
+
+# --- disk-backed rows ------------------------------------------------------
+
+
+def _bin_files(folder):
+    return sorted(folder.glob("sklearn_dpu_rows_*.bin"))
+
+
+def _chunks(n_chunks=4, rows=250, d=6, seed=0):
+    rng = np.random.default_rng(seed)
+    for _ in range(n_chunks):
+        X = rng.normal(size=(rows, d))
+        yield X, np.clip(0.3 * X[:, 0], -1, 1), (X[:, 0] - X[:, 1] > 0).astype(int)
+
+
+def _linear_pair(folder, **kw):
+    """The same stream in memory and with the rows in ``folder``."""
+    make = lambda: DPLinearRegression(feature_norm=4.0, target_bound=1.0, random_state=0, **kw)  # noqa: E731
+    memory, disk = make(), make()
+    for k, (X, y, _) in enumerate(_chunks()):
+        memory.partial_fit(X, y)
+        if k == 0:
+            with disk_backed_rows(folder):
+                disk.partial_fit(X, y)
+        else:  # later calls append to the registry's file, context or not
+            disk.partial_fit(X, y)
+    return memory, disk
+
+
+def test_disk_backed_stream_is_the_in_memory_stream(tmp_path):
+    memory, disk = _linear_pair(tmp_path)
+    registry = disk.unlearning_state_.registry
+    assert registry.on_disk and isinstance(registry.rows, np.memmap)
+    assert len(_bin_files(tmp_path)) == 1
+    assert registry.memory_nbytes() < 100  # one run per call, no ids, no flags
+    assert registry.nbytes() == memory.unlearning_state_.registry.nbytes()
+    np.testing.assert_array_equal(disk.coef_, memory.coef_)
+    for model in (memory, disk):
+        model.delete_samples([3, 700])
+    np.testing.assert_array_equal(disk.coef_, memory.coef_)
+    assert disk.privacy_ledger_ == memory.privacy_ledger_
+    # The deleted rows are zeros in the file itself, not only in this process.
+    on_file = np.fromfile(_bin_files(tmp_path)[0], dtype=np.int16).reshape(-1, 7)
+    assert not on_file[[3, 700]].any() and on_file[[2, 701]].any()
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: DPLogisticRegression(feature_norm=3.0, random_state=0),
+        lambda: UnlearnableSGDClassifier(feature_norm=3.0, random_state=0),
+    ],
+    ids=["logistic", "sgd"],
+)
+def test_disk_backed_classifiers_fit_and_delete_as_in_memory(tmp_path, make):
+    X, _, y = next(_chunks(1, rows=400))
+    memory = make().fit(X, y)
+    with disk_backed_rows(tmp_path):
+        disk = make().fit(X, y)
+    assert disk.unlearning_state_.registry.on_disk and len(_bin_files(tmp_path)) == 1
+    np.testing.assert_array_equal(disk.coef_, memory.coef_)
+    memory.delete_samples([5, 17])
+    disk.delete_samples([5, 17])
+    np.testing.assert_array_equal(disk.coef_, memory.coef_)
+
+
+def test_compaction_moves_the_rows_to_a_new_file_and_removes_the_old(tmp_path):
+    _, disk = _linear_pair(tmp_path)
+    before = _bin_files(tmp_path)
+    disk.delete_samples(list(range(600)))  # more than half of 1000: compacted
+    after = _bin_files(tmp_path)
+    assert len(after) == 1 and after != before
+    registry = disk.unlearning_state_.registry
+    assert registry.size == 400 and isinstance(registry.rows, np.memmap)
+    del disk, registry
+    gc.collect()
+    assert _bin_files(tmp_path) == []  # the working file goes with the registry
+
+
+def test_pickle_writes_a_checked_snapshot_and_reloads_deletable(tmp_path):
+    memory, disk = _linear_pair(tmp_path)
+    blob = pickle.dumps(disk)
+    (snapshot,) = tmp_path.glob("*.npy")
+    saved = snapshot.read_bytes()
+    loaded = pickle.loads(blob)
+    registry = loaded.unlearning_state_.registry
+    assert registry.on_disk and len(_bin_files(tmp_path)) == 2  # its own working file
+    loaded.delete_samples([10, 900])
+    memory.delete_samples([10, 900])
+    np.testing.assert_array_equal(loaded.coef_, memory.coef_)
+    assert snapshot.read_bytes() == saved  # a load and a deletion never write the snapshot
+    again = pickle.loads(blob)  # so the same file loads again, with both rows
+    assert again.unlearning_state_.registry.n_samples == 1000
+
+
+def test_skops_save_and_load_keep_a_disk_backed_model_deletable(tmp_path):
+    memory, disk = _linear_pair(tmp_path)
+    dpu_io.save(disk, tmp_path / "model.skops")
+    loaded = dpu_io.load(tmp_path / "model.skops")
+    assert loaded.unlearning_state_.registry.on_disk
+    loaded.delete_samples([1])
+    memory.delete_samples([1])
+    np.testing.assert_array_equal(loaded.coef_, memory.coef_)
+
+
+def test_a_corrupted_or_missing_snapshot_is_refused_and_left_as_it_is(tmp_path):
+    _, disk = _linear_pair(tmp_path)
+    blob = pickle.dumps(disk)
+    (snapshot,) = tmp_path.glob("*.npy")
+    data = bytearray(snapshot.read_bytes())
+    data[-5] ^= 0x01  # one bit of one stored row
+    snapshot.write_bytes(bytes(data))
+    n_files = len(list(tmp_path.iterdir()))
+    with pytest.raises(PersistenceError, match="is corrupted"):
+        pickle.loads(blob)
+    assert snapshot.read_bytes() == bytes(data) and len(list(tmp_path.iterdir())) == n_files
+    snapshot.write_bytes(bytes(data[:200]))  # truncated
+    with pytest.raises(PersistenceError, match="is corrupted"):
+        pickle.loads(blob)
+    snapshot.unlink()
+    with pytest.raises(PersistenceError, match="does not exist"):
+        pickle.loads(blob)
+
+
+def test_a_moved_snapshot_loads_inside_disk_backed_rows(tmp_path):
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir(), second.mkdir()
+    _, disk = _linear_pair(first)
+    blob = pickle.dumps(disk)
+    for snapshot in first.glob("*.npy"):
+        snapshot.rename(second / snapshot.name)
+    with disk_backed_rows(second):
+        loaded = pickle.loads(blob)
+    assert len(_bin_files(second)) == 1
+    loaded.delete_samples([0])
+
+
+def test_unknown_id_leaves_the_disk_backed_model_and_its_file_unchanged(tmp_path):
+    _, disk = _linear_pair(tmp_path)
+    (working,) = _bin_files(tmp_path)
+    before, coef = working.read_bytes(), disk.coef_.copy()
+    with pytest.raises(UnlearningError, match="not in the training set"):
+        disk.delete_samples([3, 10**9])
+    assert working.read_bytes() == before
+    np.testing.assert_array_equal(disk.coef_, coef)
+    assert disk.unlearning_state_.registry.n_samples == 1000
+
+
+def test_a_deep_copy_gets_its_own_file(tmp_path):
+    _, disk = _linear_pair(tmp_path)
+    twin = copy.deepcopy(disk)
+    assert len(_bin_files(tmp_path)) == 2 and not list(tmp_path.glob("*.npy"))
+    twin.delete_samples([4])
+    assert disk.unlearning_state_.registry.rows[4].any()
+
+
+def test_disk_backed_rows_needs_an_existing_directory(tmp_path):
+    with pytest.raises(NotADirectoryError, match="existing directory"):
+        with disk_backed_rows(tmp_path / "missing"):
+            pass

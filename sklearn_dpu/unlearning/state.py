@@ -10,6 +10,7 @@ kept: an id can be personal data too. Hence an "already deleted" id and an id
 that was never added get the same error.
 """
 
+import copy
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -19,6 +20,7 @@ from numpy.typing import ArrayLike
 from ..exceptions import StateVersionError, UnlearningError
 from ._id_index import IdIndex, _request_array
 from .ids import IdRequest, check_request, describe_ids, requested_ids
+from .row_store import RowStore, active_directory
 
 __all__ = ["ChunkRuns", "SampleRegistry", "VersionedState"]
 
@@ -162,7 +164,8 @@ class SampleRegistry(VersionedState):
     whatever the in-memory layout of the ids.
     """
 
-    FORMAT_VERSION = 2
+    # 2: id_kind; 3: the rows may be in a snapshot file (disk-backed).
+    FORMAT_VERSION = 3
 
     def __init__(self, n_columns: int, dtype=np.int16):
         self.rows = np.zeros((0, n_columns), dtype=dtype)
@@ -174,6 +177,17 @@ class SampleRegistry(VersionedState):
         self.id_kind = None  # set by the first check_new_ids
         self._n_live = 0
         self._index: IdIndex | None = None  # built on the first lookup
+        directory = active_directory()
+        # Rows in a memory-mapped file (see sklearn_dpu.unlearning.row_store).
+        self._store = None if directory is None else RowStore(directory)
+
+    @property
+    def on_disk(self) -> bool:
+        """Whether the rows live in a memory-mapped file.
+
+        See :func:`~sklearn_dpu.unlearning.disk_backed_rows`.
+        """
+        return self._store is not None
 
     @property
     def n_samples(self) -> int:
@@ -221,10 +235,20 @@ class SampleRegistry(VersionedState):
         return np.asarray(slots, dtype=np.int64) if self._ids is None else self._ids[slots]
 
     def nbytes(self) -> int:
-        """Bytes of the stored rows, ids, chunk runs and flags (not of the lookup cache)."""
+        """Bytes of the stored rows, ids, chunk runs and flags (not of the lookup cache).
+
+        Disk-backed rows count here too; :meth:`memory_nbytes` leaves them out.
+        """
+        return self.rows.nbytes + self.memory_nbytes() - self._memory_rows_nbytes()
+
+    def _memory_rows_nbytes(self) -> int:
+        return 0 if self._store is not None else self.rows.nbytes
+
+    def memory_nbytes(self) -> int:
+        """Bytes held in memory: :meth:`nbytes` less disk-backed rows."""
         ids = 0 if self._ids is None else self._ids.nbytes
         alive = 0 if self._alive is None else self._alive.nbytes
-        return self.rows.nbytes + ids + self._runs.nbytes() + alive
+        return self._memory_rows_nbytes() + ids + self._runs.nbytes() + alive
 
     def default_ids(self, n: int) -> np.ndarray:
         """Ids for ``n`` new rows when the user gives none: arrival numbers."""
@@ -289,6 +313,7 @@ class SampleRegistry(VersionedState):
         storage = (self.rows.dtype, self.rows.shape[1:])
         if (
             adopt
+            and self._store is None
             and start == 0
             and self.capacity == 0
             and (rows.dtype, rows.shape[1:]) == storage
@@ -328,7 +353,10 @@ class SampleRegistry(VersionedState):
             out[: self.size] = array[: self.size]
             return out
 
-        self.rows = grown(self.rows)
+        if self._store is not None:
+            self.rows = self._store.grow(self.rows[: self.size], capacity)
+        else:
+            self.rows = grown(self.rows)
         if self._alive is not None:
             self._alive = grown(self._alive)
         if self._ids is not None:
@@ -392,6 +420,8 @@ class SampleRegistry(VersionedState):
         if self._index is not None:
             self._index.drop(self.ids_of(slots))
         self.rows[slots] = 0
+        if isinstance(self.rows, np.memmap):
+            self.rows.flush()  # the zeros reach the file now
         if self._alive is None:
             self._alive = self.alive
         self._alive[slots] = False
@@ -402,31 +432,71 @@ class SampleRegistry(VersionedState):
             self._compact()
 
     def _compact(self) -> None:
-        self.rows, self._ids, chunks = self.live()
+        if self._store is not None:  # the live rows move to a new file; the old is removed
+            keep = self.live_slots()
+            ids, chunks = self.ids_of(keep), self._runs.expand(self.size)[keep]
+            self.rows = self._store.allocate(
+                len(keep), self.rows.shape[1], self.rows.dtype, self.rows, keep
+            )
+            self._ids = ids
+        else:
+            self.rows, self._ids, chunks = self.live()
         self.size = len(self._ids)
         self._runs = ChunkRuns.of(chunks)
         self._alive = None
         self._index = None
 
     def __getstate__(self):
-        rows, ids, chunks = self.live()
-        return {
-            "rows": rows,
-            "ids": ids,
-            "chunks": chunks,
+        keep = self.live_slots()
+        state = {
+            "ids": self.ids_of(keep),
+            "chunks": self._runs.expand(self.size)[keep],
             "id_kind": self.id_kind,
             # Only a positional stream needs it (the next default id); see Notes.
             "n_seen": self.n_seen if self.id_kind == "positions" else None,
-            "_format_version": self.FORMAT_VERSION,
         }
+        state["_format_version"] = self.FORMAT_VERSION
+        if self._store is None:
+            return {"rows": self.rows[keep], **state}
+        # Disk-backed: the live rows in a snapshot file, checked on load.
+        return {"row_file": self._store.write_snapshot(self.rows, keep), **state}
+
+    def __deepcopy__(self, memo):
+        """A copy with its own rows (a new working file for disk-backed rows)."""
+        new = type(self).__new__(type(self))
+        memo[id(self)] = new
+        if self._store is None:  # as the default deepcopy: through the pickled state
+            new.__setstate__(copy.deepcopy(self.__getstate__(), memo))
+            return new
+        store = RowStore(self._store.directory)
+        keep = self.live_slots()
+        rows = store.allocate(len(keep), self.rows.shape[1], self.rows.dtype, self.rows, keep)
+        new.__setstate__(
+            {
+                "rows": np.zeros((0, self.rows.shape[1]), self.rows.dtype),
+                "ids": copy.deepcopy(self.ids_of(keep), memo),
+                "chunks": self._runs.expand(self.size)[keep],
+                "id_kind": self.id_kind,
+                "n_seen": self.n_seen if self.id_kind == "positions" else None,
+                "_format_version": self.FORMAT_VERSION,
+            }
+        )
+        new.rows, new._store = rows, store
+        return new
 
     def __setstate__(self, state):
         state = dict(state)
         if state.get("_format_version") == 1:  # before id_kind: ids defaulted to positions
-            state.update(_format_version=self.FORMAT_VERSION, id_kind="positions")
+            state.update(_format_version=2, id_kind="positions")
+        if state.get("_format_version") == 2:  # format 3 without a snapshot file
+            state["_format_version"] = 3
+        store = None
+        if state.get("_format_version") == self.FORMAT_VERSION and "row_file" in state:
+            store, state["rows"] = RowStore.from_snapshot(state.pop("row_file"))
         ids = state.pop("ids", None)
         state_chunks = np.asarray(state.pop("chunks", np.zeros(0, dtype=np.int32)))
         super().__setstate__(state)
+        self._store = store
         self._ids = np.zeros(0, dtype=np.int64) if ids is None else ids
         if self.n_seen is None:
             self.n_seen = len(self._ids)  # not used: positions cannot join this stream
