@@ -17,7 +17,7 @@ from sklearn_dpu.linear_model import (
     UnlearnableSGDClassifier,
 )
 from sklearn_dpu.unlearning import disk_backed_rows
-from sklearn_dpu.unlearning.state import ChunkRuns, SampleRegistry
+from sklearn_dpu.unlearning.state import ChunkRuns, PositionIds, SampleRegistry
 
 
 def _stream(n_chunks=4, rows=250, d=10, seed=0, **kw):
@@ -257,3 +257,70 @@ def test_partial_fit_over_a_memmap_4x_the_allowed_memory_with_rows_on_disk(tmp_p
             tracemalloc.stop()
         assert reg.unlearning_state_.registry.on_disk == on_disk
     assert peaks[True] <= 0.25 * data.nbytes < peaks[False]
+
+
+# --- Dask fits with the rows on disk -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    "make, target",
+    [
+        (lambda: DPLinearRegression(feature_norm=3.0, target_bound=1.0, random_state=0), 1),
+        (lambda: DPLogisticRegression(feature_norm=3.0, solver="noisy_gd", random_state=0), 2),
+    ],
+    ids=["linear", "logistic"],
+)
+def test_dask_fit_writes_its_rows_to_disk_and_deletes_as_in_memory(tmp_path, make, target):
+    da = pytest.importorskip("dask.array")
+    X, y_reg, y_clf = next(_chunks(1, rows=3000))
+    y = y_reg if target == 1 else y_clf
+    Xd, yd = da.from_array(X, chunks=(500, X.shape[1])), da.from_array(y, chunks=500)
+    memory = make().fit(Xd, yd)
+    with disk_backed_rows(tmp_path):
+        disk = make().fit(Xd, yd)
+    registry = disk.unlearning_state_.registry
+    assert registry.on_disk and registry.memory_nbytes() < 100
+    np.testing.assert_array_equal(registry.rows, memory.unlearning_state_.registry.rows)
+    np.testing.assert_allclose(disk.coef_, memory.coef_, rtol=1e-12, atol=1e-14)
+    memory.delete_samples([7, 2999])
+    disk.delete_samples([7, 2999])
+    np.testing.assert_allclose(disk.coef_, memory.coef_, rtol=1e-12, atol=1e-14)
+    gc.collect()
+    assert len(_bin_files(tmp_path)) == 1  # the scratch file of the gather is gone
+
+
+def test_dask_fit_with_rows_on_disk_never_holds_all_the_codes(tmp_path):
+    da = pytest.importorskip("dask.array")
+    n, d = 200_000, 10
+    path = tmp_path / "X.npy"
+    data = np.lib.format.open_memmap(path, mode="w+", dtype=np.float64, shape=(n, d))
+    data[:] = np.random.default_rng(0).normal(size=(n, d))
+    data.flush()
+    del data
+    X = np.load(path, mmap_mode="r")
+    Xd, yd = da.from_array(X, chunks=(5000, d)), da.from_array(np.clip(X[:, 0], -1, 1), 5000)
+    store = tmp_path / "store"
+    store.mkdir()
+    codes_bytes, peaks = n * (d + 1) * 2, {}
+    for on_disk in (False, True):
+        est = DPLinearRegression(feature_norm=3.0, target_bound=1.0, random_state=0)
+        tracemalloc.start()
+        try:
+            with disk_backed_rows(store) if on_disk else nullcontext():
+                est.fit(Xd, yd)
+            peaks[on_disk] = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    # In memory: all the codes (and their concatenation); on disk: a few blocks.
+    assert peaks[False] > codes_bytes and peaks[True] < 0.5 * codes_bytes
+
+
+def test_default_ids_of_a_call_are_a_range_not_an_array():
+    registry = SampleRegistry(2)
+    ids = registry.check_new_ids(None, 10**9)  # no 8 GB array of positions
+    assert isinstance(ids, PositionIds) and len(ids) == 10**9
+    assert ids[5:8].tolist() == [5, 6, 7] and ids[3] == 3
+    np.testing.assert_array_equal(np.asarray(ids[:4]), np.arange(4))
+    small = registry.check_new_ids(None, 6)
+    registry.add(small, np.ones((6, 2), np.int16), chunk=1)
+    assert registry._ids is None and registry.slots_of([5]).tolist() == [5]

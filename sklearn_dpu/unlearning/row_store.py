@@ -66,7 +66,7 @@ import numpy as np
 
 from ..exceptions import PersistenceError
 
-__all__ = ["RowFile", "RowStore", "active_directory", "disk_backed_rows"]
+__all__ = ["RowFile", "RowStore", "active_directory", "disk_backed_rows", "gather_blocks"]
 
 _DIRECTORY: ContextVar[Path | None] = ContextVar("sklearn_dpu_row_directory", default=None)
 _PREFIX = "sklearn_dpu_rows_"
@@ -135,7 +135,7 @@ class RowFile:
 def _unlink(path: str) -> None:
     try:
         os.remove(path)
-    except FileNotFoundError:
+    except OSError:  # gone already, or still mapped where that forbids removal
         pass
 
 
@@ -286,3 +286,48 @@ class RowStore:
         store = cls(directory)
         rows = store.allocate(len(snapshot), snapshot.shape[1], snapshot.dtype, source=snapshot)
         return store, rows
+
+
+def gather_blocks(tasks: list, n_rows: int, width: int, dtype: np.typing.DTypeLike) -> tuple:
+    """Compute Dask tasks a few at a time, writing their rows into a scratch file.
+
+    For a Dask fit inside :func:`disk_backed_rows`: the rows every task returns
+    (the first item of a tuple result) go, in task order, into a memory-mapped
+    file in the active directory as each batch of ``os.cpu_count()`` tasks
+    completes, so the driver holds a batch of blocks at a time, never all
+    the rows. The file is removed when the returned array (and every view of
+    it) is collected.
+
+    Parameters
+    ----------
+    tasks : list of dask.delayed
+    n_rows : int
+        Rows returned by all the tasks together.
+    width : int
+    dtype : dtype
+
+    Returns
+    -------
+    rows : ndarray of shape (n_rows, width)
+        Memory-mapped.
+    rest : list of tuple
+        The other items of each task's result, in task order.
+    """
+    import dask
+
+    store = RowStore(active_directory() or Path(tempfile.gettempdir()))
+    rows = store.allocate(n_rows, width, np.dtype(dtype))
+    rest, position = [], 0
+    batch = max(1, os.cpu_count() or 1)
+    for start in range(0, len(tasks), batch):
+        for result in dask.compute(*tasks[start : start + batch]):
+            block, others = (result[0], result[1:]) if isinstance(result, tuple) else (result, ())
+            rows[position : position + len(block)] = block
+            position += len(block)
+            rest.append(others)
+    if position != n_rows:
+        raise ValueError(f"the Dask blocks hold {position} rows, their shape says {n_rows}")
+    if isinstance(rows, np.memmap):
+        rows.flush()
+        rows._sklearn_dpu_store = store  # the file lives as long as the array
+    return rows, rest

@@ -22,7 +22,7 @@ from ._id_index import IdIndex, _request_array
 from .ids import IdRequest, check_request, describe_ids, requested_ids
 from .row_store import RowStore, active_directory
 
-__all__ = ["ChunkRuns", "SampleRegistry", "VersionedState"]
+__all__ = ["ChunkRuns", "PositionIds", "SampleRegistry", "VersionedState"]
 
 
 class VersionedState:
@@ -116,6 +116,41 @@ class ChunkRuns:
 
     def nbytes(self) -> int:
         return self.starts.nbytes + self.values.nbytes
+
+
+@dataclass(frozen=True)
+class PositionIds:
+    """The default ids ``start, start + 1, ..., start + n - 1`` without an array.
+
+    What :meth:`SampleRegistry.check_new_ids` returns for row positions: a
+    ``fit`` of ``n`` rows does not allocate ``8 n`` bytes of ids that the
+    registry would not keep. Slicing gives another range; ``np.asarray``
+    gives the int64 array.
+    """
+
+    start: int
+    n: int
+    dtype = np.dtype(np.int64)
+    ndim = 1
+
+    def __len__(self) -> int:
+        return self.n
+
+    @property
+    def shape(self) -> tuple[int]:
+        return (self.n,)
+
+    def __getitem__(self, key):
+        if isinstance(key, slice) and key.step in (None, 1):
+            first, last, _ = key.indices(self.n)
+            return PositionIds(self.start + first, max(0, last - first))
+        return np.asarray(self)[key]
+
+    def __array__(self, dtype=None, copy=None):
+        return np.arange(self.start, self.start + self.n, dtype=dtype or np.int64)
+
+    def tolist(self) -> list:
+        return list(range(self.start, self.start + self.n))
 
 
 class SampleRegistry(VersionedState):
@@ -267,7 +302,8 @@ class SampleRegistry(VersionedState):
 
         Returns
         -------
-        ndarray of shape (n_rows,)
+        ndarray of shape (n_rows,), or PositionIds
+            Row positions come back as a :class:`PositionIds` range (no array).
         """
         request = ids if isinstance(ids, IdRequest) else requested_ids(None, ids)
         stream = self.id_kind
@@ -283,12 +319,12 @@ class SampleRegistry(VersionedState):
                 "the ids of this estimator's rows are row positions (no sample_id, array "
                 "input); the index labels of a DataFrame could repeat them: pass sample_id="
             )
-        values = self.default_ids(n_rows) if request.values is None else request.values
+        values = PositionIds(self.n_seen, n_rows) if request.values is None else request.values
         if len(values) != n_rows:
             raise ValueError(f"sample_id has {len(values)} entries for {n_rows} rows")
         # Default positions start at n_seen, above every id of a positional
         # stream: only given or index ids can clash.
-        if self._n_live and request.values is not None:
+        if self._n_live and request.values is not None:  # (PositionIds: never)
             present = self._lookup().any_of(values)
             if present.any():
                 clash = values[present].tolist()  # error path only
@@ -309,7 +345,12 @@ class SampleRegistry(VersionedState):
         """
         start, stop = self.size, self.size + len(ids)
         positions = self.id_kind == "positions" and self._ids is None and ids.dtype == np.int64
-        implicit = positions and bool(len(ids) == 0 or (ids[0] == start and ids[-1] == stop - 1))
+        if isinstance(ids, PositionIds):
+            implicit = positions and (len(ids) == 0 or ids.start == start)
+        else:
+            implicit = positions and bool(
+                len(ids) == 0 or (ids[0] == start and ids[-1] == stop - 1)
+            )
         storage = (self.rows.dtype, self.rows.shape[1:])
         if (
             adopt
@@ -336,6 +377,7 @@ class SampleRegistry(VersionedState):
         self._n_live += len(ids)
 
     def _store_ids(self, start: int, stop: int, ids: np.ndarray) -> None:
+        ids = np.asarray(ids)
         if self._ids is None and start > 0:  # first non-slot ids: materialize the slots'
             slots = np.arange(self.capacity, dtype=np.int64)
             self._ids = np.where(self.alive, slots, 0)  # deleted rows' ids are not kept
