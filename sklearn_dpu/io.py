@@ -53,6 +53,8 @@ TRUSTED_TYPES = (
     "sklearn_dpu.unlearning.report.DeletionCost",
     "sklearn_dpu.unlearning.report.DeletionReport",
     "sklearn_dpu.unlearning.state.SampleRegistry",
+    # The record of a disk-backed registry's snapshot file (checked on load).
+    "sklearn_dpu.unlearning.row_store.RowFile",
     # Storage of a fit on scipy.sparse input.
     "sklearn_dpu.linear_model._sparse_rows.SparseRows",
     "sklearn_dpu.linear_model._sparse_rows.SparseSampleRegistry",

@@ -36,6 +36,7 @@ import numpy as np
 
 from ..privacy.clipping import row_norms
 from ..privacy.quantiles import PrivateQuantile
+from ..unlearning.row_store import active_directory, gather_blocks
 from ._logistic_solvers import normalized_rows
 from ._losses import LinearModelLoss
 from ._sufficient_statistics import is_dask_collection
@@ -92,12 +93,17 @@ def _aligned(X: Any, y: Any) -> tuple[Any, Any]:
 
 
 def dask_classification_rows(
-    X: Any, y: Any, norm_bound: float, fit_intercept: bool, classes: np.ndarray | None = None
+    X: Any,
+    y: Any,
+    norm_bound: float,
+    fit_intercept: bool,
+    classes: np.ndarray | None = None,
+    persist: bool = True,
 ) -> tuple["DaskRows", np.ndarray]:
     """Clip and normalize a Dask classification data set on the workers.
 
-    Returns the persisted rows and the label set (``np.unique`` of ``y``,
-    computed on the workers, unless ``classes`` is given).
+    Returns the rows (persisted unless ``persist=False``) and the label set
+    (``np.unique`` of ``y``, computed on the workers, unless ``classes`` is given).
     """
     import dask.array as da
 
@@ -114,8 +120,8 @@ def dask_classification_rows(
         fit_intercept,
         dtype=np.float64,
         chunks=(X.chunks[0], (width,)),
-    ).persist()
-    return DaskRows(rows), classes
+    )
+    return DaskRows(rows.persist() if persist else rows), classes
 
 
 def _block_parts(rows):
@@ -319,12 +325,33 @@ def design(estimator: Any, X: Any, y_index: Any) -> tuple[np.ndarray, Any, Any]:
     or public) and persisted on the workers, gathered once for the deletion
     registry, and a :class:`DaskLoss`, so that the solver's sums run on the
     workers.
+
+    Inside :func:`~sklearn_dpu.unlearning.disk_backed_rows` on the local
+    scheduler the rows are not persisted (that would hold them all in this
+    process): they are written to a memory-mapped file a batch of blocks at a
+    time (:func:`~sklearn_dpu.unlearning.row_store.gather_blocks`) and the
+    solver's sums read that file.
+
+    Deletion after such a fit reads the stored rows of the registry (in
+    memory, or in the file with ``disk_backed_rows``): nothing is gathered
+    from, or recomputed on, the workers, and the model keeps no reference to
+    the Dask collection (it would keep deleted rows reachable from the model).
     """
     if isinstance(X, DaskInput):
+        local_disk = active_directory() is not None and not _on_a_cluster()
         rows, _ = dask_classification_rows(
-            X.X, X.y, estimator._norm_bound(), bool(estimator.fit_intercept), estimator.classes_
+            X.X,
+            X.y,
+            estimator._norm_bound(),
+            bool(estimator.fit_intercept),
+            estimator.classes_,
+            persist=not local_disk,
         )
-        gathered = rows.compute()
+        if active_directory() is not None:  # to disk, a batch of blocks at a time
+            tasks = list(rows.rows.to_delayed().ravel())
+            gathered, _ = gather_blocks(tasks, *rows.rows.shape, np.float64)
+        else:
+            gathered = rows.compute()
         if not _on_a_cluster():  # the blocks are in this process: keep one copy, as views
             rows = DaskRows(_from_array(gathered, rows.rows.chunks[0]))
         return gathered, rows, DaskLoss(estimator._loss())

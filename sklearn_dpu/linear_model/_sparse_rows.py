@@ -370,6 +370,7 @@ class SparseSampleRegistry(SampleRegistry):
     def __init__(self, n_columns: int, dtype: np.typing.DTypeLike = np.float64):
         super().__init__(n_columns, dtype=dtype)
         self.rows = SparseRows.empty(n_columns, dtype)
+        self._store = None  # sparse rows stay in memory, even inside disk_backed_rows
 
     def _reserve(self, capacity: int) -> None:
         rows = self.rows[: self.size].grown(capacity)

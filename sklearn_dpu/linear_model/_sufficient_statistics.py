@@ -33,6 +33,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_array, validate_data
 
 from ..privacy.clipping import _INSIDE, FIXED_POINT_BITS, clip_rows_l2, clip_scales, to_fixed_point
+from ..unlearning.row_store import active_directory, gather_blocks
 
 if TYPE_CHECKING:
     import dask.array as da
@@ -330,7 +331,11 @@ def encode_with_gram_dask(
 
     Each row block is clipped, coded and reduced where it lives; only the
     int16 codes (a quarter of float64 input) and the small Gram matrices come
-    back, in one pass over the data.
+    back, in one pass over the data. Inside
+    :func:`~sklearn_dpu.unlearning.disk_backed_rows` the codes are written to a
+    memory-mapped file a batch of blocks at a time
+    (:func:`~sklearn_dpu.unlearning.row_store.gather_blocks`), so the driver
+    never holds them all.
 
     Returns
     -------
@@ -351,6 +356,9 @@ def encode_with_gram_dask(
         encode(xb, yb, feature_norm, center, half_range, fit_intercept)
         for xb, yb in zip(X.to_delayed().ravel(), y.to_delayed().ravel(), strict=True)
     ]
+    if active_directory() is not None and blocks:  # codes to disk, a batch of blocks at a time
+        codes, grams = gather_blocks(blocks, int(X.shape[0]), int(X.shape[1]) + 1, np.int16)
+        return codes, np.sum([gram for (gram,) in grams], axis=0)
     results = dask.compute(*blocks)
     if not results:
         raise ValueError("Found array with 0 sample(s) while a minimum of 1 is required.")

@@ -10,7 +10,9 @@ kept: an id can be personal data too. Hence an "already deleted" id and an id
 that was never added get the same error.
 """
 
+import copy
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -18,8 +20,9 @@ from numpy.typing import ArrayLike
 from ..exceptions import StateVersionError, UnlearningError
 from ._id_index import IdIndex, _request_array
 from .ids import IdRequest, check_request, describe_ids, requested_ids
+from .row_store import RowStore, active_directory
 
-__all__ = ["SampleRegistry", "VersionedState"]
+__all__ = ["ChunkRuns", "PositionIds", "SampleRegistry", "VersionedState"]
 
 
 class VersionedState:
@@ -59,6 +62,97 @@ def _concat_ids(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
+@dataclass(frozen=True)
+class ChunkRuns:
+    """The arrival chunk of consecutive slots, run-length coded.
+
+    Rows arrive a call at a time and each call is one chunk, so the chunk
+    numbers of the slots are a few runs: ``values[i]`` covers the slots from
+    ``starts[i]`` to the next start (the last run to ``stop``). Memory is
+    ``12`` bytes per run instead of ``4`` per row.
+
+    Attributes
+    ----------
+    starts : ndarray of int64
+    values : ndarray of int32
+    stop : int
+        End of the last run.
+    """
+
+    starts: np.ndarray
+    values: np.ndarray
+    stop: int
+
+    @classmethod
+    def empty(cls) -> "ChunkRuns":
+        return cls(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32), 0)
+
+    @classmethod
+    def of(cls, chunks: np.ndarray) -> "ChunkRuns":
+        """The runs of a per-slot chunk array (slots ``0 .. len(chunks)``)."""
+        chunks = np.asarray(chunks, dtype=np.int32).reshape(-1)
+        if len(chunks) == 0:
+            return cls.empty()
+        starts = np.flatnonzero(np.r_[True, chunks[1:] != chunks[:-1]])
+        return cls(starts.astype(np.int64), chunks[starts], len(chunks))
+
+    def appended(self, start: int, stop: int, chunk: int) -> "ChunkRuns":
+        """The runs with slots ``start .. stop`` (``start == self.stop``) in ``chunk``."""
+        if stop <= start:
+            return self
+        if len(self.values) and self.values[-1] == chunk and self.stop == start:
+            return ChunkRuns(self.starts, self.values, stop)
+        return ChunkRuns(
+            np.append(self.starts, start), np.append(self.values, np.int32(chunk)), stop
+        )
+
+    def expand(self, capacity: int) -> np.ndarray:
+        """The chunk of every slot below ``capacity`` (0 beyond ``stop``), a new array."""
+        out = np.zeros(capacity, dtype=np.int32)
+        if len(self.values):
+            ends = np.append(self.starts[1:], self.stop)
+            out[: self.stop] = np.repeat(self.values, ends - self.starts)
+        return out
+
+    def nbytes(self) -> int:
+        return self.starts.nbytes + self.values.nbytes
+
+
+@dataclass(frozen=True)
+class PositionIds:
+    """The default ids ``start, start + 1, ..., start + n - 1`` without an array.
+
+    What :meth:`SampleRegistry.check_new_ids` returns for row positions: a
+    ``fit`` of ``n`` rows does not allocate ``8 n`` bytes of ids that the
+    registry would not keep. Slicing gives another range; ``np.asarray``
+    gives the int64 array.
+    """
+
+    start: int
+    n: int
+    dtype = np.dtype(np.int64)
+    ndim = 1
+
+    def __len__(self) -> int:
+        return self.n
+
+    @property
+    def shape(self) -> tuple[int]:
+        return (self.n,)
+
+    def __getitem__(self, key):
+        if isinstance(key, slice) and key.step in (None, 1):
+            first, last, _ = key.indices(self.n)
+            return PositionIds(self.start + first, max(0, last - first))
+        return np.asarray(self)[key]
+
+    def __array__(self, dtype=None, copy=None):
+        return np.arange(self.start, self.start + self.n, dtype=dtype or np.int64)
+
+    def tolist(self) -> list:
+        return list(range(self.start, self.start + self.n))
+
+
 class SampleRegistry(VersionedState):
     """Rows, ids and arrival chunks of the samples currently held.
 
@@ -82,8 +176,10 @@ class SampleRegistry(VersionedState):
 
     Notes
     -----
-    Size: ``n * n_columns`` items of ``dtype``, one int32 chunk number and one
-    ``alive`` flag per slot, and the ids: none while the ids are row positions
+    Size: ``n * n_columns`` items of ``dtype`` (the capacity grows by
+    doubling), the arrival chunks as runs (:class:`ChunkRuns`, 12 bytes per
+    ``fit`` / ``partial_fit`` call, not per row), one ``alive`` flag byte per
+    slot from the first deletion on (none before), and the ids: none while the ids are row positions
     that still equal the slots (``id == slot``, until the first compaction,
     which happens once half the rows are deleted), else one id per slot (8
     bytes for integer ids). Lookups are vectorized
@@ -103,28 +199,70 @@ class SampleRegistry(VersionedState):
     whatever the in-memory layout of the ids.
     """
 
-    FORMAT_VERSION = 2
+    # 2: id_kind; 3: the rows may be in a snapshot file (disk-backed).
+    FORMAT_VERSION = 3
 
     def __init__(self, n_columns: int, dtype=np.int16):
         self.rows = np.zeros((0, n_columns), dtype=dtype)
         self._ids: np.ndarray | None = None  # None: ids are the slots (positions)
-        self.chunks = np.zeros(0, dtype=np.int32)
-        self.alive = np.zeros(0, dtype=bool)
+        self._runs = ChunkRuns.empty()  # arrival chunk of every slot, run-length coded
+        self._alive: np.ndarray | None = None  # None: the slots below size are all alive
         self.size = 0  # slots in use; arrays beyond it are spare capacity
         self.n_seen = 0  # rows ever added; numbers the default ids
         self.id_kind = None  # set by the first check_new_ids
         self._n_live = 0
         self._index: IdIndex | None = None  # built on the first lookup
+        directory = active_directory()
+        # Rows in a memory-mapped file (see sklearn_dpu.unlearning.row_store).
+        self._store = None if directory is None else RowStore(directory)
+
+    @property
+    def on_disk(self) -> bool:
+        """Whether the rows live in a memory-mapped file.
+
+        See :func:`~sklearn_dpu.unlearning.disk_backed_rows`.
+        """
+        return self._store is not None
 
     @property
     def n_samples(self) -> int:
         return self._n_live
 
     @property
+    def capacity(self) -> int:
+        """Slots allocated (``size`` of them in use)."""
+        return len(self.rows)
+
+    @property
+    def chunks(self) -> np.ndarray:
+        """The arrival chunk of every slot (capacity included; 0 where no live row).
+
+        A new array built from the run-length record (``4`` bytes a slot while
+        it is in use): read it once per operation, not per sample.
+        """
+        chunks = self._runs.expand(self.capacity)
+        if self._alive is not None:
+            chunks[~self._alive] = 0
+        return chunks
+
+    @property
+    def alive(self) -> np.ndarray:
+        """Whether each slot (capacity included) holds a live row.
+
+        Kept as a flag array only from the first deletion on; before that
+        every slot below ``size`` is live and this is a new array.
+        """
+        if self._alive is not None:
+            return self._alive
+        alive = np.zeros(self.capacity, dtype=bool)
+        alive[: self.size] = True
+        return alive
+
+    @property
     def ids(self) -> np.ndarray:
         """The id of every slot (capacity included); materialized for positions."""
         if self._ids is None:
-            return np.arange(len(self.alive), dtype=np.int64)
+            return np.arange(self.capacity, dtype=np.int64)
         return self._ids
 
     def ids_of(self, slots: np.ndarray) -> np.ndarray:
@@ -132,9 +270,20 @@ class SampleRegistry(VersionedState):
         return np.asarray(slots, dtype=np.int64) if self._ids is None else self._ids[slots]
 
     def nbytes(self) -> int:
-        """Bytes of the stored rows, ids, chunks and flags (not of the lookup cache)."""
+        """Bytes of the stored rows, ids, chunk runs and flags (not of the lookup cache).
+
+        Disk-backed rows count here too; :meth:`memory_nbytes` leaves them out.
+        """
+        return self.rows.nbytes + self.memory_nbytes() - self._memory_rows_nbytes()
+
+    def _memory_rows_nbytes(self) -> int:
+        return 0 if self._store is not None else self.rows.nbytes
+
+    def memory_nbytes(self) -> int:
+        """Bytes held in memory: :meth:`nbytes` less disk-backed rows."""
         ids = 0 if self._ids is None else self._ids.nbytes
-        return self.rows.nbytes + ids + self.chunks.nbytes + self.alive.nbytes
+        alive = 0 if self._alive is None else self._alive.nbytes
+        return self._memory_rows_nbytes() + ids + self._runs.nbytes() + alive
 
     def default_ids(self, n: int) -> np.ndarray:
         """Ids for ``n`` new rows when the user gives none: arrival numbers."""
@@ -153,7 +302,8 @@ class SampleRegistry(VersionedState):
 
         Returns
         -------
-        ndarray of shape (n_rows,)
+        ndarray of shape (n_rows,), or PositionIds
+            Row positions come back as a :class:`PositionIds` range (no array).
         """
         request = ids if isinstance(ids, IdRequest) else requested_ids(None, ids)
         stream = self.id_kind
@@ -169,12 +319,12 @@ class SampleRegistry(VersionedState):
                 "the ids of this estimator's rows are row positions (no sample_id, array "
                 "input); the index labels of a DataFrame could repeat them: pass sample_id="
             )
-        values = self.default_ids(n_rows) if request.values is None else request.values
+        values = PositionIds(self.n_seen, n_rows) if request.values is None else request.values
         if len(values) != n_rows:
             raise ValueError(f"sample_id has {len(values)} entries for {n_rows} rows")
         # Default positions start at n_seen, above every id of a positional
         # stream: only given or index ids can clash.
-        if self._n_live and request.values is not None:
+        if self._n_live and request.values is not None:  # (PositionIds: never)
             present = self._lookup().any_of(values)
             if present.any():
                 clash = values[present].tolist()  # error path only
@@ -195,38 +345,44 @@ class SampleRegistry(VersionedState):
         """
         start, stop = self.size, self.size + len(ids)
         positions = self.id_kind == "positions" and self._ids is None and ids.dtype == np.int64
-        implicit = positions and bool(len(ids) == 0 or (ids[0] == start and ids[-1] == stop - 1))
+        if isinstance(ids, PositionIds):
+            implicit = positions and (len(ids) == 0 or ids.start == start)
+        else:
+            implicit = positions and bool(
+                len(ids) == 0 or (ids[0] == start and ids[-1] == stop - 1)
+            )
         storage = (self.rows.dtype, self.rows.shape[1:])
         if (
             adopt
+            and self._store is None
             and start == 0
-            and len(self.alive) == 0
+            and self.capacity == 0
             and (rows.dtype, rows.shape[1:]) == storage
             and rows.flags.c_contiguous
         ):
             self.rows = rows
-            self.chunks = np.full(stop, chunk, dtype=np.int32)
-            self.alive = np.ones(stop, dtype=bool)
             self._ids = None if implicit else np.array(ids)
         else:
-            if stop > len(self.alive):
-                self._reserve(max(stop, 2 * len(self.alive)))
+            if stop > self.capacity:
+                self._reserve(max(stop, 2 * self.capacity))
             if not implicit:
                 self._store_ids(start, stop, ids)
             self.rows[start:stop] = rows
-            self.chunks[start:stop] = chunk
-            self.alive[start:stop] = True
+            if self._alive is not None:
+                self._alive[start:stop] = True
+        self._runs = self._runs.appended(start, stop, chunk)
         self._index = None  # rebuilt on the next lookup
         self.size = stop
         self.n_seen += len(ids)
         self._n_live += len(ids)
 
     def _store_ids(self, start: int, stop: int, ids: np.ndarray) -> None:
+        ids = np.asarray(ids)
         if self._ids is None and start > 0:  # first non-slot ids: materialize the slots'
-            slots = np.arange(len(self.alive), dtype=np.int64)
+            slots = np.arange(self.capacity, dtype=np.int64)
             self._ids = np.where(self.alive, slots, 0)  # deleted rows' ids are not kept
         if self._ids is None or start == 0:
-            self._ids = np.zeros(len(self.alive), dtype=ids.dtype)
+            self._ids = np.zeros(self.capacity, dtype=ids.dtype)
         elif not _same_kind(self._ids.dtype, ids.dtype):
             self._ids = _concat_ids(self._ids, np.zeros(0, dtype=ids.dtype))
         elif self._ids.dtype.kind in "US" and ids.dtype.itemsize > self._ids.dtype.itemsize:
@@ -239,19 +395,29 @@ class SampleRegistry(VersionedState):
             out[: self.size] = array[: self.size]
             return out
 
-        self.rows = grown(self.rows)
-        self.chunks, self.alive = grown(self.chunks), grown(self.alive)
+        if self._store is not None:
+            self.rows = self._store.grow(self.rows[: self.size], capacity)
+        else:
+            self.rows = grown(self.rows)
+        if self._alive is not None:
+            self._alive = grown(self._alive)
         if self._ids is not None:
             self._ids = grown(self._ids)
 
     def live(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Rows, ids and chunks of the live samples, in arrival order (copies)."""
-        keep = np.flatnonzero(self.alive[: self.size])
-        return self.rows[keep], self.ids_of(keep), self.chunks[keep]
+        keep = self.live_slots()
+        return self.rows[keep], self.ids_of(keep), self._runs.expand(self.size)[keep]
+
+    def live_slots(self) -> np.ndarray:
+        """The slots of the live rows, in arrival order."""
+        if self._alive is None:
+            return np.arange(self.size, dtype=np.int64)
+        return np.flatnonzero(self._alive[: self.size])
 
     def _lookup(self) -> IdIndex:
         if self._index is None:
-            live = np.flatnonzero(self.alive[: self.size])
+            live = self.live_slots()
             self._index = IdIndex(self.ids_of(live), live)
         return self._index
 
@@ -265,7 +431,9 @@ class SampleRegistry(VersionedState):
             return self._lookup().find(requested)
         inside = (values >= 0) & (values < self.size)
         slots = np.where(inside, values, 0)
-        return np.where(inside & self.alive[slots], slots, -1)
+        if self._alive is not None:
+            inside &= self._alive[slots]
+        return np.where(inside, slots, -1)
 
     def slots_of(self, sample_ids: Iterable) -> np.ndarray:
         """Slots of ``sample_ids``; raises :class:`UnlearningError` on a bad request.
@@ -294,8 +462,11 @@ class SampleRegistry(VersionedState):
         if self._index is not None:
             self._index.drop(self.ids_of(slots))
         self.rows[slots] = 0
-        self.chunks[slots] = 0
-        self.alive[slots] = False
+        if isinstance(self.rows, np.memmap):
+            self.rows.flush()  # the zeros reach the file now
+        if self._alive is None:
+            self._alive = self.alive
+        self._alive[slots] = False
         if self._ids is not None:
             self._ids[slots] = None if self._ids.dtype == object else self._ids.dtype.type()
         self._n_live -= len(slots)
@@ -303,32 +474,75 @@ class SampleRegistry(VersionedState):
             self._compact()
 
     def _compact(self) -> None:
-        self.rows, self._ids, self.chunks = self.live()
+        if self._store is not None:  # the live rows move to a new file; the old is removed
+            keep = self.live_slots()
+            ids, chunks = self.ids_of(keep), self._runs.expand(self.size)[keep]
+            self.rows = self._store.allocate(
+                len(keep), self.rows.shape[1], self.rows.dtype, self.rows, keep
+            )
+            self._ids = ids
+        else:
+            self.rows, self._ids, chunks = self.live()
         self.size = len(self._ids)
-        self.alive = np.ones(self.size, dtype=bool)
+        self._runs = ChunkRuns.of(chunks)
+        self._alive = None
         self._index = None
 
     def __getstate__(self):
-        rows, ids, chunks = self.live()
-        return {
-            "rows": rows,
-            "ids": ids,
-            "chunks": chunks,
+        keep = self.live_slots()
+        state = {
+            "ids": self.ids_of(keep),
+            "chunks": self._runs.expand(self.size)[keep],
             "id_kind": self.id_kind,
             # Only a positional stream needs it (the next default id); see Notes.
             "n_seen": self.n_seen if self.id_kind == "positions" else None,
-            "_format_version": self.FORMAT_VERSION,
         }
+        state["_format_version"] = self.FORMAT_VERSION
+        if self._store is None:
+            return {"rows": self.rows[keep], **state}
+        # Disk-backed: the live rows in a snapshot file, checked on load.
+        return {"row_file": self._store.write_snapshot(self.rows, keep), **state}
+
+    def __deepcopy__(self, memo):
+        """A copy with its own rows (a new working file for disk-backed rows)."""
+        new = type(self).__new__(type(self))
+        memo[id(self)] = new
+        if self._store is None:  # as the default deepcopy: through the pickled state
+            new.__setstate__(copy.deepcopy(self.__getstate__(), memo))
+            return new
+        store = RowStore(self._store.directory)
+        keep = self.live_slots()
+        rows = store.allocate(len(keep), self.rows.shape[1], self.rows.dtype, self.rows, keep)
+        new.__setstate__(
+            {
+                "rows": np.zeros((0, self.rows.shape[1]), self.rows.dtype),
+                "ids": copy.deepcopy(self.ids_of(keep), memo),
+                "chunks": self._runs.expand(self.size)[keep],
+                "id_kind": self.id_kind,
+                "n_seen": self.n_seen if self.id_kind == "positions" else None,
+                "_format_version": self.FORMAT_VERSION,
+            }
+        )
+        new.rows, new._store = rows, store
+        return new
 
     def __setstate__(self, state):
         state = dict(state)
         if state.get("_format_version") == 1:  # before id_kind: ids defaulted to positions
-            state.update(_format_version=self.FORMAT_VERSION, id_kind="positions")
+            state.update(_format_version=2, id_kind="positions")
+        if state.get("_format_version") == 2:  # format 3 without a snapshot file
+            state["_format_version"] = 3
+        store = None
+        if state.get("_format_version") == self.FORMAT_VERSION and "row_file" in state:
+            store, state["rows"] = RowStore.from_snapshot(state.pop("row_file"))
         ids = state.pop("ids", None)
+        state_chunks = np.asarray(state.pop("chunks", np.zeros(0, dtype=np.int32)))
         super().__setstate__(state)
+        self._store = store
         self._ids = np.zeros(0, dtype=np.int64) if ids is None else ids
         if self.n_seen is None:
             self.n_seen = len(self._ids)  # not used: positions cannot join this stream
         self.size = self._n_live = len(self._ids)
-        self.alive = np.ones(self.size, dtype=bool)
+        self._runs = ChunkRuns.of(state_chunks)
+        self._alive = None
         self._index = None

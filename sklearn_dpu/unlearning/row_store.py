@@ -1,0 +1,333 @@
+"""Deletion rows on disk: a memory-mapped store for streams larger than memory.
+
+A :class:`~sklearn_dpu.unlearning.state.SampleRegistry` keeps the stored
+(clipped, encoded) training rows that exact or certified deletion needs. By
+default they live in RAM: ``2 (d + 1)`` bytes a row for
+:class:`~sklearn_dpu.linear_model.DPLinearRegression` (int16 codes),
+``8 (d + 2)`` for :class:`~sklearn_dpu.linear_model.DPLogisticRegression` and
+``4 (d + 1)`` for :class:`~sklearn_dpu.linear_model.UnlearnableSGDClassifier`
+(with an intercept, ``d`` features). At ``10**8`` rows and ``d = 10`` that is
+2.2 GB, 9.6 GB and 4.4 GB. Inside :func:`disk_backed_rows`, registries created
+by ``fit`` or by the first ``partial_fit`` keep their rows in a
+memory-mapped file in a directory you choose instead; the ids (none for row
+positions), the chunk runs and, after a deletion, one flag byte per row stay in
+memory. The operating system pages the rows in and out: the stream's
+Python-heap memory no longer grows with its length.
+
+What the files are, and what happens to them:
+
+* The working file (``sklearn_dpu_rows_*.bin``, raw rows) belongs to one
+  registry. A deletion overwrites the deleted rows with zeros in it at once
+  (and flushes them); when half the rows are deleted the live rows move to a
+  new file and the old one is removed. It is removed when the registry is
+  garbage collected.
+* Pickling (``pickle``, ``joblib``, :func:`sklearn_dpu.io.save`) writes a
+  snapshot (``sklearn_dpu_rows_*.npy``, the live rows only) into the same
+  directory and records its name, shape, dtype and SHA-256 in the pickle
+  (a :class:`RowFile`). The snapshot is part of the saved model: keep it
+  with the model file, and delete it with the model file. Loading checks the
+  snapshot against the record (a missing, truncated or altered file raises
+  :class:`~sklearn_dpu.exceptions.PersistenceError` and nothing is loaded)
+  and copies it into a new working file, so the snapshot is never modified
+  and the model can be loaded again. To load from a moved directory, load
+  inside ``disk_backed_rows(new_directory)``.
+* These files hold training data, as a pickle of an in-memory model does:
+  store them like the data. A snapshot written before a deletion still holds
+  the deleted rows, as does a pickle written then; the live model and every
+  later snapshot do not.
+
+Examples
+--------
+>>> import tempfile
+>>> import numpy as np
+>>> from sklearn_dpu.linear_model import DPLinearRegression
+>>> from sklearn_dpu.unlearning import disk_backed_rows
+>>> X = np.random.default_rng(0).normal(size=(100, 3)); y = X[:, 0] / 4
+>>> with tempfile.TemporaryDirectory() as folder:
+...     with disk_backed_rows(folder):
+...         reg = DPLinearRegression(feature_norm=4.0, target_bound=1.0, random_state=0)
+...         reg = reg.partial_fit(X[:50], y[:50])
+...     reg = reg.partial_fit(X[50:], y[50:]).delete_samples([3])
+...     reg.unlearning_state_.registry.on_disk
+True
+"""
+
+import hashlib
+import os
+import tempfile
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..exceptions import PersistenceError
+
+__all__ = ["RowFile", "RowStore", "active_directory", "disk_backed_rows", "gather_blocks"]
+
+_DIRECTORY: ContextVar[Path | None] = ContextVar("sklearn_dpu_row_directory", default=None)
+_PREFIX = "sklearn_dpu_rows_"
+_BLOCK_BYTES = 1 << 24  # rows copied or hashed 16 MiB at a time
+
+
+@contextmanager
+def disk_backed_rows(directory: str | os.PathLike) -> Iterator[Path]:
+    """Keep the deletion rows of registries created in this block in ``directory``.
+
+    Parameters
+    ----------
+    directory : str or path-like
+        An existing directory on a local disk with room for the rows (see the
+        module notes for their size) and, when the model is saved, a snapshot.
+
+    Yields
+    ------
+    Path
+        The directory.
+
+    Raises
+    ------
+    NotADirectoryError
+        ``directory`` is not an existing directory.
+    """
+    path = Path(directory)
+    if not path.is_dir():
+        raise NotADirectoryError(f"disk_backed_rows needs an existing directory, got {path}")
+    token = _DIRECTORY.set(path.resolve())
+    try:
+        yield path
+    finally:
+        _DIRECTORY.reset(token)
+
+
+def active_directory() -> Path | None:
+    """The directory of the innermost :func:`disk_backed_rows` block, if any."""
+    return _DIRECTORY.get()
+
+
+@dataclass(frozen=True)
+class RowFile:
+    """The record, in a pickle, of a snapshot of disk-backed rows.
+
+    Attributes
+    ----------
+    directory : str
+        Where the snapshot was written.
+    name : str
+        Its file name (an ``.npy`` file).
+    shape : tuple of int
+        ``(live rows, row width)``.
+    dtype : str
+    sha256 : str
+        Hex digest of the whole file.
+    """
+
+    directory: str
+    name: str
+    shape: tuple
+    dtype: str
+    sha256: str
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.remove(path)
+    except OSError:  # gone already, or still mapped where that forbids removal
+        pass
+
+
+def _new_file(directory: Path, suffix: str) -> str:
+    handle, name = tempfile.mkstemp(prefix=_PREFIX, suffix=suffix, dir=directory)
+    os.close(handle)
+    return name
+
+
+def _block_rows(width: int, dtype: np.dtype) -> int:
+    return max(1, _BLOCK_BYTES // max(1, width * dtype.itemsize))
+
+
+def _copy_rows(source: np.ndarray, keep: np.ndarray | None, target: np.ndarray) -> None:
+    """``target[:] = source[keep]`` (or ``source[:len(target)]``) a block at a time."""
+    step = _block_rows(target.shape[1], target.dtype)
+    for start in range(0, len(target), step):
+        stop = min(len(target), start + step)
+        part = source[start:stop] if keep is None else source[keep[start:stop]]
+        target[start:stop] = part
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(_BLOCK_BYTES):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class RowStore:
+    """The working file of one registry's rows (removed when the store is collected).
+
+    Parameters
+    ----------
+    directory : Path
+    """
+
+    def __init__(self, directory: Path):
+        self.directory = Path(directory)
+        self.path: str | None = None
+        self._finalizer: weakref.finalize | None = None
+
+    def _open(self, path: str, capacity: int, width: int, dtype: np.dtype) -> np.ndarray:
+        if capacity == 0:
+            return np.zeros((0, width), dtype=dtype)
+        return np.memmap(path, dtype=dtype, mode="r+", shape=(capacity, width))
+
+    def _adopt(self, path: str) -> None:
+        """Make ``path`` the working file; remove the previous one."""
+        if self._finalizer is not None:
+            self._finalizer()  # removes the old file now
+        self.path = path
+        self._finalizer = weakref.finalize(self, _unlink, path)
+
+    def allocate(
+        self,
+        capacity: int,
+        width: int,
+        dtype: np.dtype,
+        source: np.ndarray | None = None,
+        keep: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """A new zero-filled working file of ``capacity`` rows, holding
+        ``source[keep]`` (or the first rows of ``source``) at its start;
+        the previous working file is removed after the copy."""
+        dtype = np.dtype(dtype)
+        path = _new_file(self.directory, ".bin")
+        try:
+            os.truncate(path, capacity * width * dtype.itemsize)  # reads as zeros
+            rows = self._open(path, capacity, width, dtype)
+            if source is not None:
+                count = len(source) if keep is None else len(keep)
+                _copy_rows(source, keep, rows[:count])
+                if isinstance(rows, np.memmap):
+                    rows.flush()
+        except BaseException:
+            _unlink(path)
+            raise
+        self._adopt(path)
+        return rows
+
+    def grow(self, rows: np.ndarray, capacity: int) -> np.ndarray:
+        """``rows`` (this store's working file) extended to ``capacity`` rows in place."""
+        if self.path is None or len(rows) == 0:
+            return self.allocate(capacity, rows.shape[1], rows.dtype, source=rows)
+        if isinstance(rows, np.memmap):
+            rows.flush()
+        os.truncate(self.path, capacity * rows.shape[1] * rows.dtype.itemsize)
+        return self._open(self.path, capacity, rows.shape[1], rows.dtype)
+
+    def write_snapshot(self, rows: np.ndarray, keep: np.ndarray) -> RowFile:
+        """Write ``rows[keep]`` to a new ``.npy`` file in the directory: its record."""
+        path = _new_file(self.directory, ".npy")
+        try:
+            shape = (len(keep), rows.shape[1])
+            if len(keep):
+                out = np.lib.format.open_memmap(path, mode="w+", dtype=rows.dtype, shape=shape)
+                _copy_rows(rows, keep, out)
+                out.flush()
+                del out
+            else:
+                np.save(path, np.zeros(shape, dtype=rows.dtype))
+            digest = _sha256(Path(path))
+        except BaseException:
+            _unlink(path)
+            raise
+        return RowFile(str(self.directory), os.path.basename(path), shape, rows.dtype.str, digest)
+
+    @classmethod
+    def from_snapshot(cls, record: RowFile) -> tuple["RowStore", np.ndarray]:
+        """Check the snapshot of ``record`` and copy it into a new working file.
+
+        The snapshot is searched in the active :func:`disk_backed_rows`
+        directory if there is one, else where it was written. It is only read.
+
+        Raises
+        ------
+        PersistenceError
+            The snapshot is missing, or its bytes, shape or dtype are not the
+            recorded ones.
+        """
+        directory = active_directory() or Path(record.directory)
+        path = directory / record.name
+        if not path.is_file():
+            raise PersistenceError(
+                f"the deletion rows of this model were saved in {path}, which does not "
+                "exist: keep the snapshot next to the model file, or load inside "
+                "sklearn_dpu.unlearning.disk_backed_rows(<directory holding it>)"
+            )
+        if _sha256(path) != record.sha256:
+            raise PersistenceError(
+                f"the deletion rows snapshot {path} is corrupted: its SHA-256 is not the one "
+                "recorded when the model was saved; deletion cannot use it (refit, or "
+                "restore the file)"
+            )
+        try:
+            snapshot = np.load(path, mmap_mode="r", allow_pickle=False)
+        except (ValueError, OSError) as err:  # pragma: no cover - caught by the digest
+            raise PersistenceError(
+                f"the deletion rows snapshot {path} is unreadable: {err}"
+            ) from err
+        if snapshot.shape != tuple(record.shape) or snapshot.dtype != np.dtype(record.dtype):
+            raise PersistenceError(  # pragma: no cover - caught by the digest
+                f"the deletion rows snapshot {path} has shape {snapshot.shape} and dtype "
+                f"{snapshot.dtype}, not the recorded {tuple(record.shape)}, {record.dtype}"
+            )
+        store = cls(directory)
+        rows = store.allocate(len(snapshot), snapshot.shape[1], snapshot.dtype, source=snapshot)
+        return store, rows
+
+
+def gather_blocks(tasks: list, n_rows: int, width: int, dtype: np.typing.DTypeLike) -> tuple:
+    """Compute Dask tasks a few at a time, writing their rows into a scratch file.
+
+    For a Dask fit inside :func:`disk_backed_rows`: the rows every task returns
+    (the first item of a tuple result) go, in task order, into a memory-mapped
+    file in the active directory as each batch of ``os.cpu_count()`` tasks
+    completes, so the driver holds a batch of blocks at a time, never all
+    the rows. The file is removed when the returned array (and every view of
+    it) is collected.
+
+    Parameters
+    ----------
+    tasks : list of dask.delayed
+    n_rows : int
+        Rows returned by all the tasks together.
+    width : int
+    dtype : dtype
+
+    Returns
+    -------
+    rows : ndarray of shape (n_rows, width)
+        Memory-mapped.
+    rest : list of tuple
+        The other items of each task's result, in task order.
+    """
+    import dask
+
+    store = RowStore(active_directory() or Path(tempfile.gettempdir()))
+    rows = store.allocate(n_rows, width, np.dtype(dtype))
+    rest, position = [], 0
+    batch = max(1, os.cpu_count() or 1)
+    for start in range(0, len(tasks), batch):
+        for result in dask.compute(*tasks[start : start + batch]):
+            block, others = (result[0], result[1:]) if isinstance(result, tuple) else (result, ())
+            rows[position : position + len(block)] = block
+            position += len(block)
+            rest.append(others)
+    if position != n_rows:
+        raise ValueError(f"the Dask blocks hold {position} rows, their shape says {n_rows}")
+    if isinstance(rows, np.memmap):
+        rows.flush()
+        rows._sklearn_dpu_store = store  # the file lives as long as the array
+    return rows, rest

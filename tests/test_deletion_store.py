@@ -1,0 +1,326 @@
+"""Compact and disk-backed deletion metadata (issue 14: out of core on one machine)."""
+
+import copy
+import gc
+import pickle
+import tracemalloc
+from contextlib import nullcontext
+
+import numpy as np
+import pytest
+
+from sklearn_dpu import io as dpu_io
+from sklearn_dpu.exceptions import PersistenceError, UnlearningError
+from sklearn_dpu.linear_model import (
+    DPLinearRegression,
+    DPLogisticRegression,
+    UnlearnableSGDClassifier,
+)
+from sklearn_dpu.unlearning import disk_backed_rows
+from sklearn_dpu.unlearning.state import ChunkRuns, PositionIds, SampleRegistry
+
+
+def _stream(n_chunks=4, rows=250, d=10, seed=0, **kw):
+    rng = np.random.default_rng(seed)
+    reg = DPLinearRegression(feature_norm=4.0, target_bound=1.0, random_state=0, **kw)
+    for _ in range(n_chunks):
+        X = rng.normal(size=(rows, d))
+        reg.partial_fit(X, np.clip(0.3 * X[:, 0], -1, 1))
+    return reg
+
+
+def test_metadata_of_a_positional_stream_is_the_codes_alone():
+    # Before: 27 bytes a row at d = 10 (22 of int16 codes, a 4-byte chunk
+    # number and a 1-byte flag per row). Now the chunks are one run per call
+    # and the flags exist only from the first deletion on.
+    reg = _stream()
+    registry = reg.unlearning_state_.registry
+    per_row = registry.nbytes() / registry.capacity
+    assert per_row < 2 * 11 + 0.1
+    reg.delete_samples([3, 700])
+    assert registry.nbytes() / registry.capacity < 2 * 11 + 1.1  # flags: 1 byte a slot
+
+
+def test_chunk_runs_read_back_as_the_per_row_chunks():
+    chunks = np.array([1, 1, 2, 2, 2, 5, 7, 7], dtype=np.int32)
+    runs = ChunkRuns.of(chunks)
+    assert len(runs.values) == 4
+    np.testing.assert_array_equal(runs.expand(10), np.r_[chunks, 0, 0])
+    grown = runs.appended(8, 10, 7).appended(10, 11, 8)
+    np.testing.assert_array_equal(grown.expand(11), np.r_[chunks, 7, 7, 8])
+    assert len(grown.values) == 5
+
+
+def test_registry_chunks_and_flags_keep_their_meaning_after_deletions():
+    registry = SampleRegistry(2)
+    for chunk in (1, 2, 3):
+        ids = registry.check_new_ids(None, 10)
+        registry.add(ids, np.ones((10, 2), np.int16), chunk=chunk)
+    np.testing.assert_array_equal(registry.chunks[:30], np.repeat([1, 2, 3], 10))
+    assert registry.alive[:30].all()
+    registry.remove(registry.slots_of([0, 15]))
+    assert registry.chunks[0] == 0 and registry.chunks[15] == 0 and registry.chunks[16] == 2
+    assert not registry.alive[[0, 15]].any() and registry.alive[:30].sum() == 28
+    loaded = pickle.loads(pickle.dumps(registry))
+    np.testing.assert_array_equal(loaded.chunks[:28], np.repeat([1, 2, 3], [9, 9, 10]))
+
+
+# --- disk-backed rows ------------------------------------------------------
+
+
+def _bin_files(folder):
+    return sorted(folder.glob("sklearn_dpu_rows_*.bin"))
+
+
+def _chunks(n_chunks=4, rows=250, d=6, seed=0):
+    rng = np.random.default_rng(seed)
+    for _ in range(n_chunks):
+        X = rng.normal(size=(rows, d))
+        yield X, np.clip(0.3 * X[:, 0], -1, 1), (X[:, 0] - X[:, 1] > 0).astype(int)
+
+
+def _linear_pair(folder, **kw):
+    """The same stream in memory and with the rows in ``folder``."""
+    make = lambda: DPLinearRegression(feature_norm=4.0, target_bound=1.0, random_state=0, **kw)  # noqa: E731
+    memory, disk = make(), make()
+    for k, (X, y, _) in enumerate(_chunks()):
+        memory.partial_fit(X, y)
+        if k == 0:
+            with disk_backed_rows(folder):
+                disk.partial_fit(X, y)
+        else:  # later calls append to the registry's file, context or not
+            disk.partial_fit(X, y)
+    return memory, disk
+
+
+def test_disk_backed_stream_is_the_in_memory_stream(tmp_path):
+    memory, disk = _linear_pair(tmp_path)
+    registry = disk.unlearning_state_.registry
+    assert registry.on_disk and isinstance(registry.rows, np.memmap)
+    assert len(_bin_files(tmp_path)) == 1
+    assert registry.memory_nbytes() < 100  # one run per call, no ids, no flags
+    assert registry.nbytes() == memory.unlearning_state_.registry.nbytes()
+    np.testing.assert_array_equal(disk.coef_, memory.coef_)
+    for model in (memory, disk):
+        model.delete_samples([3, 700])
+    np.testing.assert_array_equal(disk.coef_, memory.coef_)
+    assert disk.privacy_ledger_ == memory.privacy_ledger_
+    # The deleted rows are zeros in the file itself, not only in this process.
+    on_file = np.fromfile(_bin_files(tmp_path)[0], dtype=np.int16).reshape(-1, 7)
+    assert not on_file[[3, 700]].any() and on_file[[2, 701]].any()
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: DPLogisticRegression(feature_norm=3.0, random_state=0),
+        lambda: UnlearnableSGDClassifier(feature_norm=3.0, random_state=0),
+    ],
+    ids=["logistic", "sgd"],
+)
+def test_disk_backed_classifiers_fit_and_delete_as_in_memory(tmp_path, make):
+    X, _, y = next(_chunks(1, rows=400))
+    memory = make().fit(X, y)
+    with disk_backed_rows(tmp_path):
+        disk = make().fit(X, y)
+    assert disk.unlearning_state_.registry.on_disk and len(_bin_files(tmp_path)) == 1
+    np.testing.assert_array_equal(disk.coef_, memory.coef_)
+    memory.delete_samples([5, 17])
+    disk.delete_samples([5, 17])
+    np.testing.assert_array_equal(disk.coef_, memory.coef_)
+
+
+def test_compaction_moves_the_rows_to_a_new_file_and_removes_the_old(tmp_path):
+    _, disk = _linear_pair(tmp_path)
+    before = _bin_files(tmp_path)
+    disk.delete_samples(list(range(600)))  # more than half of 1000: compacted
+    after = _bin_files(tmp_path)
+    assert len(after) == 1 and after != before
+    registry = disk.unlearning_state_.registry
+    assert registry.size == 400 and isinstance(registry.rows, np.memmap)
+    del disk, registry
+    gc.collect()
+    assert _bin_files(tmp_path) == []  # the working file goes with the registry
+
+
+def test_pickle_writes_a_checked_snapshot_and_reloads_deletable(tmp_path):
+    memory, disk = _linear_pair(tmp_path)
+    blob = pickle.dumps(disk)
+    (snapshot,) = tmp_path.glob("*.npy")
+    saved = snapshot.read_bytes()
+    loaded = pickle.loads(blob)
+    registry = loaded.unlearning_state_.registry
+    assert registry.on_disk and len(_bin_files(tmp_path)) == 2  # its own working file
+    loaded.delete_samples([10, 900])
+    memory.delete_samples([10, 900])
+    np.testing.assert_array_equal(loaded.coef_, memory.coef_)
+    assert snapshot.read_bytes() == saved  # a load and a deletion never write the snapshot
+    again = pickle.loads(blob)  # so the same file loads again, with both rows
+    assert again.unlearning_state_.registry.n_samples == 1000
+
+
+def test_skops_save_and_load_keep_a_disk_backed_model_deletable(tmp_path):
+    memory, disk = _linear_pair(tmp_path)
+    dpu_io.save(disk, tmp_path / "model.skops")
+    loaded = dpu_io.load(tmp_path / "model.skops")
+    assert loaded.unlearning_state_.registry.on_disk
+    loaded.delete_samples([1])
+    memory.delete_samples([1])
+    np.testing.assert_array_equal(loaded.coef_, memory.coef_)
+
+
+def test_a_corrupted_or_missing_snapshot_is_refused_and_left_as_it_is(tmp_path):
+    _, disk = _linear_pair(tmp_path)
+    blob = pickle.dumps(disk)
+    (snapshot,) = tmp_path.glob("*.npy")
+    data = bytearray(snapshot.read_bytes())
+    data[-5] ^= 0x01  # one bit of one stored row
+    snapshot.write_bytes(bytes(data))
+    n_files = len(list(tmp_path.iterdir()))
+    with pytest.raises(PersistenceError, match="is corrupted"):
+        pickle.loads(blob)
+    assert snapshot.read_bytes() == bytes(data) and len(list(tmp_path.iterdir())) == n_files
+    snapshot.write_bytes(bytes(data[:200]))  # truncated
+    with pytest.raises(PersistenceError, match="is corrupted"):
+        pickle.loads(blob)
+    snapshot.unlink()
+    with pytest.raises(PersistenceError, match="does not exist"):
+        pickle.loads(blob)
+
+
+def test_a_moved_snapshot_loads_inside_disk_backed_rows(tmp_path):
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir(), second.mkdir()
+    _, disk = _linear_pair(first)
+    blob = pickle.dumps(disk)
+    for snapshot in first.glob("*.npy"):
+        snapshot.rename(second / snapshot.name)
+    with disk_backed_rows(second):
+        loaded = pickle.loads(blob)
+    assert len(_bin_files(second)) == 1
+    loaded.delete_samples([0])
+
+
+def test_unknown_id_leaves_the_disk_backed_model_and_its_file_unchanged(tmp_path):
+    _, disk = _linear_pair(tmp_path)
+    (working,) = _bin_files(tmp_path)
+    before, coef = working.read_bytes(), disk.coef_.copy()
+    with pytest.raises(UnlearningError, match="not in the training set"):
+        disk.delete_samples([3, 10**9])
+    assert working.read_bytes() == before
+    np.testing.assert_array_equal(disk.coef_, coef)
+    assert disk.unlearning_state_.registry.n_samples == 1000
+
+
+def test_a_deep_copy_gets_its_own_file(tmp_path):
+    _, disk = _linear_pair(tmp_path)
+    twin = copy.deepcopy(disk)
+    assert len(_bin_files(tmp_path)) == 2 and not list(tmp_path.glob("*.npy"))
+    twin.delete_samples([4])
+    assert disk.unlearning_state_.registry.rows[4].any()
+
+
+def test_disk_backed_rows_needs_an_existing_directory(tmp_path):
+    with pytest.raises(NotADirectoryError, match="existing directory"):
+        with disk_backed_rows(tmp_path / "missing"):
+            pass
+
+
+def test_partial_fit_over_a_memmap_4x_the_allowed_memory_with_rows_on_disk(tmp_path):
+    # The benchmark's goal (benchmarks/bench_dask.py) at a test's size: the
+    # stream's Python-heap peak is at most a quarter of the data. With the
+    # rows in memory it is not (int16 codes of 21 columns are 0.25 of the
+    # float64 data by themselves, before their growth margin).
+    n, d, chunk = 40_000, 20, 2_000
+    path = tmp_path / "Xy.npy"
+    data = np.lib.format.open_memmap(path, mode="w+", dtype=np.float64, shape=(n, d + 1))
+    rng = np.random.default_rng(0)
+    data[:, :d] = rng.normal(size=(n, d))
+    data[:, d] = np.clip(0.3 * data[:, 0], -1, 1)
+    data.flush()
+    del data
+    data = np.load(path, mmap_mode="r")
+    store = tmp_path / "store"
+    store.mkdir()
+    peaks = {}
+    for on_disk in (False, True):
+        reg = DPLinearRegression(feature_norm=4.0, target_bound=1.0, random_state=0)
+        tracemalloc.start()
+        try:
+            for start in range(0, n, chunk):
+                block = data[start : start + chunk]
+                context = disk_backed_rows(store) if on_disk and start == 0 else nullcontext()
+                with context:
+                    reg.partial_fit(block[:, :d], block[:, d])
+            peaks[on_disk] = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert reg.unlearning_state_.registry.on_disk == on_disk
+    assert peaks[True] <= 0.25 * data.nbytes < peaks[False]
+
+
+# --- Dask fits with the rows on disk -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    "make, target",
+    [
+        (lambda: DPLinearRegression(feature_norm=3.0, target_bound=1.0, random_state=0), 1),
+        (lambda: DPLogisticRegression(feature_norm=3.0, solver="noisy_gd", random_state=0), 2),
+    ],
+    ids=["linear", "logistic"],
+)
+def test_dask_fit_writes_its_rows_to_disk_and_deletes_as_in_memory(tmp_path, make, target):
+    da = pytest.importorskip("dask.array")
+    X, y_reg, y_clf = next(_chunks(1, rows=3000))
+    y = y_reg if target == 1 else y_clf
+    Xd, yd = da.from_array(X, chunks=(500, X.shape[1])), da.from_array(y, chunks=500)
+    memory = make().fit(Xd, yd)
+    with disk_backed_rows(tmp_path):
+        disk = make().fit(Xd, yd)
+    registry = disk.unlearning_state_.registry
+    assert registry.on_disk and registry.memory_nbytes() < 100
+    np.testing.assert_array_equal(registry.rows, memory.unlearning_state_.registry.rows)
+    np.testing.assert_allclose(disk.coef_, memory.coef_, rtol=1e-12, atol=1e-14)
+    memory.delete_samples([7, 2999])
+    disk.delete_samples([7, 2999])
+    np.testing.assert_allclose(disk.coef_, memory.coef_, rtol=1e-12, atol=1e-14)
+    gc.collect()
+    assert len(_bin_files(tmp_path)) == 1  # the scratch file of the gather is gone
+
+
+def test_dask_fit_with_rows_on_disk_never_holds_all_the_codes(tmp_path):
+    da = pytest.importorskip("dask.array")
+    n, d = 200_000, 10
+    path = tmp_path / "X.npy"
+    data = np.lib.format.open_memmap(path, mode="w+", dtype=np.float64, shape=(n, d))
+    data[:] = np.random.default_rng(0).normal(size=(n, d))
+    data.flush()
+    del data
+    X = np.load(path, mmap_mode="r")
+    Xd, yd = da.from_array(X, chunks=(5000, d)), da.from_array(np.clip(X[:, 0], -1, 1), 5000)
+    store = tmp_path / "store"
+    store.mkdir()
+    codes_bytes, peaks = n * (d + 1) * 2, {}
+    for on_disk in (False, True):
+        est = DPLinearRegression(feature_norm=3.0, target_bound=1.0, random_state=0)
+        tracemalloc.start()
+        try:
+            with disk_backed_rows(store) if on_disk else nullcontext():
+                est.fit(Xd, yd)
+            peaks[on_disk] = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    # In memory: all the codes (and their concatenation); on disk: a few blocks.
+    assert peaks[False] > codes_bytes and peaks[True] < 0.5 * codes_bytes
+
+
+def test_default_ids_of_a_call_are_a_range_not_an_array():
+    registry = SampleRegistry(2)
+    ids = registry.check_new_ids(None, 10**9)  # no 8 GB array of positions
+    assert isinstance(ids, PositionIds) and len(ids) == 10**9
+    assert ids[5:8].tolist() == [5, 6, 7] and ids[3] == 3
+    np.testing.assert_array_equal(np.asarray(ids[:4]), np.arange(4))
+    small = registry.check_new_ids(None, 6)
+    registry.add(small, np.ones((6, 2), np.int16), chunk=1)
+    assert registry._ids is None and registry.slots_of([5]).tolist() == [5]
