@@ -291,7 +291,9 @@ def test_dask_fit_writes_its_rows_to_disk_and_deletes_as_in_memory(tmp_path, mak
 
 def test_dask_fit_with_rows_on_disk_never_holds_all_the_codes(tmp_path):
     da = pytest.importorskip("dask.array")
-    n, d = 200_000, 10
+    # Enough rows that all the codes outweigh the encoder's per-block buffers
+    # (about 1 MB per Dask block in flight) by a wide margin.
+    n, d = 500_000, 10
     path = tmp_path / "X.npy"
     data = np.lib.format.open_memmap(path, mode="w+", dtype=np.float64, shape=(n, d))
     data[:] = np.random.default_rng(0).normal(size=(n, d))
