@@ -398,6 +398,11 @@ def _weighted_hessian(loss, theta, A, y, weights, grad=None):
     """
     K, p = loss.n_outputs, loss.n_coef
     H = np.zeros((K, p, K, p))
+    # Single-precision copies of a block go to two buffers allocated once (the
+    # same values as ``astype`` and a product, without a fresh block-sized
+    # allocation per block).
+    rows32 = np.empty((min(_BLOCK, A.shape[0]), p), dtype=np.float32)
+    scaled32 = np.empty_like(rows32)
     for start in range(0, A.shape[0], _BLOCK):
         block = slice(start, start + _BLOCK)
         Ab = A[block]
@@ -406,14 +411,16 @@ def _weighted_hessian(loss, theta, A, y, weights, grad=None):
             grad += _block_gradient(loss, Ab, scores, y[block], weights[block])
         Hz = loss.base_loss.hessian_z(scores, y[block])
         Hz *= weights[block, None, None]
-        Ab32 = Ab.astype(np.float32)
+        Ab32, W = rows32[: Ab.shape[0]], scaled32[: Ab.shape[0]]
+        np.copyto(Ab32, Ab, casting="same_kind")
         for k in range(K):
             if loss.binary:
-                W = Ab32 * np.sqrt(Hz[:, 0, 0]).astype(np.float32)[:, None]
+                np.multiply(Ab32, np.sqrt(Hz[:, 0, 0]).astype(np.float32)[:, None], out=W)
                 H[0, :, 0, :] += W.T @ W
                 break
             for j in range(k, K):
-                part = Ab32.T @ (Ab32 * Hz[:, k, j].astype(np.float32)[:, None])
+                np.multiply(Ab32, Hz[:, k, j].astype(np.float32)[:, None], out=W)
+                part = Ab32.T @ W
                 H[k, :, j, :] += part
                 if j != k:
                     H[j, :, k, :] += part.T
