@@ -87,6 +87,11 @@ def _released(trials, seed=0):
             params, loss, A_never, y_never, n_fit - 1, np.random.default_rng([seed, 2, t])
         )
         fresh.append(retrain.theta @ direction)
+    # The estimator's own deletion of z reports the audited path and epsilon.
+    est.delete_samples([len(A) - 1])
+    report = est.deletion_log_[-1]
+    assert report.cost["action"] == plan.decision.action
+    assert report.deletion_epsilon == pytest.approx(plan.decision.epsilon, rel=1e-9)
     return plan, np.array(deleted), np.array(fresh), fell_back
 
 
