@@ -1,6 +1,7 @@
 """The scheduled fine-tune of DPLogisticRegression's certified deletion.
 
-Descent-to-Delete (Neel, Roth & Sharifi-Malvajerdi, ALT 2021, Thm 3.2):
+Descent-to-Delete (Neel, Roth & Sharifi-Malvajerdi, "Descent-to-Delete:
+Gradient-Based Methods for Machine Unlearning", ALT 2021, Thm 3.2):
 restart from the published model, run the public number of steps, certify
 the distance to the new minimizer, release with the fit's noise. These tests
 check the theorem's condition numerically (the fine-tuned pre-noise model is

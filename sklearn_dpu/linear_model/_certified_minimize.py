@@ -425,40 +425,58 @@ def _scores(loss, theta, A):
     return Z[:, None] if loss.binary else Z
 
 
+def _block_gradient(loss, Ab, scores, y, weights):
+    """``sum_i w_i grad loss_i`` over one block, from its scores."""
+    D = loss.base_loss.dz(scores, y)
+    D *= weights[:, None]
+    return Ab.T @ D[:, 0] if loss.binary else (D.T @ Ab).ravel()
+
+
 def _weighted_gradient(loss, theta, A, y, weights):
     """``sum_i w_i grad loss_i(theta)``: one fused pass, block by block."""
     grad = np.zeros(loss.n_params)
     for start in range(0, A.shape[0], _BLOCK):
         block = slice(start, start + _BLOCK)
         Ab = A[block]
-        D = loss.base_loss.dz(_scores(loss, theta, Ab), y[block])
-        D *= weights[block, None]
-        grad += Ab.T @ D[:, 0] if loss.binary else (D.T @ Ab).ravel()
+        grad += _block_gradient(loss, Ab, _scores(loss, theta, Ab), y[block], weights[block])
     return grad
 
 
-def _weighted_hessian(loss, theta, A, y, weights):
+def _weighted_hessian(loss, theta, A, y, weights, grad=None):
     """``sum_i w_i hess loss_i(theta)``, block by block.
 
     Products in single precision: the matrix is only a preconditioner (the
     certificate is computed in double precision), and single precision halves
-    the dominant cost of the fine-tune.
+    the dominant cost of the fine-tune. With ``grad`` (an array of zeros of
+    shape ``(n_params,)``) the same pass also adds ``sum_i w_i grad
+    loss_i(theta)`` into it, from the same scores: the rows are read once for
+    both, and the gradient is bit-identical to :func:`_weighted_gradient`'s.
     """
     K, p = loss.n_outputs, loss.n_coef
     H = np.zeros((K, p, K, p))
+    # Single-precision copies of a block go to two buffers allocated once (the
+    # same values as ``astype`` and a product, without a fresh block-sized
+    # allocation per block).
+    rows32 = np.empty((min(_BLOCK, A.shape[0]), p), dtype=np.float32)
+    scaled32 = np.empty_like(rows32)
     for start in range(0, A.shape[0], _BLOCK):
         block = slice(start, start + _BLOCK)
         Ab = A[block]
-        Hz = loss.base_loss.hessian_z(_scores(loss, theta, Ab), y[block])
+        scores = _scores(loss, theta, Ab)
+        if grad is not None:
+            grad += _block_gradient(loss, Ab, scores, y[block], weights[block])
+        Hz = loss.base_loss.hessian_z(scores, y[block])
         Hz *= weights[block, None, None]
-        Ab32 = Ab.astype(np.float32)
+        Ab32, W = rows32[: Ab.shape[0]], scaled32[: Ab.shape[0]]
+        np.copyto(Ab32, Ab, casting="same_kind")
         for k in range(K):
             if loss.binary:
-                W = Ab32 * np.sqrt(Hz[:, 0, 0]).astype(np.float32)[:, None]
+                np.multiply(Ab32, np.sqrt(Hz[:, 0, 0]).astype(np.float32)[:, None], out=W)
                 H[0, :, 0, :] += W.T @ W
                 break
             for j in range(k, K):
-                part = Ab32.T @ (Ab32 * Hz[:, k, j].astype(np.float32)[:, None])
+                np.multiply(Ab32, Hz[:, k, j].astype(np.float32)[:, None], out=W)
+                part = Ab32.T @ W
                 H[k, :, j, :] += part
                 if j != k:
                     H[j, :, k, :] += part.T
@@ -517,14 +535,21 @@ def preconditioned_descent(
     # Block products are far below the size where BLAS threads pay, and
     # waking them costs more than the product on a busy machine.
     with _SerialOptimizer():
-        H = _weighted_hessian(loss, theta, A, y, weights)
+        # The Hessian and the first gradient are both at the start: one pass.
+        first = np.zeros(loss.n_params)
+        H = _weighted_hessian(loss, theta, A, y, weights, grad=first)
         H[np.diag_indices_from(H)] += Lambda
         factor = cho_factor(H)
-        for _ in range(int(steps)):
-            grad = _weighted_gradient(loss, theta, A, y, weights) + Lambda * theta
+        grad = first + Lambda * theta
+        for step in range(int(steps)):
+            if step:
+                grad = _weighted_gradient(loss, theta, A, y, weights) + Lambda * theta
             theta = theta - step_size * cho_solve(factor, grad)
-        grad = _weighted_gradient(loss, theta, A, y, weights) + Lambda * theta
-    passes = int(steps) + 1
-    flops = passes * 2.0 * n * p * K + n * p * p * K * (K + 1) / 2.0
+        if steps:
+            grad = _weighted_gradient(loss, theta, A, y, weights) + Lambda * theta
+    passes = int(steps) + 1  # gradients evaluated (the first one in the Hessian's pass)
+    # Each gradient: one product for the scores, one back (the first
+    # gradient's scores are the Hessian's); the Hessian: K (K + 1) / 2 blocks.
+    flops = (2.0 * passes - 1.0) * n * p * K + n * p * p * K * (K + 1) / 2.0
     work = DescentWork(passes, 1, int(n), float(flops))
     return WarmDescent(theta, float(np.linalg.norm(grad)) / Lambda, work)

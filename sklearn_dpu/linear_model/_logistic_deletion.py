@@ -10,8 +10,15 @@ References
 ----------
 .. [1] M. Van Waerebeke, M. Lorenzi, G. Neglia and K. Scaman, "When to Forget?
    Complexity trade-offs in machine unlearning", preprint, 2025: Thm 1-3.
-.. [2] S. Neel, A. Roth and S. Sharifi-Malvajerdi, "Descent-to-Delete", ALT
-   2021, Alg. 1-3, Thm 3.2.
+.. [2] S. Neel, A. Roth and S. Sharifi-Malvajerdi, "Descent-to-Delete:
+   Gradient-Based Methods for Machine Unlearning", ALT 2021, Alg. 1-3, Thm 3.2
+   (perfect unlearning: restart from the published model), Thm 2.13 (GD
+   contraction), Lemma A.2 (Gaussian norm tail). Erratum: Thm 3.2's minimum
+   iteration count ``I`` is slightly short for well-conditioned problems (a
+   factor 2 inside its logarithm closes the proof); it is not used here: the
+   fine-tune's distance to the new minimizer is certified from the gradient
+   norm (strong convexity), and the re-release is the fit's output
+   perturbation at that distance.
 .. [3] J. Dong, A. Roth and W. J. Su, "Gaussian differential privacy", JRSS B
    2022, Thm 2.14.
 .. [4] B. Laurent and P. Massart, "Adaptive estimation of a quadratic
