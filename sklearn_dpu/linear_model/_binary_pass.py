@@ -31,6 +31,8 @@ constants of the loss (and so every sensitivity) are those of
 :class:`~._losses.LogLoss`; nothing here touches privacy.
 """
 
+from typing import Any
+
 import numpy as np
 from scipy.special import expit
 
@@ -151,7 +153,7 @@ class BinaryLogLossPass:
         return grad
 
 
-def fused_pass(loss: LinearModelLoss, A, y: np.ndarray) -> BinaryLogLossPass | None:
+def fused_pass(loss: LinearModelLoss, A: Any, y: np.ndarray) -> BinaryLogLossPass | None:
     """A :class:`BinaryLogLossPass` for ``loss`` on ``(A, y)``, or ``None`` where
     it does not apply (multiclass, another loss, sparse or non-float64 rows,
     a subclass overriding ``value_and_grad``: the generic
