@@ -730,3 +730,18 @@ def test_epsilon_upper_bound_is_basic_composition_and_never_below_the_exact_comp
     assert epsilon_spent([*known, other], 1e-5) <= bound
     assert epsilon_upper_bound(known, [], 1e-5) == epsilon_spent(known, 1e-5)
     assert epsilon_upper_bound(known, [(0.1, 1e-5)], 1e-5) == math.inf
+
+
+@pytest.mark.parametrize("delta", [0.0, 1e-300, 1e-12, 1e-5, 0.1, 1.0])
+def test_analytic_gaussian_epsilon_equals_dp_accounting(delta):
+    # The library's own inversion of Balle & Wang's Thm 8 (on the deletion
+    # path: a report recomposes the ledger) must give dp_accounting's value,
+    # bit for bit, across noise multipliers from tiny to huge.
+    from sklearn_dpu.privacy.accounting import analytic_gaussian_epsilon
+
+    for sigma in [0.0, *np.geomspace(1e-3, 1e4, 40), math.inf]:
+        with np.errstate(all="ignore"):
+            expected = get_epsilon_gaussian(sigma, delta)
+        assert analytic_gaussian_epsilon(sigma, delta) == expected, (sigma, delta)
+    with pytest.raises(ValueError, match="sigma"):
+        analytic_gaussian_epsilon(-1.0, delta)

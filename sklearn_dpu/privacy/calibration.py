@@ -22,10 +22,9 @@ from numbers import Real
 
 import numpy as np
 from dp_accounting import dp_event, mechanism_calibration
-from dp_accounting.gaussian_mechanism import get_epsilon_gaussian
 from dp_accounting.pld import PLDAccountant
 
-from .accounting import NEIGHBORING_RELATION
+from .accounting import NEIGHBORING_RELATION, analytic_gaussian_epsilon
 
 __all__ = [
     "calibrate_noise_multiplier",
@@ -114,7 +113,8 @@ def gaussian_noise_multiplier(epsilon: float, delta: float, compositions: int = 
 def _gaussian_sigma(epsilon: float, delta: float) -> float:
     """Smallest multiplier (up to 1e-9 relative) whose analytic epsilon is <= ``epsilon``.
 
-    A bisection on log(multiplier) over ``get_epsilon_gaussian`` [BW18]_,
+    A bisection on log(multiplier) over the analytic epsilon [BW18]_
+    (:func:`~sklearn_dpu.privacy.accounting.analytic_gaussian_epsilon`),
     which stays finite for every multiplier in (0, inf), so any finite
     epsilon > 0 gets an answer (1e-300 to 1e300 alike). dp_accounting's own
     ``get_sigma_gaussian`` brackets sigma in [0.1, ...] and fails with a
@@ -125,7 +125,7 @@ def _gaussian_sigma(epsilon: float, delta: float) -> float:
 
     def eps_of(sigma):
         with np.errstate(all="ignore"):
-            return get_epsilon_gaussian(sigma, delta)
+            return analytic_gaussian_epsilon(sigma, delta)
 
     # Start near the root: for large epsilon, epsilon ~ 1 / (2 sigma**2) (the
     # privacy loss's mean), so the brackets below take a few steps, not one

@@ -125,24 +125,33 @@ class GaussianMechanism:
             raise ValueError(f"expected a square matrix, got shape {M.shape}")
         # Exactly q (q + 1) / 2 independent normals, one per coordinate of the
         # isometry: the strict upper triangle row by row, then the diagonal
-        # (no q x q draw).
-        upper = rng.normal(0.0, self.sigma / np.sqrt(2.0), size=q * (q - 1) // 2)
+        # (no q x q draw). The triangle is drawn one band of rows at a time:
+        # consecutive draws continue the generator's stream, so the values are
+        # those of a single draw, without its q^2 / 2 temporary.
+        off_diagonal = self.sigma / np.sqrt(2.0)
         out = M if overwrite and M.flags.c_contiguous else M.copy()
-        # The strict upper triangle N of the noise, rows written contiguously,
-        # zeros elsewhere; then out += N, and N^T is added below the diagonal
-        # one band of rows at a time, so that the transposed reads stay in
-        # cache instead of a strided write per entry. Every entry of out
-        # receives its normal once (the other terms are exact zeros): the
-        # same values as adding each normal at (i, j) and (j, i) directly.
-        noise = np.zeros((q, q))
-        start = 0
-        for i in range(q - 1):
-            noise[i, i + 1 :] = upper[start : start + q - 1 - i]
-            start += q - 1 - i
-        out += noise
-        for first in range(0, q, _MIRROR_ROWS):
-            stop = first + _MIRROR_ROWS
-            out[first:stop, :stop] += noise[:stop, first:stop].T
+        # The strict upper triangle N of the noise, a band of _MIRROR_ROWS rows
+        # at a time in a small zeroed buffer (no q x q temporary: at q = 1000
+        # a fresh 8 MB array costs more in page faults than the additions):
+        # out[band] += N[band] puts each normal above the diagonal, and the
+        # band's transpose, added to the band's columns below it, puts it at
+        # (j, i). Every entry of out receives its normal once (the other terms
+        # are exact zeros): the same values as adding each normal at (i, j)
+        # and (j, i) directly.
+        band = np.empty((min(_MIRROR_ROWS, q), q))
+        for first in range(0, q - 1, _MIRROR_ROWS):
+            stop = min(first + _MIRROR_ROWS, q)
+            last = min(stop, q - 1)  # the last row has no entry above the diagonal
+            count = (last - first) * (2 * q - first - last - 1) // 2
+            upper = rng.normal(0.0, off_diagonal, size=count)
+            rows = band[: stop - first]
+            rows.fill(0.0)
+            start = 0
+            for i in range(first, last):
+                rows[i - first, i + 1 :] = upper[start : start + q - 1 - i]
+                start += q - 1 - i
+            out[first:stop] += rows
+            out[first:, first:stop] += rows[:, first:].T
         out.flat[:: q + 1] += rng.normal(0.0, self.sigma, size=q)
         return out
 

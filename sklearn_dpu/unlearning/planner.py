@@ -37,7 +37,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from dp_accounting.gaussian_mechanism import get_epsilon_gaussian
+from ..privacy.accounting import analytic_gaussian_epsilon
 
 __all__ = [
     "DeletionDecision",
@@ -59,7 +59,7 @@ def gdp_epsilon(mu: float, delta: float) -> float:
         return 0.0
     if math.isinf(mu):
         return math.inf
-    return float(get_epsilon_gaussian(1.0 / mu, delta))
+    return analytic_gaussian_epsilon(1.0 / mu, delta)
 
 
 def linear_rate_iterations(distance: float, target: float, condition_number: float) -> int:
