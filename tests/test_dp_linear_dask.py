@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from sklearn_dpu.linear_model import DPLinearRegression
+from sklearn_dpu.privacy import PrivacyBudget
 
 da = pytest.importorskip("dask.array")
 
@@ -52,3 +53,25 @@ def test_bad_dask_input_raises_and_changes_nothing():
     with pytest.raises(ValueError, match="features"):
         reg.partial_fit(da.from_array(X[:, :3], chunks=1000), y)
     assert pickle.dumps(reg) == before
+
+
+@pytest.mark.parametrize(
+    "params",
+    [{}, {"feature_norm": 2.0}, {"solver": "ambssgd"}],
+    ids=["auto bounds", "auto target", "ambssgd auto"],
+)
+@pytest.mark.parametrize("bad", ["X", "y"])
+def test_non_finite_dask_input_with_auto_bounds_is_refused_before_any_charge(params, bad, tmp_path):
+    # The 'auto' bounds are released before the rows are encoded: a NaN found
+    # only then would have charged (and spent) the bounds' share of the budget.
+    da = pytest.importorskip("dask.array")
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-0.5, 0.5, (2000, 3))
+    y = X[:, 1].copy()
+    (X if bad == "X" else y)[1999] = np.nan
+    budget = PrivacyBudget(10.0, 1e-3, str(tmp_path / "budget.sqlite"))
+    est = DPLinearRegression(budget=budget, random_state=0, **params)
+    with pytest.raises(ValueError, match=f"{bad} contains NaN"):
+        est.fit(da.from_array(X, chunks=(500, 3)), da.from_array(y, chunks=500))
+    assert budget.spent().epsilon == 0.0
+    assert not [name for name in vars(est) if name.endswith("_")]

@@ -586,7 +586,8 @@ def validate_training_data(
     """Validate training data for ``estimator``: returns ``(X, y, n_rows)``.
 
     In-memory data go through scikit-learn's ``validate_data``; a Dask array
-    is checked for its shape here and block-wise when encoded. With
+    is checked for its shape here, for finite values here too unless
+    ``finite=False``, and block-wise when encoded. With
     ``finite=False`` the values of ``X`` are not checked for NaN and
     infinities (``y`` always is): the caller must pass it through
     :func:`encode_training_data`, which does, before using it.
@@ -605,6 +606,15 @@ def validate_training_data(
     n_rows, n_features = X.shape
     if np.isnan(n_rows):
         raise ValueError("X has unknown chunk sizes; call X.compute_chunk_sizes() first")
+    if finite:
+        # Read before anything is released or charged (the 'auto' bounds are
+        # released before the rows are encoded): one pass on the workers.
+        import dask
+        import dask.array as da
+
+        finite_x, finite_y = dask.compute(da.isfinite(X).all(), da.isfinite(y).all())
+        if not (finite_x and finite_y):
+            raise ValueError(f"Input {'X' if not finite_x else 'y'} contains NaN or infinity.")
     if reset:
         estimator.__dict__.pop("feature_names_in_", None)
         estimator.n_features_in_ = int(n_features)
