@@ -331,3 +331,21 @@ def test_private_grid_search_verbose_not_a_function_of_the_data():
 
     outputs = {name: [run(rows, s) for s in range(3)] for name, rows in NEIGHBOURS}
     assert _leaking_lines(outputs) == []
+
+
+def test_verbose_3_composes_the_ledger_about_ten_times_per_run(monkeypatch):
+    """verbose=3 prints every step, but composes the ledger (a PLD with 'auto'
+    bounds, ~0.1 s) only at about ten of them: 200 steps printed 200 epsilons
+    and took 20x the fit before."""
+    import sklearn_dpu.privacy.ledger as ledger
+
+    calls = []
+    real = ledger.privacy_spent
+    monkeypatch.setattr(ledger, "privacy_spent", lambda *a, **k: calls.append(1) or real(*a, **k))
+    X, _, t = _data()
+    est = DPLinearRegression(solver="noisy_gd", max_iter=200, random_state=0, verbose=3)
+    lines = [line for line in _stdout(lambda: est.fit(X, t)).splitlines() if "step" in line]
+    assert len(lines) == 200
+    with_epsilon = [line for line in lines if "epsilon" in line]
+    assert len(with_epsilon) == 10 and "200/200" in with_epsilon[-1]
+    assert len(calls) <= 15
