@@ -19,12 +19,12 @@ def _problem(n, p, scale, seed=0):
 @pytest.mark.parametrize("n, p", [(1, 3), (700, 5), (5000, 40)])
 @pytest.mark.parametrize("scale", [0.0, 1.0, 60.0])
 def test_fused_pass_matches_generic(n, p, scale, monkeypatch):
-    # Several blocks, a partial last block and a partial product group.
+    # Several blocks and a partial last block (one row: a single block).
     monkeypatch.setattr(_binary_pass, "_BLOCK_BYTES", 1 << 14)
     A, y, theta = _problem(n, p, scale)
     loss = LinearModelLoss(2, p, 1.0)
     fused = fused_pass(loss, A, y)
-    assert isinstance(fused, BinaryLogLossPass) and fused._rows < max(n, 513)
+    assert isinstance(fused, BinaryLogLossPass) and (n == 1 or fused._rows < n)
     value, grad = loss.value_and_grad(theta, A, y)
     fused_value, fused_grad = fused.value_and_grad(theta)
     scale_g = max(1.0, np.abs(grad).max())
@@ -80,3 +80,44 @@ def test_certified_minimize_takes_newton_steps_on_small_binary_problems():
     grad = loss.value_and_grad(solution.theta, A, y)[1] + 5.0 * solution.theta
     assert np.linalg.norm(grad) <= 1e-3
     assert solution.distance_bound <= 1e-3 / 5.0
+
+
+def test_constrained_fused_solve_takes_as_few_passes_as_the_generic_one(monkeypatch):
+    # The constrained solve runs inner problems at 1e-3 of the tolerance: a
+    # fused loss value rounded coarser than the generic one (a log of products)
+    # stalled their Armijo line searches and took 25-100 times longer.
+    from sklearn_dpu.linear_model import _certified_minimize as cm
+
+    rng = np.random.default_rng(11)
+    n, p = 20000, 10
+    A = rng.standard_normal((n, p))
+    A /= np.linalg.norm(A, axis=1, keepdims=True)
+    y = (3 * A @ rng.standard_normal(p) + rng.logistic(size=n) > 0).astype(float)
+    loss = LinearModelLoss(2, p, 1.0)
+    fused = cm.certified_minimize(loss, A, y, 5.0, 1e-4, radius=0.3, max_iter=20)
+    monkeypatch.setattr(cm, "fused_pass", lambda *args: None)
+    generic = cm.certified_minimize(loss, A, y, 5.0, 1e-4, radius=0.3, max_iter=20)
+    assert fused.n_grad <= 1.5 * generic.n_grad
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_certificate_leaves_room_for_the_gradients_rounding(fused, monkeypatch):
+    # A start whose computed gradient norm is just under tol (1 - 1e-5) would
+    # be released as certified; its exact norm may be above tol by rounding.
+    # The certificate asks for tol (1 - 1e-4).
+    from sklearn_dpu.linear_model import _certified_minimize as cm
+
+    if not fused:
+        monkeypatch.setattr(cm, "fused_pass", lambda *args: None)
+    rng = np.random.default_rng(3)
+    n, p, Lambda, tol = 3000, 6, 2.0, 1e-3
+    A = rng.standard_normal((n, p)) / np.sqrt(p)
+    y = (A @ rng.standard_normal(p) + rng.logistic(size=n) > 0).astype(float)
+    loss = LinearModelLoss(2, p, 1.0)
+    theta0 = rng.standard_normal(p)
+    _, grad = loss.value_and_grad(theta0, A, y)
+    grad = grad + Lambda * theta0
+    direction = rng.standard_normal(p)
+    linear = -grad + direction * (tol * (1 - 1e-5) / np.linalg.norm(direction))
+    solution = cm.certified_minimize(loss, A, y, Lambda, tol, linear=linear, theta0=theta0)
+    assert Lambda * solution.distance_bound <= tol * (1 - 1e-4)
