@@ -1035,3 +1035,26 @@ def test_rows_whose_norm_exceeds_the_largest_float_are_clipped_to_the_bound(d):
         clipped = clip_rows_l2(X, 2.0)
     norms = np.sqrt((clipped**2).sum(axis=1))
     assert np.all(norms <= 2.0) and norms[0] > 1.99 and norms[2] == 0.0
+
+
+def test_norm_bounds_whose_squares_underflow_are_refused():
+    # Below ~1e-154 the squares of a row just above the bound underflow to 0:
+    # its norm reads 0 and the row escaped clipping (||u||^2 = 25 against a
+    # bound of 2 at feature_norm = 2**-537). Such bounds are refused before
+    # anything is read; the smallest accepted one still clips exactly.
+    from sklearn.utils._param_validation import InvalidParameterError
+
+    from sklearn_dpu.linear_model import (
+        DPLinearRegression,
+        DPLogisticRegression,
+        UnlearnableSGDClassifier,
+    )
+    from sklearn_dpu.privacy.clipping import MIN_NORM_BOUND, clip_rows_l2
+
+    X, y = np.ones((20, 2)), np.r_[np.zeros(10), np.ones(10)]
+    for estimator in (DPLinearRegression, DPLogisticRegression, UnlearnableSGDClassifier):
+        with pytest.raises(InvalidParameterError, match="feature_norm"):
+            estimator(feature_norm=2.0**-537).fit(X, y)
+    rows = np.full((3, 50), 1.7 * MIN_NORM_BOUND) * np.array([[1.0], [3.0], [100.0]])
+    clipped = clip_rows_l2(rows, MIN_NORM_BOUND)
+    assert np.all(np.linalg.norm(clipped / MIN_NORM_BOUND, axis=1) <= 1.0 + 1e-12)

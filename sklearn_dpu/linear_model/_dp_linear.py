@@ -22,6 +22,7 @@ from .._compat import DELTA_CONSTRAINT, HasMethods, Interval, StrOptions, _fit_c
 from .._validation import cast_outputs, output_dtype
 from ..base import PrivateEstimatorMixin, PublicSizes
 from ..privacy.calibration import gaussian_noise_multiplier
+from ..privacy.clipping import MIN_NORM_BOUND
 from ..privacy.ledger import Release, ReleasePlan
 from ..privacy.random import release_generator
 from ..unlearning.ids import as_id_list, requested_ids
@@ -288,7 +289,7 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
     _parameter_constraints: dict = {
         "epsilon": [Interval(Real, 0, None, closed="neither")],
         "delta": [DELTA_CONSTRAINT],
-        "feature_norm": [Interval(Real, 0, None, closed="neither"), StrOptions({AUTO})],
+        "feature_norm": [Interval(Real, MIN_NORM_BOUND, None, closed="left"), StrOptions({AUTO})],
         "target_bound": [
             Interval(Real, 0, None, closed="neither"),
             tuple,

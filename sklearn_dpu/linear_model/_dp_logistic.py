@@ -26,6 +26,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .._compat import DELTA_CONSTRAINT, HasMethods, Interval, StrOptions, _fit_context
 from .._validation import output_dtype
 from ..base import PrivateEstimatorMixin, PublicSizes
+from ..privacy.clipping import MIN_NORM_BOUND
 from ..privacy.ledger import ReleasePlan
 from ..privacy.random import release_generator
 from ..unlearning.ids import as_id_list, requested_ids
@@ -299,7 +300,7 @@ class DPLogisticRegression(
     _parameter_constraints: dict = {
         "epsilon": [Interval(Real, 0, None, closed="neither")],
         "delta": [DELTA_CONSTRAINT],
-        "feature_norm": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
+        "feature_norm": [Interval(Real, MIN_NORM_BOUND, None, closed="left"), StrOptions({"auto"})],
         "C": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "fit_intercept": ["boolean"],
         "solver": [StrOptions({"auto", "output", "objective", "noisy_gd", "langevin"})],

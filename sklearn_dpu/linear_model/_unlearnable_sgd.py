@@ -12,6 +12,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .._compat import DELTA_CONSTRAINT, HasMethods, Interval, StrOptions, _fit_context, _num_samples
 from ..base import PublicSizes
 from ..exceptions import UnlearningError
+from ..privacy.clipping import MIN_NORM_BOUND
 from ..privacy.ledger import ReleasePlan
 from ..unlearning.ids import as_id_list, requested_ids
 from ..unlearning.report import DeletionPlan
@@ -377,7 +378,7 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
         ],
         "alpha": [Interval(Real, 0, None, closed="left")],
         "fit_intercept": ["boolean"],
-        "feature_norm": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
+        "feature_norm": [Interval(Real, MIN_NORM_BOUND, None, closed="left"), StrOptions({"auto"})],
         "solver": [StrOptions({"sgd", "nesterov"})],
         "batch_sampling": [StrOptions({"poisson", "fixed"})],
         "delta": [DELTA_CONSTRAINT],

@@ -12,6 +12,7 @@ the loss at zero (labels clipped to a public interval).
 import numpy as np
 
 __all__ = [
+    "MIN_NORM_BOUND",
     "clip_rows_l2",
     "clip_scales",
     "clip_to_interval",
@@ -24,6 +25,12 @@ __all__ = [
 #: a code fits in int16, a product of two codes in 2**28, and 2**24 products sum
 #: exactly in float64 (2**52 < 2**53), so BLAS sums of codes are exact integers.
 FIXED_POINT_BITS = 14
+# Smallest row-norm bound the estimators accept. Below about 1e-154 the squares
+# of entries of a row just above the bound can underflow to zero, its norm then
+# reads as 0 and the row escapes clipping (a contribution of d, not 1, times the
+# bound squared). At 1e-150 every entry of a row over the bound has a square
+# above 1e-300 / d, a normal float64 for any d below 1e8.
+MIN_NORM_BOUND = 1e-150
 
 # Rounding the scaling factor could push a clipped norm a few ulps above the
 # bound; aiming slightly inside keeps ``norm <= max_norm`` exact.
