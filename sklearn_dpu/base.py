@@ -38,7 +38,6 @@ from .exceptions import (
     StateVersionError,
 )
 from .privacy import budget as budget_module
-from .privacy.accounting import epsilon_spent
 from .privacy.budget import pending_entries
 from .privacy.events import event_to_dict
 from .privacy.ledger import (
@@ -392,7 +391,9 @@ class PrivateEstimatorMixin:
         delta = self._ledger_delta()
         rerelease = outcome.rerelease_epsilon
         if rerelease is None and made:
-            rerelease = epsilon_spent([r.event for r in made], delta)
+            # Composed as the ledger composes them: in parallel across chunks
+            # (a stream's retrain replays one release per chunk).
+            rerelease = privacy_spent(made, delta).epsilon
         report = DeletionReport(
             n_deleted=int(n_deleted),
             method=outcome.method or plan.method,

@@ -349,3 +349,19 @@ def test_verbose_3_composes_the_ledger_about_ten_times_per_run(monkeypatch):
     with_epsilon = [line for line in lines if "epsilon" in line]
     assert len(with_epsilon) == 10 and "200/200" in with_epsilon[-1]
     assert len(calls) <= 15
+
+
+def test_dp_sgd_pass_steps_never_print_more_than_the_ledger():
+    """The DP-SGD pass of a logistic partial_fit runs on disjoint batches
+    (parallel composition): its step lines printed 3.09 when the ledger said 1."""
+    X, y, _ = _data(n=4000)
+    est = DPLogisticRegression(solver="noisy_gd", random_state=0, verbose=2)
+
+    def stream():
+        est.partial_fit(X[:2000], y[:2000], classes=np.unique(y))
+        est.partial_fit(X[2000:], y[2000:])
+
+    steps = [line for line in _stdout(stream).splitlines() if "DP-SGD batch step" in line]
+    assert steps
+    epsilons = [float(line.rsplit(": ", 1)[1]) for line in steps]
+    assert max(epsilons) <= est.privacy_spent_.epsilon + 1e-9

@@ -269,7 +269,9 @@ def dp_sgd_pass(
     # Drawn after the assignment, all at once: the same stream as one draw per batch.
     noise = steps.noise(theta.shape, rng)
     start = n_batches // 2
-    tick = step_ticker(n_batches, "DP-SGD batch", steps)
+    # The batches are disjoint (parallel composition: the pass costs one
+    # step's event), so the ticker is not given the steps to compose.
+    tick = step_ticker(n_batches, "DP-SGD batch")
     for j in range(n_batches):
         rows = order[bounds[j] : bounds[j + 1]]
         grads = loss.per_example_grads(theta, A[rows], y[rows])
