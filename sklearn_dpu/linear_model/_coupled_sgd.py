@@ -490,8 +490,10 @@ class CoupledSGDState(VersionedState):
             alive = reg.alive[: reg.size].copy()
             alive[slots] = False
             mapping = (np.cumsum(alive) - 1).astype(np.int32)
+            size = reg.size
             reg.remove(slots)
-            self.batch_slots = mapping[self.batch_slots]
+            if reg.size != size:  # compacted (a disk-backed registry may skip it)
+                self.batch_slots = mapping[self.batch_slots]
         else:
             reg.remove(slots)
 

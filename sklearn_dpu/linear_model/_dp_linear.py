@@ -583,6 +583,8 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         def execute() -> DeletionOutcome:
             rng = release_generator(self.random_state, len(self.privacy_ledger_))
             removed = registry.rows[slots]
+            # The registry first: if it fails, nothing else has changed.
+            registry.remove(slots)
             for node in nodes:
                 inside = (chunks >= node.first) & (chunks <= node.last)
                 subtract_gram_of_codes(node.exact, removed[inside], fit_intercept)
@@ -594,7 +596,6 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
             if not isinstance(recipe, SSPRecipe):
                 subtract_gram_of_codes(state.exact_gram, removed, fit_intercept)
             del removed
-            registry.remove(slots)
             state.n_rereleases += 1
             self._release(state, recipe, rng)
             total = self._n_deleted_since_fit(len(slots))

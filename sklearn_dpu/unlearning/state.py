@@ -477,9 +477,16 @@ class SampleRegistry(VersionedState):
         if self._store is not None:  # the live rows move to a new file; the old is removed
             keep = self.live_slots()
             ids, chunks = self.ids_of(keep), self._runs.expand(self.size)[keep]
-            self.rows = self._store.allocate(
-                len(keep), self.rows.shape[1], self.rows.dtype, self.rows, keep
-            )
+            try:
+                rows = self._store.allocate(
+                    len(keep), self.rows.shape[1], self.rows.dtype, self.rows, keep
+                )
+            except OSError:
+                # Best effort: no room or no directory for a new file. The
+                # deleted rows are already zeros in the current file, and the
+                # registry stays as it is (uncompacted); a later deletion tries again.
+                return
+            self.rows = rows
             self._ids = ids
         else:
             self.rows, self._ids, chunks = self.live()
