@@ -361,3 +361,42 @@ def test_a_deletion_after_the_directory_is_gone_completes(tmp_path, make):
     for model in (memory, disk):
         model.delete_samples([150, 199])  # still deletable, as in memory
     np.testing.assert_array_equal(disk.coef_, memory.coef_)
+
+
+def _no_room(monkeypatch):
+    import errno
+    import os
+
+    def full(fd, offset, length):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "posix_fallocate", full, raising=False)
+
+
+@pytest.mark.parametrize("make", _MAKERS, ids=["linear", "logistic", "sgd"])
+def test_a_full_disk_is_an_error_that_changes_nothing(tmp_path, make, monkeypatch):
+    # Before: sparse files (os.truncate) whose blocks the memory map wrote
+    # later; on a full disk that is SIGBUS, the process dies. Now the blocks
+    # are reserved first (posix_fallocate): no room is an OSError.
+    X, y_reg, y = next(_chunks(1, rows=200))
+    target = y_reg if "Linear" in type(make()).__name__ else y
+    with disk_backed_rows(tmp_path):
+        model = make().partial_fit(X[:100], target[:100], **_classes(make))
+    registry = model.unlearning_state_.registry
+    before = (pickle.dumps(model.privacy_ledger_), model.coef_.copy(), registry.n_samples)
+    files = sorted(tmp_path.iterdir())
+    _no_room(monkeypatch)
+    with pytest.raises(OSError, match="cannot reserve"):
+        model.partial_fit(np.repeat(X, 3, axis=0), np.repeat(target, 3), **_classes(make))
+    after = (pickle.dumps(model.privacy_ledger_), model.coef_, registry.n_samples)
+    assert after[0] == before[0] and after[2] == before[2]
+    np.testing.assert_array_equal(after[1], before[1])
+    with pytest.raises(OSError, match="cannot reserve"):
+        pickle.dumps(model)  # the snapshot
+    with disk_backed_rows(tmp_path), pytest.raises(OSError, match="cannot reserve"):
+        make().fit(X, target)
+    assert sorted(tmp_path.iterdir()) == files  # no partial file left
+
+
+def _classes(make):
+    return {"classes": [0, 1]} if "Linear" not in type(make()).__name__ else {}

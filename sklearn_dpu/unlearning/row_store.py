@@ -52,7 +52,9 @@ Examples
 True
 """
 
+import errno
 import hashlib
+import io
 import os
 import tempfile
 import weakref
@@ -145,6 +147,37 @@ def _new_file(directory: Path, suffix: str) -> str:
     return name
 
 
+def _set_size(path: str, nbytes: int) -> None:
+    """Make the file ``nbytes`` long with its blocks allocated now.
+
+    A sparse file (``os.truncate`` alone) would get its blocks when the
+    memory map first writes them, and a full disk then kills the process
+    (SIGBUS). ``os.posix_fallocate`` reserves them here: no room is an
+    :class:`OSError` before any row is written.
+    """
+    fallocate = getattr(os, "posix_fallocate", None)
+    if fallocate is not None and nbytes > 0:
+        fd = os.open(path, os.O_RDWR)
+        try:
+            fallocate(fd, 0, nbytes)
+            return
+        except OSError as err:
+            if err.errno not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+                raise _no_room(path, nbytes, err) from err
+        finally:
+            os.close(fd)
+    os.truncate(path, nbytes)  # no fallocate here: a sparse file
+
+
+def _no_room(path: str, nbytes: int, err: OSError) -> OSError:
+    return type(err)(
+        err.errno,
+        f"cannot reserve {nbytes} bytes for deletion rows in {os.path.dirname(path)} "
+        f"({os.strerror(err.errno) if err.errno else err}); nothing was changed: free "
+        "space there, or use another disk_backed_rows directory",
+    )
+
+
 def _block_rows(width: int, dtype: np.dtype) -> int:
     return max(1, _BLOCK_BYTES // max(1, width * dtype.itemsize))
 
@@ -205,7 +238,7 @@ class RowStore:
         dtype = np.dtype(dtype)
         path = _new_file(self.directory, ".bin")
         try:
-            os.truncate(path, capacity * width * dtype.itemsize)  # reads as zeros
+            _set_size(path, capacity * width * dtype.itemsize)  # reads as zeros
             rows = self._open(path, capacity, width, dtype)
             if source is not None:
                 count = len(source) if keep is None else len(keep)
@@ -224,26 +257,48 @@ class RowStore:
             return self.allocate(capacity, rows.shape[1], rows.dtype, source=rows)
         if isinstance(rows, np.memmap):
             rows.flush()
-        os.truncate(self.path, capacity * rows.shape[1] * rows.dtype.itemsize)
+        _set_size(self.path, capacity * rows.shape[1] * rows.dtype.itemsize)
         return self._open(self.path, capacity, rows.shape[1], rows.dtype)
 
     def write_snapshot(self, rows: np.ndarray, keep: np.ndarray) -> RowFile:
-        """Write ``rows[keep]`` to a new ``.npy`` file in the directory: its record."""
-        path = _new_file(self.directory, ".npy")
+        """Write ``rows[keep]`` to a new ``.npy`` file in the directory: its record.
+
+        Plain buffered writes (no memory map), after reserving the file's
+        size: a full disk is an :class:`OSError`, and the partial file is removed.
+        """
+        shape = (len(keep), rows.shape[1])
+        header = {
+            "descr": np.lib.format.dtype_to_descr(rows.dtype),
+            "fortran_order": False,
+            "shape": shape,
+        }
         try:
-            shape = (len(keep), rows.shape[1])
-            if len(keep):
-                out = np.lib.format.open_memmap(path, mode="w+", dtype=rows.dtype, shape=shape)
-                _copy_rows(rows, keep, out)
-                out.flush()
-                del out
-            else:
-                np.save(path, np.zeros(shape, dtype=rows.dtype))
-            digest = _sha256(Path(path))
+            path = _new_file(self.directory, ".npy")
+        except OSError as err:
+            raise PersistenceError(
+                f"cannot write the deletion rows snapshot into {self.directory}: {err}"
+            ) from err
+        digest = hashlib.sha256()
+        try:
+            buffer = io.BytesIO()
+            np.lib.format.write_array_header_1_0(buffer, header)
+            _set_size(path, buffer.tell() + len(keep) * rows.shape[1] * rows.dtype.itemsize)
+            with open(path, "r+b") as handle:
+                handle.write(buffer.getvalue())
+                digest.update(buffer.getvalue())
+                step = _block_rows(rows.shape[1], rows.dtype)
+                for start in range(0, len(keep), step):
+                    block = np.ascontiguousarray(rows[keep[start : start + step]])
+                    digest.update(block.data)
+                    handle.write(block.data)
+                handle.flush()
+                os.fsync(handle.fileno())
         except BaseException:
             _unlink(path)
             raise
-        return RowFile(str(self.directory), os.path.basename(path), shape, rows.dtype.str, digest)
+        return RowFile(
+            str(self.directory), os.path.basename(path), shape, rows.dtype.str, digest.hexdigest()
+        )
 
     @classmethod
     def from_snapshot(cls, record: RowFile) -> tuple["RowStore", np.ndarray]:
