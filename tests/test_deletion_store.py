@@ -400,3 +400,50 @@ def test_a_full_disk_is_an_error_that_changes_nothing(tmp_path, make, monkeypatc
 
 def _classes(make):
     return {"classes": [0, 1]} if "Linear" not in type(make()).__name__ else {}
+
+
+def _npy(folder):
+    return sorted(folder.glob("sklearn_dpu_rows_*.npy"))
+
+
+def _holds_row(path, row):
+    return bool((np.load(path) == row).all(axis=1).any())
+
+
+def test_repeated_pickling_reuses_one_snapshot_and_a_deletion_removes_it(tmp_path):
+    # Before: every pickle (joblib's parallel predict, dask tokenize,
+    # copy.copy, skops' two __getstate__ calls) wrote a new full snapshot;
+    # nothing referenced them and later deletions could not reach the rows.
+    from joblib import Parallel, delayed
+
+    _, disk = _linear_pair(tmp_path)
+    pickle.dumps(disk)
+    (first,) = _npy(tmp_path)
+    Parallel(n_jobs=2)(delayed(disk.predict)(np.ones((3, 6))) for _ in range(4))
+    copy.copy(disk), pickle.dumps(disk)
+    assert _npy(tmp_path) == [first]  # the rows did not change: the same file
+    saved = tmp_path / "model.skops"
+    dpu_io.save(disk, saved)  # explicit: the user's snapshot (the same one here)
+    assert _npy(tmp_path) == [first]
+    disk.partial_fit(np.ones((5, 6)), np.zeros(5))
+    pickle.dumps(disk)
+    pickle.dumps(disk)
+    assert len(_npy(tmp_path)) == 2  # one per generation
+    row = disk.unlearning_state_.registry.rows[7].copy()
+    disk.delete_samples([7])
+    # The implicit snapshot is gone; the saved model's stays (the user's),
+    # and is the only file still holding the deleted row.
+    assert _npy(tmp_path) == [first] and _holds_row(first, row)
+    assert dpu_io.load(saved).unlearning_state_.registry.n_samples == 1000
+    pickle.dumps(disk)
+    assert [p for p in _npy(tmp_path) if _holds_row(p, row)] == [first]
+
+
+def test_io_save_writes_exactly_one_snapshot(tmp_path):
+    _, disk = _linear_pair(tmp_path)
+    dpu_io.save(disk, tmp_path / "model.skops")
+    assert len(_npy(tmp_path)) == 1
+    disk.delete_samples([3])
+    assert len(_npy(tmp_path)) == 1  # saved explicitly: kept
+    dpu_io.save(disk, tmp_path / "model2.skops")
+    assert len(_npy(tmp_path)) == 2

@@ -24,17 +24,25 @@ What the files are, and what happens to them:
 * Pickling (``pickle``, ``joblib``, :func:`sklearn_dpu.io.save`) writes a
   snapshot (``sklearn_dpu_rows_*.npy``, the live rows only) into the same
   directory and records its name, shape, dtype and SHA-256 in the pickle
-  (a :class:`RowFile`). The snapshot is part of the saved model: keep it
-  with the model file, and delete it with the model file. Loading checks the
+  (a :class:`RowFile`). One snapshot per state of the rows: pickling again
+  before the rows change (joblib's parallel calls, Dask, copies) reuses it
+  and writes nothing. A snapshot written by :func:`sklearn_dpu.io.save` is
+  part of the saved model: it is yours, the model's later deletions leave
+  it, keep it with the model file and delete it with the model file. Every
+  other snapshot (plain ``pickle`` / ``joblib`` / copies) is removed by the
+  model's next deletion, so no file the model wrote holds a deleted row:
+  a plain pickle of a disk-backed model loads until the model deletes
+  again (save with :func:`sklearn_dpu.io.save` to keep it). Loading checks the
   snapshot against the record (a missing, truncated or altered file raises
   :class:`~sklearn_dpu.exceptions.PersistenceError` and nothing is loaded)
   and copies it into a new working file, so the snapshot is never modified
   and the model can be loaded again. To load from a moved directory, load
   inside ``disk_backed_rows(new_directory)``.
 * These files hold training data, as a pickle of an in-memory model does:
-  store them like the data. A snapshot written before a deletion still holds
-  the deleted rows, as does a pickle written then; the live model and every
-  later snapshot do not.
+  store them like the data. A snapshot saved by :func:`sklearn_dpu.io.save`
+  before a deletion still holds the deleted rows, as does the model file
+  saved then: deleting them is yours to do. The live model, its working
+  file and every later snapshot do not.
 
 Examples
 --------
@@ -68,9 +76,17 @@ import numpy as np
 
 from ..exceptions import PersistenceError
 
-__all__ = ["RowFile", "RowStore", "active_directory", "disk_backed_rows", "gather_blocks"]
+__all__ = [
+    "RowFile",
+    "RowStore",
+    "active_directory",
+    "disk_backed_rows",
+    "gather_blocks",
+    "kept_snapshots",
+]
 
 _DIRECTORY: ContextVar[Path | None] = ContextVar("sklearn_dpu_row_directory", default=None)
+_KEPT: ContextVar[bool] = ContextVar("sklearn_dpu_kept_snapshots", default=False)
 _PREFIX = "sklearn_dpu_rows_"
 _BLOCK_BYTES = 1 << 24  # rows copied or hashed 16 MiB at a time
 
@@ -103,6 +119,19 @@ def disk_backed_rows(directory: str | os.PathLike) -> Iterator[Path]:
         yield path
     finally:
         _DIRECTORY.reset(token)
+
+
+@contextmanager
+def kept_snapshots() -> Iterator[None]:
+    """Snapshots written in this block are the user's: deletions never remove them.
+
+    :func:`sklearn_dpu.io.save` writes its model inside it.
+    """
+    token = _KEPT.set(True)
+    try:
+        yield
+    finally:
+        _KEPT.reset(token)
 
 
 def active_directory() -> Path | None:
@@ -211,6 +240,37 @@ class RowStore:
         self.directory = Path(directory)
         self.path: str | None = None
         self._finalizer: weakref.finalize | None = None
+        # The snapshot of the current rows, if one exists: reused by every
+        # pickle until the rows change (joblib, dask and copies pickle often).
+        self._current: tuple[Path, RowFile] | None = None
+        # Snapshots this store wrote outside kept_snapshots(): removed by the
+        # next deletion, so no file of ours keeps a deleted row.
+        self._written: list[Path] = []
+
+    def changed(self, *, deleted: bool = False) -> None:
+        """The rows changed: the next pickle writes a new snapshot; after a
+        deletion, the snapshots this store wrote (not kept ones) are removed."""
+        self._current = None
+        if deleted:
+            for path in self._written:
+                _unlink(str(path))
+            self._written = []
+
+    def snapshot(self, rows: np.ndarray, keep: np.ndarray) -> RowFile:
+        """The record of a snapshot of ``rows[keep]``: the current one if it is
+        still on disk, else a new one (see :meth:`write_snapshot`)."""
+        if self._current is not None and self._current[0].is_file():
+            path, record = self._current
+            if not _KEPT.get() or path not in self._written:
+                return record
+            self._written.remove(path)  # saved explicitly now: the user's file
+            return record
+        record = self.write_snapshot(rows, keep)
+        path = Path(record.directory) / record.name
+        self._current = (path, record)
+        if not _KEPT.get():
+            self._written.append(path)
+        return record
 
     def _open(self, path: str, capacity: int, width: int, dtype: np.dtype) -> np.ndarray:
         if capacity == 0:
@@ -340,6 +400,7 @@ class RowStore:
             )
         store = cls(directory)
         rows = store.allocate(len(snapshot), snapshot.shape[1], snapshot.dtype, source=snapshot)
+        store._current = (path, record)  # the rows are the snapshot's (never removed by us)
         return store, rows
 
 
