@@ -447,3 +447,42 @@ def test_io_save_writes_exactly_one_snapshot(tmp_path):
     assert len(_npy(tmp_path)) == 1  # saved explicitly: kept
     dpu_io.save(disk, tmp_path / "model2.skops")
     assert len(_npy(tmp_path)) == 2
+
+
+@pytest.mark.parametrize(
+    "name", ["../elsewhere/sklearn_dpu_rows_x.npy", "/tmp/sklearn_dpu_rows_x.npy", "secret.npy"]
+)
+def test_a_snapshot_record_must_name_a_bare_snapshot_file(tmp_path, name):
+    # Before: the recorded name was joined to the directory as it was, so an
+    # altered record could make a load read any .npy file.
+    import dataclasses
+
+    _, disk = _linear_pair(tmp_path)
+    registry = disk.unlearning_state_.registry
+    state = registry.__getstate__()
+    state["row_file"] = dataclasses.replace(state["row_file"], name=name)
+    with pytest.raises(PersistenceError, match="not a bare"):
+        SampleRegistry.__new__(SampleRegistry).__setstate__(state)
+
+
+def test_a_snapshot_loads_from_its_recorded_directory_inside_another_block(tmp_path):
+    # Before: inside disk_backed_rows(other) only `other` was searched.
+    first, other = tmp_path / "a", tmp_path / "b"
+    first.mkdir(), other.mkdir()
+    _, disk = _linear_pair(first)
+    blob = pickle.dumps(disk)
+    with disk_backed_rows(other):
+        loaded = pickle.loads(blob)
+    assert loaded.unlearning_state_.registry.n_samples == 1000
+    assert len(_bin_files(other)) == 1  # its working file goes to the active directory
+
+
+def test_pickling_after_the_directory_is_gone_is_a_persistence_error(tmp_path):
+    import shutil
+
+    folder = tmp_path / "rows"
+    folder.mkdir()
+    _, disk = _linear_pair(folder)
+    shutil.rmtree(folder)
+    with pytest.raises(PersistenceError, match="cannot write the deletion rows snapshot"):
+        pickle.dumps(disk)

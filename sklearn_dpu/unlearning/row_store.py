@@ -365,22 +365,43 @@ class RowStore:
         """Check the snapshot of ``record`` and copy it into a new working file.
 
         The snapshot is searched in the active :func:`disk_backed_rows`
-        directory if there is one, else where it was written. It is only read.
+        directory if there is one, then where it was written; the new working
+        file goes to the active directory if any, else where the snapshot was
+        written. The snapshot is only read; its recorded name must be a bare
+        ``sklearn_dpu_rows_*.npy`` file name.
 
         Raises
         ------
         PersistenceError
-            The snapshot is missing, or its bytes, shape or dtype are not the
-            recorded ones.
+            The snapshot is missing, its recorded name is not a bare snapshot
+            file name, or its bytes, shape or dtype are not the recorded ones.
         """
-        directory = active_directory() or Path(record.directory)
-        path = directory / record.name
-        if not path.is_file():
+        name = record.name
+        if (
+            not isinstance(name, str)
+            or not name.startswith(_PREFIX)
+            or not name.endswith(".npy")
+            or os.path.basename(name) != name
+            or "/" in name
+            or (os.altsep is not None and os.altsep in name)
+            or os.path.isabs(name)
+        ):
             raise PersistenceError(
-                f"the deletion rows of this model were saved in {path}, which does not "
-                "exist: keep the snapshot next to the model file, or load inside "
+                f"the deletion rows record names {name!r}, not a bare "
+                f"{_PREFIX}*.npy file name: refused (the file was altered)"
+            )
+        active = active_directory()
+        places = [Path(record.directory)] if active is None else [active, Path(record.directory)]
+        found = [place / name for place in places if (place / name).is_file()]
+        if not found:
+            raise PersistenceError(
+                f"the deletion rows snapshot {name} of this model is in none of "
+                f"{', '.join(str(place) for place in dict.fromkeys(places))}: keep "
+                "the snapshot next to the model file, or load inside "
                 "sklearn_dpu.unlearning.disk_backed_rows(<directory holding it>)"
             )
+        path = found[0]
+        directory = active or Path(record.directory)
         if _sha256(path) != record.sha256:
             raise PersistenceError(
                 f"the deletion rows snapshot {path} is corrupted: its SHA-256 is not the one "
