@@ -486,3 +486,29 @@ def test_pickling_after_the_directory_is_gone_is_a_persistence_error(tmp_path):
     shutil.rmtree(folder)
     with pytest.raises(PersistenceError, match="cannot write the deletion rows snapshot"):
         pickle.dumps(disk)
+
+
+def test_dask_sgd_fit_on_disk_copies_the_worker_rows_block_by_block(tmp_path, monkeypatch):
+    # Before: the registry's `rows[start:stop] = WorkerRows` materialized all
+    # the rows on the driver in one array (WorkerRows.__array__).
+    da = pytest.importorskip("dask.array")
+    from sklearn_dpu.linear_model import _sgd_dask
+
+    X, _, y = next(_chunks(1, rows=400))
+    Xd, yd = da.from_array(X, chunks=(50, 6)), da.from_array(y, chunks=50)
+    make = lambda: UnlearnableSGDClassifier(feature_norm=3.0, random_state=0)  # noqa: E731
+    memory = make().fit(Xd, yd)
+
+    def refused(self, dtype=None, copy=None):
+        raise AssertionError("all the worker rows were brought to the driver")
+
+    monkeypatch.setattr(_sgd_dask.WorkerRows, "__array__", refused)
+    with disk_backed_rows(tmp_path):
+        disk = make().fit(Xd, yd)
+    registry = disk.unlearning_state_.registry
+    assert registry.on_disk and isinstance(registry.rows, np.memmap)
+    monkeypatch.undo()
+    np.testing.assert_array_equal(
+        registry.rows[:400], np.asarray(memory.unlearning_state_.registry.rows)
+    )
+    np.testing.assert_array_equal(disk.coef_, memory.coef_)

@@ -367,7 +367,11 @@ class SampleRegistry(VersionedState):
                 self._reserve(max(stop, 2 * self.capacity))
             if not implicit:
                 self._store_ids(start, stop, ids)
-            self.rows[start:stop] = rows
+            copy_into = getattr(rows, "copy_into", None)  # rows on Dask workers
+            if copy_into is not None:
+                copy_into(self.rows[start:stop])  # a few blocks at a time
+            else:
+                self.rows[start:stop] = rows
             if self._alive is not None:
                 self._alive[start:stop] = True
         self._runs = self._runs.appended(start, stop, chunk)
