@@ -395,8 +395,8 @@ class RowStore:
         found = [place / name for place in places if (place / name).is_file()]
         if not found:
             raise PersistenceError(
-                f"the deletion rows snapshot {name} of this model is in none of "
-                f"{', '.join(str(place) for place in dict.fromkeys(places))}: keep "
+                f"the deletion rows snapshot {name} of this model does not exist in "
+                f"{' nor in '.join(str(place) for place in dict.fromkeys(places))}: keep "
                 "the snapshot next to the model file, or load inside "
                 "sklearn_dpu.unlearning.disk_backed_rows(<directory holding it>)"
             )
