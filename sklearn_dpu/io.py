@@ -69,8 +69,19 @@ def save(estimator: Any, file: str | os.PathLike | IO[bytes]) -> None:
     ----------
     estimator : object
     file : str, os.PathLike or file-like
+
+    Notes
+    -----
+    A model whose deletion rows are on disk
+    (:func:`~sklearn_dpu.unlearning.disk_backed_rows`) is saved with a snapshot
+    file of its rows beside them; the snapshot is yours, as the model file
+    is: the model's later deletions do not remove it (delete it with the
+    model file).
     """
-    skops.io.dump(estimator, file)
+    from .unlearning.row_store import kept_snapshots  # noqa: PLC0415
+
+    with kept_snapshots():
+        skops.io.dump(estimator, file)
 
 
 def load(file: str | os.PathLike | IO[bytes], *, trusted: Sequence[str] = ()) -> Any:

@@ -326,3 +326,189 @@ def test_default_ids_of_a_call_are_a_range_not_an_array():
     small = registry.check_new_ids(None, 6)
     registry.add(small, np.ones((6, 2), np.int16), chunk=1)
     assert registry._ids is None and registry.slots_of([5]).tolist() == [5]
+
+
+_MAKERS = [
+    lambda: DPLinearRegression(feature_norm=3.0, target_bound=1.0, random_state=0),
+    lambda: DPLogisticRegression(feature_norm=3.0, random_state=0),
+    lambda: UnlearnableSGDClassifier(feature_norm=3.0, random_state=0),
+]
+
+
+@pytest.mark.parametrize("make", _MAKERS, ids=["linear", "logistic", "sgd"])
+def test_a_deletion_after_the_directory_is_gone_completes(tmp_path, make):
+    # Compaction cannot create its new file; it is skipped (best effort): the
+    # deletion completes as in memory, the deleted rows are zeros in the
+    # still-mapped file, and the ids are gone. Before: the registry dropped
+    # the ids, then raised: coef_ unchanged, no report, retry refused.
+    import shutil
+
+    X, y_reg, y = next(_chunks(1, rows=200))
+    target = y_reg if "Linear" in type(make()).__name__ else y
+    memory = make().fit(X, target)
+    folder = tmp_path / "rows"
+    folder.mkdir()
+    with disk_backed_rows(folder):
+        disk = make().fit(X, target)
+    shutil.rmtree(folder)
+    for model in (memory, disk):
+        model.delete_samples(list(range(120)))  # > half: compaction due
+    registry = disk.unlearning_state_.registry
+    assert registry.n_samples == 80 and len(disk.deletion_log_) == 1
+    assert not registry.rows[:120].any()
+    np.testing.assert_array_equal(disk.coef_, memory.coef_)
+    assert disk.privacy_ledger_ == memory.privacy_ledger_
+    for model in (memory, disk):
+        model.delete_samples([150, 199])  # still deletable, as in memory
+    np.testing.assert_array_equal(disk.coef_, memory.coef_)
+
+
+def _no_room(monkeypatch):
+    import errno
+    import os
+
+    def full(fd, offset, length):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "posix_fallocate", full, raising=False)
+
+
+@pytest.mark.parametrize("make", _MAKERS, ids=["linear", "logistic", "sgd"])
+def test_a_full_disk_is_an_error_that_changes_nothing(tmp_path, make, monkeypatch):
+    # Before: sparse files (os.truncate) whose blocks the memory map wrote
+    # later; on a full disk that is SIGBUS, the process dies. Now the blocks
+    # are reserved first (posix_fallocate): no room is an OSError.
+    X, y_reg, y = next(_chunks(1, rows=200))
+    target = y_reg if "Linear" in type(make()).__name__ else y
+    with disk_backed_rows(tmp_path):
+        model = make().partial_fit(X[:100], target[:100], **_classes(make))
+    registry = model.unlearning_state_.registry
+    before = (pickle.dumps(model.privacy_ledger_), model.coef_.copy(), registry.n_samples)
+    files = sorted(tmp_path.iterdir())
+    _no_room(monkeypatch)
+    with pytest.raises(OSError, match="cannot reserve"):
+        model.partial_fit(np.repeat(X, 3, axis=0), np.repeat(target, 3), **_classes(make))
+    after = (pickle.dumps(model.privacy_ledger_), model.coef_, registry.n_samples)
+    assert after[0] == before[0] and after[2] == before[2]
+    np.testing.assert_array_equal(after[1], before[1])
+    with pytest.raises(OSError, match="cannot reserve"):
+        pickle.dumps(model)  # the snapshot
+    with disk_backed_rows(tmp_path), pytest.raises(OSError, match="cannot reserve"):
+        make().fit(X, target)
+    assert sorted(tmp_path.iterdir()) == files  # no partial file left
+
+
+def _classes(make):
+    return {"classes": [0, 1]} if "Linear" not in type(make()).__name__ else {}
+
+
+def _npy(folder):
+    return sorted(folder.glob("sklearn_dpu_rows_*.npy"))
+
+
+def _holds_row(path, row):
+    return bool((np.load(path) == row).all(axis=1).any())
+
+
+def test_repeated_pickling_reuses_one_snapshot_and_a_deletion_removes_it(tmp_path):
+    # Before: every pickle (joblib's parallel predict, dask tokenize,
+    # copy.copy, skops' two __getstate__ calls) wrote a new full snapshot;
+    # nothing referenced them and later deletions could not reach the rows.
+    from joblib import Parallel, delayed
+
+    _, disk = _linear_pair(tmp_path)
+    pickle.dumps(disk)
+    (first,) = _npy(tmp_path)
+    Parallel(n_jobs=2)(delayed(disk.predict)(np.ones((3, 6))) for _ in range(4))
+    copy.copy(disk), pickle.dumps(disk)
+    assert _npy(tmp_path) == [first]  # the rows did not change: the same file
+    saved = tmp_path / "model.skops"
+    dpu_io.save(disk, saved)  # explicit: the user's snapshot (the same one here)
+    assert _npy(tmp_path) == [first]
+    disk.partial_fit(np.ones((5, 6)), np.zeros(5))
+    pickle.dumps(disk)
+    pickle.dumps(disk)
+    assert len(_npy(tmp_path)) == 2  # one per generation
+    row = disk.unlearning_state_.registry.rows[7].copy()
+    disk.delete_samples([7])
+    # The implicit snapshot is gone; the saved model's stays (the user's),
+    # and is the only file still holding the deleted row.
+    assert _npy(tmp_path) == [first] and _holds_row(first, row)
+    assert dpu_io.load(saved).unlearning_state_.registry.n_samples == 1000
+    pickle.dumps(disk)
+    assert [p for p in _npy(tmp_path) if _holds_row(p, row)] == [first]
+
+
+def test_io_save_writes_exactly_one_snapshot(tmp_path):
+    _, disk = _linear_pair(tmp_path)
+    dpu_io.save(disk, tmp_path / "model.skops")
+    assert len(_npy(tmp_path)) == 1
+    disk.delete_samples([3])
+    assert len(_npy(tmp_path)) == 1  # saved explicitly: kept
+    dpu_io.save(disk, tmp_path / "model2.skops")
+    assert len(_npy(tmp_path)) == 2
+
+
+@pytest.mark.parametrize(
+    "name", ["../elsewhere/sklearn_dpu_rows_x.npy", "/tmp/sklearn_dpu_rows_x.npy", "secret.npy"]
+)
+def test_a_snapshot_record_must_name_a_bare_snapshot_file(tmp_path, name):
+    # Before: the recorded name was joined to the directory as it was, so an
+    # altered record could make a load read any .npy file.
+    import dataclasses
+
+    _, disk = _linear_pair(tmp_path)
+    registry = disk.unlearning_state_.registry
+    state = registry.__getstate__()
+    state["row_file"] = dataclasses.replace(state["row_file"], name=name)
+    with pytest.raises(PersistenceError, match="not a bare"):
+        SampleRegistry.__new__(SampleRegistry).__setstate__(state)
+
+
+def test_a_snapshot_loads_from_its_recorded_directory_inside_another_block(tmp_path):
+    # Before: inside disk_backed_rows(other) only `other` was searched.
+    first, other = tmp_path / "a", tmp_path / "b"
+    first.mkdir(), other.mkdir()
+    _, disk = _linear_pair(first)
+    blob = pickle.dumps(disk)
+    with disk_backed_rows(other):
+        loaded = pickle.loads(blob)
+    assert loaded.unlearning_state_.registry.n_samples == 1000
+    assert len(_bin_files(other)) == 1  # its working file goes to the active directory
+
+
+def test_pickling_after_the_directory_is_gone_is_a_persistence_error(tmp_path):
+    import shutil
+
+    folder = tmp_path / "rows"
+    folder.mkdir()
+    _, disk = _linear_pair(folder)
+    shutil.rmtree(folder)
+    with pytest.raises(PersistenceError, match="cannot write the deletion rows snapshot"):
+        pickle.dumps(disk)
+
+
+def test_dask_sgd_fit_on_disk_copies_the_worker_rows_block_by_block(tmp_path, monkeypatch):
+    # Before: the registry's `rows[start:stop] = WorkerRows` materialized all
+    # the rows on the driver in one array (WorkerRows.__array__).
+    da = pytest.importorskip("dask.array")
+    from sklearn_dpu.linear_model import _sgd_dask
+
+    X, _, y = next(_chunks(1, rows=400))
+    Xd, yd = da.from_array(X, chunks=(50, 6)), da.from_array(y, chunks=50)
+    make = lambda: UnlearnableSGDClassifier(feature_norm=3.0, random_state=0)  # noqa: E731
+    memory = make().fit(Xd, yd)
+
+    def refused(self, dtype=None, copy=None):
+        raise AssertionError("all the worker rows were brought to the driver")
+
+    monkeypatch.setattr(_sgd_dask.WorkerRows, "__array__", refused)
+    with disk_backed_rows(tmp_path):
+        disk = make().fit(Xd, yd)
+    registry = disk.unlearning_state_.registry
+    assert registry.on_disk and isinstance(registry.rows, np.memmap)
+    monkeypatch.undo()
+    np.testing.assert_array_equal(
+        registry.rows[:400], np.asarray(memory.unlearning_state_.registry.rows)
+    )
+    np.testing.assert_array_equal(disk.coef_, memory.coef_)

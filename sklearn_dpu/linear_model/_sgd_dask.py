@@ -43,6 +43,7 @@ References
    the stored rows live).
 """
 
+import os
 from types import SimpleNamespace
 from typing import Any
 
@@ -196,6 +197,17 @@ class WorkerRows:
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
         rows = np.asarray(self.array.compute())
         return rows if dtype is None else rows.astype(dtype)
+
+    def copy_into(self, target: np.ndarray) -> None:
+        """``target[:] = self``, a few blocks at a time (``os.cpu_count()``
+        per Dask computation): a registry on disk never holds all the rows."""
+        import dask
+
+        batch = max(1, os.cpu_count() or 1)
+        for first in range(0, len(self._blocks), batch):
+            values = dask.compute(*self._blocks[first : first + batch])
+            for b, rows in enumerate(values, start=first):
+                target[self.offsets[b] : self.offsets[b + 1]] = rows
 
     def __deepcopy__(self, memo) -> "WorkerRows":
         # Never written in place (zeroing persists a new array): share it.

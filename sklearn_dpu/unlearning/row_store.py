@@ -24,17 +24,25 @@ What the files are, and what happens to them:
 * Pickling (``pickle``, ``joblib``, :func:`sklearn_dpu.io.save`) writes a
   snapshot (``sklearn_dpu_rows_*.npy``, the live rows only) into the same
   directory and records its name, shape, dtype and SHA-256 in the pickle
-  (a :class:`RowFile`). The snapshot is part of the saved model: keep it
-  with the model file, and delete it with the model file. Loading checks the
+  (a :class:`RowFile`). One snapshot per state of the rows: pickling again
+  before the rows change (joblib's parallel calls, Dask, copies) reuses it
+  and writes nothing. A snapshot written by :func:`sklearn_dpu.io.save` is
+  part of the saved model: it is yours, the model's later deletions leave
+  it, keep it with the model file and delete it with the model file. Every
+  other snapshot (plain ``pickle`` / ``joblib`` / copies) is removed by the
+  model's next deletion, so no file the model wrote holds a deleted row:
+  a plain pickle of a disk-backed model loads until the model deletes
+  again (save with :func:`sklearn_dpu.io.save` to keep it). Loading checks the
   snapshot against the record (a missing, truncated or altered file raises
   :class:`~sklearn_dpu.exceptions.PersistenceError` and nothing is loaded)
   and copies it into a new working file, so the snapshot is never modified
   and the model can be loaded again. To load from a moved directory, load
   inside ``disk_backed_rows(new_directory)``.
 * These files hold training data, as a pickle of an in-memory model does:
-  store them like the data. A snapshot written before a deletion still holds
-  the deleted rows, as does a pickle written then; the live model and every
-  later snapshot do not.
+  store them like the data. A snapshot saved by :func:`sklearn_dpu.io.save`
+  before a deletion still holds the deleted rows, as does the model file
+  saved then: deleting them is yours to do. The live model, its working
+  file and every later snapshot do not.
 
 Examples
 --------
@@ -52,7 +60,9 @@ Examples
 True
 """
 
+import errno
 import hashlib
+import io
 import os
 import tempfile
 import weakref
@@ -66,9 +76,17 @@ import numpy as np
 
 from ..exceptions import PersistenceError
 
-__all__ = ["RowFile", "RowStore", "active_directory", "disk_backed_rows", "gather_blocks"]
+__all__ = [
+    "RowFile",
+    "RowStore",
+    "active_directory",
+    "disk_backed_rows",
+    "gather_blocks",
+    "kept_snapshots",
+]
 
 _DIRECTORY: ContextVar[Path | None] = ContextVar("sklearn_dpu_row_directory", default=None)
+_KEPT: ContextVar[bool] = ContextVar("sklearn_dpu_kept_snapshots", default=False)
 _PREFIX = "sklearn_dpu_rows_"
 _BLOCK_BYTES = 1 << 24  # rows copied or hashed 16 MiB at a time
 
@@ -101,6 +119,19 @@ def disk_backed_rows(directory: str | os.PathLike) -> Iterator[Path]:
         yield path
     finally:
         _DIRECTORY.reset(token)
+
+
+@contextmanager
+def kept_snapshots() -> Iterator[None]:
+    """Snapshots written in this block are the user's: deletions never remove them.
+
+    :func:`sklearn_dpu.io.save` writes its model inside it.
+    """
+    token = _KEPT.set(True)
+    try:
+        yield
+    finally:
+        _KEPT.reset(token)
 
 
 def active_directory() -> Path | None:
@@ -145,6 +176,37 @@ def _new_file(directory: Path, suffix: str) -> str:
     return name
 
 
+def _set_size(path: str, nbytes: int) -> None:
+    """Make the file ``nbytes`` long with its blocks allocated now.
+
+    A sparse file (``os.truncate`` alone) would get its blocks when the
+    memory map first writes them, and a full disk then kills the process
+    (SIGBUS). ``os.posix_fallocate`` reserves them here: no room is an
+    :class:`OSError` before any row is written.
+    """
+    fallocate = getattr(os, "posix_fallocate", None)
+    if fallocate is not None and nbytes > 0:
+        fd = os.open(path, os.O_RDWR)
+        try:
+            fallocate(fd, 0, nbytes)
+            return
+        except OSError as err:
+            if err.errno not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+                raise _no_room(path, nbytes, err) from err
+        finally:
+            os.close(fd)
+    os.truncate(path, nbytes)  # no fallocate here: a sparse file
+
+
+def _no_room(path: str, nbytes: int, err: OSError) -> OSError:
+    return type(err)(
+        err.errno,
+        f"cannot reserve {nbytes} bytes for deletion rows in {os.path.dirname(path)} "
+        f"({os.strerror(err.errno) if err.errno else err}); nothing was changed: free "
+        "space there, or use another disk_backed_rows directory",
+    )
+
+
 def _block_rows(width: int, dtype: np.dtype) -> int:
     return max(1, _BLOCK_BYTES // max(1, width * dtype.itemsize))
 
@@ -178,6 +240,37 @@ class RowStore:
         self.directory = Path(directory)
         self.path: str | None = None
         self._finalizer: weakref.finalize | None = None
+        # The snapshot of the current rows, if one exists: reused by every
+        # pickle until the rows change (joblib, dask and copies pickle often).
+        self._current: tuple[Path, RowFile] | None = None
+        # Snapshots this store wrote outside kept_snapshots(): removed by the
+        # next deletion, so no file of ours keeps a deleted row.
+        self._written: list[Path] = []
+
+    def changed(self, *, deleted: bool = False) -> None:
+        """The rows changed: the next pickle writes a new snapshot; after a
+        deletion, the snapshots this store wrote (not kept ones) are removed."""
+        self._current = None
+        if deleted:
+            for path in self._written:
+                _unlink(str(path))
+            self._written = []
+
+    def snapshot(self, rows: np.ndarray, keep: np.ndarray) -> RowFile:
+        """The record of a snapshot of ``rows[keep]``: the current one if it is
+        still on disk, else a new one (see :meth:`write_snapshot`)."""
+        if self._current is not None and self._current[0].is_file():
+            path, record = self._current
+            if not _KEPT.get() or path not in self._written:
+                return record
+            self._written.remove(path)  # saved explicitly now: the user's file
+            return record
+        record = self.write_snapshot(rows, keep)
+        path = Path(record.directory) / record.name
+        self._current = (path, record)
+        if not _KEPT.get():
+            self._written.append(path)
+        return record
 
     def _open(self, path: str, capacity: int, width: int, dtype: np.dtype) -> np.ndarray:
         if capacity == 0:
@@ -205,7 +298,7 @@ class RowStore:
         dtype = np.dtype(dtype)
         path = _new_file(self.directory, ".bin")
         try:
-            os.truncate(path, capacity * width * dtype.itemsize)  # reads as zeros
+            _set_size(path, capacity * width * dtype.itemsize)  # reads as zeros
             rows = self._open(path, capacity, width, dtype)
             if source is not None:
                 count = len(source) if keep is None else len(keep)
@@ -224,48 +317,91 @@ class RowStore:
             return self.allocate(capacity, rows.shape[1], rows.dtype, source=rows)
         if isinstance(rows, np.memmap):
             rows.flush()
-        os.truncate(self.path, capacity * rows.shape[1] * rows.dtype.itemsize)
+        _set_size(self.path, capacity * rows.shape[1] * rows.dtype.itemsize)
         return self._open(self.path, capacity, rows.shape[1], rows.dtype)
 
     def write_snapshot(self, rows: np.ndarray, keep: np.ndarray) -> RowFile:
-        """Write ``rows[keep]`` to a new ``.npy`` file in the directory: its record."""
-        path = _new_file(self.directory, ".npy")
+        """Write ``rows[keep]`` to a new ``.npy`` file in the directory: its record.
+
+        Plain buffered writes (no memory map), after reserving the file's
+        size: a full disk is an :class:`OSError`, and the partial file is removed.
+        """
+        shape = (len(keep), rows.shape[1])
+        header = {
+            "descr": np.lib.format.dtype_to_descr(rows.dtype),
+            "fortran_order": False,
+            "shape": shape,
+        }
         try:
-            shape = (len(keep), rows.shape[1])
-            if len(keep):
-                out = np.lib.format.open_memmap(path, mode="w+", dtype=rows.dtype, shape=shape)
-                _copy_rows(rows, keep, out)
-                out.flush()
-                del out
-            else:
-                np.save(path, np.zeros(shape, dtype=rows.dtype))
-            digest = _sha256(Path(path))
+            path = _new_file(self.directory, ".npy")
+        except OSError as err:
+            raise PersistenceError(
+                f"cannot write the deletion rows snapshot into {self.directory}: {err}"
+            ) from err
+        digest = hashlib.sha256()
+        try:
+            buffer = io.BytesIO()
+            np.lib.format.write_array_header_1_0(buffer, header)
+            _set_size(path, buffer.tell() + len(keep) * rows.shape[1] * rows.dtype.itemsize)
+            with open(path, "r+b") as handle:
+                handle.write(buffer.getvalue())
+                digest.update(buffer.getvalue())
+                step = _block_rows(rows.shape[1], rows.dtype)
+                for start in range(0, len(keep), step):
+                    block = np.ascontiguousarray(rows[keep[start : start + step]])
+                    digest.update(block.data)
+                    handle.write(block.data)
+                handle.flush()
+                os.fsync(handle.fileno())
         except BaseException:
             _unlink(path)
             raise
-        return RowFile(str(self.directory), os.path.basename(path), shape, rows.dtype.str, digest)
+        return RowFile(
+            str(self.directory), os.path.basename(path), shape, rows.dtype.str, digest.hexdigest()
+        )
 
     @classmethod
     def from_snapshot(cls, record: RowFile) -> tuple["RowStore", np.ndarray]:
         """Check the snapshot of ``record`` and copy it into a new working file.
 
         The snapshot is searched in the active :func:`disk_backed_rows`
-        directory if there is one, else where it was written. It is only read.
+        directory if there is one, then where it was written; the new working
+        file goes to the active directory if any, else where the snapshot was
+        written. The snapshot is only read; its recorded name must be a bare
+        ``sklearn_dpu_rows_*.npy`` file name.
 
         Raises
         ------
         PersistenceError
-            The snapshot is missing, or its bytes, shape or dtype are not the
-            recorded ones.
+            The snapshot is missing, its recorded name is not a bare snapshot
+            file name, or its bytes, shape or dtype are not the recorded ones.
         """
-        directory = active_directory() or Path(record.directory)
-        path = directory / record.name
-        if not path.is_file():
+        name = record.name
+        if (
+            not isinstance(name, str)
+            or not name.startswith(_PREFIX)
+            or not name.endswith(".npy")
+            or os.path.basename(name) != name
+            or "/" in name
+            or (os.altsep is not None and os.altsep in name)
+            or os.path.isabs(name)
+        ):
             raise PersistenceError(
-                f"the deletion rows of this model were saved in {path}, which does not "
-                "exist: keep the snapshot next to the model file, or load inside "
+                f"the deletion rows record names {name!r}, not a bare "
+                f"{_PREFIX}*.npy file name: refused (the file was altered)"
+            )
+        active = active_directory()
+        places = [Path(record.directory)] if active is None else [active, Path(record.directory)]
+        found = [place / name for place in places if (place / name).is_file()]
+        if not found:
+            raise PersistenceError(
+                f"the deletion rows snapshot {name} of this model does not exist in "
+                f"{' nor in '.join(str(place) for place in dict.fromkeys(places))}: keep "
+                "the snapshot next to the model file, or load inside "
                 "sklearn_dpu.unlearning.disk_backed_rows(<directory holding it>)"
             )
+        path = found[0]
+        directory = active or Path(record.directory)
         if _sha256(path) != record.sha256:
             raise PersistenceError(
                 f"the deletion rows snapshot {path} is corrupted: its SHA-256 is not the one "
@@ -285,6 +421,7 @@ class RowStore:
             )
         store = cls(directory)
         rows = store.allocate(len(snapshot), snapshot.shape[1], snapshot.dtype, source=snapshot)
+        store._current = (path, record)  # the rows are the snapshot's (never removed by us)
         return store, rows
 
 

@@ -367,11 +367,17 @@ class SampleRegistry(VersionedState):
                 self._reserve(max(stop, 2 * self.capacity))
             if not implicit:
                 self._store_ids(start, stop, ids)
-            self.rows[start:stop] = rows
+            copy_into = getattr(rows, "copy_into", None)  # rows on Dask workers
+            if copy_into is not None:
+                copy_into(self.rows[start:stop])  # a few blocks at a time
+            else:
+                self.rows[start:stop] = rows
             if self._alive is not None:
                 self._alive[start:stop] = True
         self._runs = self._runs.appended(start, stop, chunk)
         self._index = None  # rebuilt on the next lookup
+        if self._store is not None:
+            self._store.changed()
         self.size = stop
         self.n_seen += len(ids)
         self._n_live += len(ids)
@@ -470,6 +476,8 @@ class SampleRegistry(VersionedState):
         if self._ids is not None:
             self._ids[slots] = None if self._ids.dtype == object else self._ids.dtype.type()
         self._n_live -= len(slots)
+        if self._store is not None:
+            self._store.changed(deleted=True)
         if 2 * self.n_samples < self.size:
             self._compact()
 
@@ -508,7 +516,7 @@ class SampleRegistry(VersionedState):
         if self._store is None:
             return {"rows": self.rows[keep], **state}
         # Disk-backed: the live rows in a snapshot file, checked on load.
-        return {"row_file": self._store.write_snapshot(self.rows, keep), **state}
+        return {"row_file": self._store.snapshot(self.rows, keep), **state}
 
     def __deepcopy__(self, memo):
         """A copy with its own rows (a new working file for disk-backed rows)."""
