@@ -410,7 +410,7 @@ def test_deletion_certifies_every_row_deleted_since_the_fit_as_a_group():
     two = lv.plan_langevin_deletion(config, 0.5, clf.delta, 1, group=2)
     assert first.cost.action == second.cost.action == "langevin"
     assert second.cost.gradient_steps == two.steps > first.cost.gradient_steps
-    assert "the 2 rows deleted since the fit" in second.guarantee
+    assert "the 2 rows deleted since the last fit or retrain" in second.guarantee
 
 
 def test_benchmark_shape_deletion_is_ten_times_fewer_steps_than_a_fit():

@@ -348,7 +348,9 @@ def delete_langevin(
         release = planned_langevin_release(params)
         reason = (
             f"deletion_epsilon={target:.4g} is not reachable by continuing the noisy GD "
-            "for fewer steps than a fit (the released count does not decay)"
+            f"for fewer steps than a fit: the {group} rows deleted since the last fit or "
+            "retrain are certified as a group (k^2 times a row's zCDP), and the released "
+            "count's share of it, which no number of steps lowers, is already above it"
         )
         plan = DeletionPlan("retrain", (release,), reason)
     else:
@@ -396,11 +398,12 @@ def delete_langevin(
         evals = float(run.steps * config.n_public)
         guarantee = (
             f"langevin: after {run.steps} noisy GD steps without them, the {group} rows "
-            f"deleted since the fit are ({planned.epsilon:.4g}, {planned.delta:g})-deleted "
+            "deleted since the last fit or retrain are "
+            f"({planned.epsilon:.4g}, {planned.delta:g})-deleted "
             "as a group: every later model is that indistinguishable from one of a run "
             "that never saw them (non-adaptive "
             "requests; Chourasia & Shah 2023, Def. 4.1, Thm 5.1); for a requester who "
-            f"saw the {n_releases} models released since the fit: "
+            f"saw the {n_releases} models published so far: "
             f"({planned.adaptive_epsilon:.4g}, {planned.delta:g}) (Thm 4.3)"
         )
         return DeletionOutcome(
