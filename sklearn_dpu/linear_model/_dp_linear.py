@@ -550,7 +550,7 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         state = self.unlearning_state_
         registry = state.registry
         slots = registry.slots_of(sample_ids)  # raises on a bad id: nothing changed
-        chunks = registry.chunks[slots]
+        chunks = registry.chunks_of(slots)
         rho = float(state.frozen_params.get("rerelease_correlation", 0.0))
         fit_intercept = state.frozen_params["fit_intercept"]
         recipe = self._recipe(state.frozen_params, state.noise_multiplier)

@@ -511,7 +511,7 @@ def rerelease_chunks(
         keep[slots] = False
         return registry.rows[: registry.size][keep], registry.chunks[: registry.size][keep]
 
-    deleted_per_chunk = Counter(registry.chunks[slots].tolist())
+    deleted_per_chunk = Counter(registry.chunks_of(slots).tolist())
     chunks = list(chunks)
     for c, k in deleted_per_chunk.items():
         chunks[c - 1] = dataclasses.replace(chunks[c - 1], pending=chunks[c - 1].pending + k)

@@ -61,7 +61,7 @@ def delete_samples(estimator: Any, sample_ids: list, share: float, notes: Sequen
             finish = lambda o: auto_bounds.kept_bound_outcome(o, bound_eps, deleted, target)  # noqa: E731
         langevin.delete_langevin(est, slots, target_model, finish)
         return est
-    deleted_per_chunk = Counter(registry.chunks[slots].tolist())
+    deleted_per_chunk = Counter(registry.chunks_of(slots).tolist())
     chunk_plan = deletion.plan_chunk_deletion(
         params, loss, state.chunks, deleted_per_chunk, target_model
     )

@@ -114,6 +114,12 @@ class ChunkRuns:
             out[: self.stop] = np.repeat(self.values, ends - self.starts)
         return out
 
+    def at(self, slots: np.ndarray) -> np.ndarray:
+        """The chunk of each of ``slots`` (all below ``stop``): a binary search
+        per slot over the runs, without expanding them."""
+        slots = np.asarray(slots, dtype=np.int64)
+        return self.values[np.searchsorted(self.starts, slots, side="right") - 1]
+
     def nbytes(self) -> int:
         return self.starts.nbytes + self.values.nbytes
 
@@ -244,6 +250,11 @@ class SampleRegistry(VersionedState):
         if self._alive is not None:
             chunks[~self._alive] = 0
         return chunks
+
+    def chunks_of(self, slots: np.ndarray) -> np.ndarray:
+        """The arrival chunk of each of the live ``slots``: ``chunks[slots]``
+        in ``O(len(slots) log runs)``, not ``O(capacity)``."""
+        return self._runs.at(slots)
 
     @property
     def alive(self) -> np.ndarray:
