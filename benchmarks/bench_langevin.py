@@ -17,6 +17,7 @@ cores alone; ``--quick``: n = 1e4, 5 deletions; ``--deletions K`` and
 
 import json
 import pathlib
+import os
 import sys
 import time
 
@@ -70,7 +71,8 @@ def model(seed):
 def main():
     X, X_test, y, y_test = problem()
     say(f"== DPLogisticRegression(solver='langevin'), n = {N}, d = {D}, epsilon = 1 ==")
-    say("(run concurrently with other jobs on a shared 2-core machine: timings are noisy)")
+    load = os.getloadavg()[0]
+    say(f"(load average at start {load:.2f} on {os.cpu_count()} cores: timings are noisy above ~1)")
     started = time.perf_counter()
     clf = model(0).fit(X, y)
     t_fit = time.perf_counter() - started
