@@ -16,8 +16,8 @@ cores alone; ``--quick``: n = 1e4, 5 deletions; ``--deletions K`` and
 """
 
 import json
-import pathlib
 import os
+import pathlib
 import sys
 import time
 
