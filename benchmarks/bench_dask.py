@@ -388,7 +388,7 @@ def main() -> None:
     print(text)
     RESULTS.mkdir(exist_ok=True)
     suffix = "_quick" if args.quick else ""
-    note = "# run concurrently with other jobs on a shared 2-core machine\n"
+    note = f"# load average at the end {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores\n"
     (RESULTS / f"dask{suffix}.txt").write_text(note + text + "\n")
     (RESULTS / f"dask{suffix}.json").write_text(json.dumps(results, indent=2) + "\n")
 
