@@ -22,15 +22,6 @@ distributed = pytest.importorskip("dask.distributed")
 da = pytest.importorskip("dask.array")
 
 
-@pytest.fixture(scope="module")
-def client():
-    cluster = distributed.LocalCluster(
-        processes=True, n_workers=2, threads_per_worker=1, dashboard_address=None
-    )
-    with cluster, distributed.Client(cluster) as client:
-        yield client
-
-
 def _data():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(1200, 3))

@@ -11,6 +11,8 @@ from sklearn_dpu.linear_model import (
     UnlearnableSGDClassifier,
 )
 
+from .conftest import memmap_stream
+
 da = pytest.importorskip("dask.array")
 
 
@@ -50,14 +52,7 @@ def test_unlearnable_sgd_gathers_dask_input_into_the_in_memory_fit():
 
 def test_partial_fit_over_a_memmap_keeps_one_chunk_beyond_the_registry(tmp_path):
     n, d, chunk = 100_000, 20, 5_000
-    path = tmp_path / "X.npy"
-    data = np.lib.format.open_memmap(path, mode="w+", dtype=np.float64, shape=(n, d + 1))
-    rng = np.random.default_rng(0)
-    data[:, :d] = rng.normal(size=(n, d))
-    data[:, d] = np.clip(0.3 * data[:, 0], -1, 1)
-    data.flush()
-    del data
-    data = np.load(path, mmap_mode="r")
+    data = memmap_stream(tmp_path / "X.npy", n, d)
     reg = DPLinearRegression(feature_norm=4.0, target_bound=1.0, random_state=0)
     tracemalloc.start()
     try:

@@ -19,6 +19,8 @@ from sklearn_dpu.linear_model import (
 from sklearn_dpu.unlearning import disk_backed_rows
 from sklearn_dpu.unlearning.state import ChunkRuns, PositionIds, SampleRegistry
 
+from .conftest import memmap_stream
+
 
 def _stream(n_chunks=4, rows=250, d=10, seed=0, **kw):
     rng = np.random.default_rng(seed)
@@ -232,14 +234,7 @@ def test_partial_fit_over_a_memmap_4x_the_allowed_memory_with_rows_on_disk(tmp_p
     # rows in memory it is not (int16 codes of 21 columns are 0.25 of the
     # float64 data by themselves, before their growth margin).
     n, d, chunk = 40_000, 20, 2_000
-    path = tmp_path / "Xy.npy"
-    data = np.lib.format.open_memmap(path, mode="w+", dtype=np.float64, shape=(n, d + 1))
-    rng = np.random.default_rng(0)
-    data[:, :d] = rng.normal(size=(n, d))
-    data[:, d] = np.clip(0.3 * data[:, 0], -1, 1)
-    data.flush()
-    del data
-    data = np.load(path, mmap_mode="r")
+    data = memmap_stream(tmp_path / "Xy.npy", n, d)
     store = tmp_path / "store"
     store.mkdir()
     peaks = {}

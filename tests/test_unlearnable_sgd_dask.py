@@ -97,15 +97,6 @@ def test_auto_feature_norm_reads_dask_input_into_memory():
     _same(a, b)
 
 
-@pytest.fixture(scope="module")
-def client():
-    cluster = distributed.LocalCluster(
-        processes=True, n_workers=2, threads_per_worker=1, dashboard_address=None
-    )
-    with cluster, distributed.Client(cluster) as client:
-        yield client
-
-
 def test_local_cluster_rows_live_on_the_workers(client):
     X, y = _data()
     a = _fit(X, y)
