@@ -153,12 +153,16 @@ def test_pickle_writes_a_checked_snapshot_and_reloads_deletable(tmp_path):
     loaded = pickle.loads(blob)
     registry = loaded.unlearning_state_.registry
     assert registry.on_disk and len(_bin_files(tmp_path)) == 2  # its own working file
+    assert snapshot.read_bytes() == saved  # a load never writes the snapshot
+    again = pickle.loads(blob)  # so the same file loads again, with both rows
+    assert again.unlearning_state_.registry.n_samples == 1000
     loaded.delete_samples([10, 900])
     memory.delete_samples([10, 900])
     np.testing.assert_array_equal(loaded.coef_, memory.coef_)
-    assert snapshot.read_bytes() == saved  # a load and a deletion never write the snapshot
-    again = pickle.loads(blob)  # so the same file loads again, with both rows
-    assert again.unlearning_state_.registry.n_samples == 1000
+    # A plain pickle's snapshot is implicit: the deletion removes it (it held
+    # the deleted rows); models meant to be kept are saved with io.save.
+    assert not snapshot.exists()
+    assert again.unlearning_state_.registry.n_samples == 1000  # its own working file
 
 
 def test_skops_save_and_load_keep_a_disk_backed_model_deletable(tmp_path):
@@ -418,20 +422,55 @@ def test_repeated_pickling_reuses_one_snapshot_and_a_deletion_removes_it(tmp_pat
     copy.copy(disk), pickle.dumps(disk)
     assert _npy(tmp_path) == [first]  # the rows did not change: the same file
     saved = tmp_path / "model.skops"
-    dpu_io.save(disk, saved)  # explicit: the user's snapshot (the same one here)
-    assert _npy(tmp_path) == [first]
+    dpu_io.save(disk, saved)  # explicit: a snapshot of its own, the user's
+    (users,) = set(_npy(tmp_path)) - {first}
     disk.partial_fit(np.ones((5, 6)), np.zeros(5))
     pickle.dumps(disk)
     pickle.dumps(disk)
-    assert len(_npy(tmp_path)) == 2  # one per generation
+    assert len(_npy(tmp_path)) == 3  # one implicit per generation, and the saved one
     row = disk.unlearning_state_.registry.rows[7].copy()
     disk.delete_samples([7])
-    # The implicit snapshot is gone; the saved model's stays (the user's),
+    # The implicit snapshots are gone; the saved model's stays (the user's),
     # and is the only file still holding the deleted row.
-    assert _npy(tmp_path) == [first] and _holds_row(first, row)
+    assert _npy(tmp_path) == [users] and _holds_row(users, row)
     assert dpu_io.load(saved).unlearning_state_.registry.n_samples == 1000
     pickle.dumps(disk)
-    assert [p for p in _npy(tmp_path) if _holds_row(p, row)] == [first]
+    assert [p for p in _npy(tmp_path) if _holds_row(p, row)] == [users]
+
+
+def test_a_model_loaded_from_a_plain_pickle_removes_that_snapshot_when_it_deletes(tmp_path):
+    # dump -> load (another process, or pickle.loads) -> delete: the snapshot
+    # the model was loaded from held the deleted row and nothing removed it.
+    _, disk = _linear_pair(tmp_path)
+    row = disk.unlearning_state_.registry.rows[7].copy()
+    blob = pickle.dumps(disk)
+    del disk
+    gc.collect()
+    loaded = pickle.loads(blob)
+    loaded.delete_samples([7])
+    pickle.dumps(loaded)
+    assert not [p for p in _npy(tmp_path) if _holds_row(p, row)]
+    with pytest.raises(PersistenceError, match="plain pickle.*sklearn_dpu.io.save"):
+        pickle.loads(blob)  # its snapshot went with the deletion, as documented
+
+
+def test_each_io_save_keeps_its_own_snapshot(tmp_path):
+    # A save of a copy, and a save of a model loaded from another save, each
+    # wrote no snapshot of their own: another model's deletion, or removing
+    # the first saved model with its snapshot, broke them.
+    _, disk = _linear_pair(tmp_path)
+    copied = pickle.loads(pickle.dumps(disk))
+    dpu_io.save(copied, tmp_path / "copy.skops")
+    disk.delete_samples([0])
+    assert dpu_io.load(tmp_path / "copy.skops").unlearning_state_.registry.n_samples == 1000
+    first = tmp_path / "v1.skops"
+    dpu_io.save(disk, first)
+    before = set(_npy(tmp_path))
+    dpu_io.save(dpu_io.load(first), tmp_path / "v2.skops")
+    (second_snapshot,) = set(_npy(tmp_path)) - before
+    for path in before - {second_snapshot}:
+        path.unlink()
+    assert dpu_io.load(tmp_path / "v2.skops").unlearning_state_.registry.n_samples == 999
 
 
 def test_io_save_writes_exactly_one_snapshot(tmp_path):

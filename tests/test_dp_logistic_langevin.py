@@ -425,3 +425,25 @@ def test_benchmark_shape_deletion_is_ten_times_fewer_steps_than_a_fit():
     assert config.run.step_size == pytest.approx(1 / (2 * config.kappa * config.Lambda))
     assert planned.steps * 10 <= config.run.steps
     assert planned.epsilon <= 0.1
+
+
+def test_a_retrain_reason_names_its_actual_cause():
+    # Just above the count's floor the target is reachable, but in more steps
+    # than a fit: the reason said the count's share was above the target.
+    from sklearn_dpu.linear_model import _langevin as lv
+    from sklearn_dpu.privacy.langevin import zcdp_epsilon
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(500, 4))
+    X /= np.maximum(1, np.linalg.norm(X, axis=1, keepdims=True))
+    y = (X[:, 0] + 0.3 * rng.normal(size=500) > 0).astype(int)
+    clf = DPLogisticRegression(solver="langevin", deletion_epsilon=0.2, random_state=0).fit(X, y)
+    config = clf.unlearning_state_.chunks[0].config
+    floor = zcdp_epsilon(config.count_rho, clf.delta - config.failure_probability)
+    slow = lv.plan_langevin_deletion(config, floor * (1 + 1e-7), clf.delta, 1)
+    assert slow.steps is None and slow.needed_steps >= config.run.steps
+    below = lv.plan_langevin_deletion(config, floor * (1 - 1e-3), clf.delta, 1)
+    assert below.steps is None and below.needed_steps is None
+    clf.set_params(deletion_epsilon=floor * (1 + 1e-7))
+    clf.delete_samples([0])
+    assert f"it needs {slow.needed_steps} steps" in clf.deletion_log_[-1].reason

@@ -286,12 +286,17 @@ class LangevinDeletion:
         Certified epsilon for a requester who saw every model released since
         the fit ([1]_ Thm 4.3: the deletion's Renyi divergence plus that of
         each earlier release).
+    needed_steps : int or None
+        With ``steps=None``: the steps the target would need (at least
+        ``K_A``), or ``None`` when no number of steps reaches it (the count's
+        share alone is above it).
     """
 
     steps: int | None
     epsilon: float | None
     delta: float
     adaptive_epsilon: float | None
+    needed_steps: int | None = None
 
 
 def plan_langevin_deletion(
@@ -311,7 +316,7 @@ def plan_langevin_deletion(
     floor = group**2 * config.count_rho
     steps = unlearning_steps(config.run, target, convert, floor, group)
     if steps is None or steps >= config.run.steps:
-        return LangevinDeletion(None, None, delta, None)
+        return LangevinDeletion(None, None, delta, None, None if steps is None else int(steps))
     rho_del = unlearning_rho(config.run, steps, floor, group)
     eps = zcdp_epsilon(rho_del, convert)
     per_release = group**2 * (config.count_rho + config.run.stationary_rho)
@@ -346,11 +351,15 @@ def delete_langevin(
     retrain_cost = DeletionCost(gradient_steps=config.run.steps, gradient_evaluations=retrain_evals)
     if planned.steps is None:
         release = planned_langevin_release(params)
+        why = (
+            "the released count's share of it, which no number of steps lowers, is already above it"
+            if planned.needed_steps is None
+            else f"it needs {planned.needed_steps} steps, a fit runs {config.run.steps}"
+        )
         reason = (
             f"deletion_epsilon={target:.4g} is not reachable by continuing the noisy GD "
             f"for fewer steps than a fit: the {group} rows deleted since the last fit or "
-            "retrain are certified as a group (k^2 times a row's zCDP), and the released "
-            "count's share of it, which no number of steps lowers, is already above it"
+            f"retrain are certified as a group (k^2 times a row's zCDP), and {why}"
         )
         plan = DeletionPlan("retrain", (release,), reason)
     else:

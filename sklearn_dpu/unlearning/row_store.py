@@ -24,20 +24,21 @@ What the files are, and what happens to them:
 * Pickling (``pickle``, ``joblib``, :func:`sklearn_dpu.io.save`) writes a
   snapshot (``sklearn_dpu_rows_*.npy``, the live rows only) into the same
   directory and records its name, shape, dtype and SHA-256 in the pickle
-  (a :class:`RowFile`). One snapshot per state of the rows: pickling again
-  before the rows change (joblib's parallel calls, Dask, copies) reuses it
-  and writes nothing. A snapshot written by :func:`sklearn_dpu.io.save` is
-  part of the saved model: it is yours, the model's later deletions leave
-  it, keep it with the model file and delete it with the model file. Every
-  other snapshot (plain ``pickle`` / ``joblib`` / copies) is removed by the
-  model's next deletion, so no file the model wrote holds a deleted row:
-  a plain pickle of a disk-backed model loads until the model deletes
-  again (save with :func:`sklearn_dpu.io.save` to keep it). Loading checks the
-  snapshot against the record (a missing, truncated or altered file raises
-  :class:`~sklearn_dpu.exceptions.PersistenceError` and nothing is loaded)
-  and copies it into a new working file, so the snapshot is never modified
-  and the model can be loaded again. To load from a moved directory, load
-  inside ``disk_backed_rows(new_directory)``.
+  (a :class:`RowFile`). Each :func:`sklearn_dpu.io.save` writes a snapshot
+  of its own, part of that saved model: it is yours, no deletion removes it;
+  keep it with the model file and delete it with the model file. Every other
+  snapshot (plain ``pickle`` / ``joblib`` / copies) is implicit: one per
+  state of the rows (pickling again before the rows change, as joblib's
+  parallel calls, Dask and copies do, reuses it and writes nothing), removed
+  by the next deletion of the model that wrote it or of any model loaded from
+  it, so no implicit file holds a deleted row: a plain pickle of a
+  disk-backed model loads until such a deletion (save with
+  :func:`sklearn_dpu.io.save` to keep it). Loading checks the snapshot
+  against the record (a missing, truncated or altered file raises
+  :class:`~sklearn_dpu.exceptions.PersistenceError` that says which kind of
+  snapshot it was, and nothing is loaded) and copies it into a new working
+  file, so the snapshot is never modified. To load from a moved directory,
+  load inside ``disk_backed_rows(new_directory)``.
 * These files hold training data, as a pickle of an in-memory model does:
   store them like the data. A snapshot saved by :func:`sklearn_dpu.io.save`
   before a deletion still holds the deleted rows, as does the model file
@@ -86,7 +87,9 @@ __all__ = [
 ]
 
 _DIRECTORY: ContextVar[Path | None] = ContextVar("sklearn_dpu_row_directory", default=None)
-_KEPT: ContextVar[bool] = ContextVar("sklearn_dpu_kept_snapshots", default=False)
+# Inside kept_snapshots(): the snapshots written in that block, by store (a
+# save may pickle a model more than once: skops calls __getstate__ twice).
+_KEPT: ContextVar[dict | None] = ContextVar("sklearn_dpu_kept_snapshots", default=None)
 _PREFIX = "sklearn_dpu_rows_"
 _BLOCK_BYTES = 1 << 24  # rows copied or hashed 16 MiB at a time
 
@@ -127,7 +130,7 @@ def kept_snapshots() -> Iterator[None]:
 
     :func:`sklearn_dpu.io.save` writes its model inside it.
     """
-    token = _KEPT.set(True)
+    token = _KEPT.set({})
     try:
         yield
     finally:
@@ -154,6 +157,12 @@ class RowFile:
     dtype : str
     sha256 : str
         Hex digest of the whole file.
+    kept : bool
+        Written by :func:`sklearn_dpu.io.save` (inside :func:`kept_snapshots`):
+        the user's file, never removed by a deletion. An implicit snapshot (a
+        plain pickle, joblib, a copy) is removed by the next deletion of any
+        model holding it, the one loaded from it included. Records saved
+        before this field existed read as implicit.
     """
 
     directory: str
@@ -161,6 +170,7 @@ class RowFile:
     shape: tuple
     dtype: str
     sha256: str
+    kept: bool = False
 
 
 def _unlink(path: str) -> None:
@@ -257,19 +267,25 @@ class RowStore:
             self._written = []
 
     def snapshot(self, rows: np.ndarray, keep: np.ndarray) -> RowFile:
-        """The record of a snapshot of ``rows[keep]``: the current one if it is
-        still on disk, else a new one (see :meth:`write_snapshot`)."""
+        """The record of a snapshot of ``rows[keep]`` (see :meth:`write_snapshot`).
+
+        Inside :func:`kept_snapshots` (``sklearn_dpu.io.save``) always a new
+        file, the user's: one per saved model, so removing one saved model
+        and its snapshot never breaks another. Otherwise the current implicit
+        snapshot while it is on disk, else a new one, removed by this store's
+        next deletion.
+        """
+        kept = _KEPT.get()
+        if kept is not None:
+            if id(self) not in kept:  # the store is held too: its id is not reused
+                kept[id(self)] = (self, self.write_snapshot(rows, keep))
+            return kept[id(self)][1]
         if self._current is not None and self._current[0].is_file():
-            path, record = self._current
-            if not _KEPT.get() or path not in self._written:
-                return record
-            self._written.remove(path)  # saved explicitly now: the user's file
-            return record
+            return self._current[1]
         record = self.write_snapshot(rows, keep)
         path = Path(record.directory) / record.name
         self._current = (path, record)
-        if not _KEPT.get():
-            self._written.append(path)
+        self._written.append(path)
         return record
 
     def _open(self, path: str, capacity: int, width: int, dtype: np.dtype) -> np.ndarray:
@@ -357,7 +373,12 @@ class RowStore:
             _unlink(path)
             raise
         return RowFile(
-            str(self.directory), os.path.basename(path), shape, rows.dtype.str, digest.hexdigest()
+            str(self.directory),
+            os.path.basename(path),
+            shape,
+            rows.dtype.str,
+            digest.hexdigest(),
+            kept=_KEPT.get() is not None,
         )
 
     @classmethod
@@ -396,9 +417,16 @@ class RowStore:
         if not found:
             raise PersistenceError(
                 f"the deletion rows snapshot {name} of this model does not exist in "
-                f"{' nor in '.join(str(place) for place in dict.fromkeys(places))}: keep "
-                "the snapshot next to the model file, or load inside "
-                "sklearn_dpu.unlearning.disk_backed_rows(<directory holding it>)"
+                f"{' nor in '.join(str(place) for place in dict.fromkeys(places))}. "
+                + (
+                    "It was written by sklearn_dpu.io.save: keep it at that path, or load "
+                    "inside sklearn_dpu.unlearning.disk_backed_rows(<directory holding it>)"
+                    if record.kept
+                    else "It was written by a plain pickle (pickle, joblib, a copy), whose "
+                    "snapshot the model's next deletion removes so that no file keeps a "
+                    "deleted row: keep models with sklearn_dpu.io.save, whose snapshots "
+                    "are kept"
+                )
             )
         path = found[0]
         directory = active or Path(record.directory)
@@ -421,7 +449,12 @@ class RowStore:
             )
         store = cls(directory)
         rows = store.allocate(len(snapshot), snapshot.shape[1], snapshot.dtype, source=snapshot)
-        store._current = (path, record)  # the rows are the snapshot's (never removed by us)
+        if not record.kept:
+            # An implicit snapshot: this model's next deletion removes it, as
+            # the store that wrote it would have (it may be gone: another
+            # process, or a pickle's only trace), so no file keeps a deleted row.
+            store._current = (path, record)
+            store._written.append(path)
         return store, rows
 
 
