@@ -1,4 +1,5 @@
-"""Output dtypes of the estimators: float32 in, float32 out, as scikit-learn.
+"""Input kinds and output dtypes of the estimators: Dask collections are
+recognised here; float32 in, float32 out, as scikit-learn.
 
 scikit-learn's linear models keep float32: :class:`~sklearn.linear_model.LogisticRegression`,
 :class:`~sklearn.linear_model.LinearRegression` and
@@ -19,7 +20,12 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["cast_outputs", "output_dtype"]
+__all__ = ["cast_outputs", "is_dask_collection", "output_dtype"]
+
+
+def is_dask_collection(data: object) -> bool:
+    """True for a Dask array or DataFrame (checked without importing Dask)."""
+    return type(data).__module__.split(".")[0] == "dask"
 
 
 def output_dtype(X: Any) -> str:

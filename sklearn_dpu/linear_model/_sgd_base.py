@@ -20,7 +20,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._validation import cast_outputs, output_dtype
+from .._validation import cast_outputs, is_dask_collection, output_dtype
 from ..base import PrivateEstimatorMixin
 from ..privacy.clipping import clip_rows_l2
 from ..privacy.ledger import PrivacySpent, Release, privacy_spent
@@ -28,7 +28,7 @@ from ..privacy.random import release_generator
 from ._auto_bounds import draw_bound, is_auto, kept_bound_outcome, norm_bound_mechanism
 from ._losses import get_loss
 from ._scores import ScoresToLabelsMixin
-from ._sgd_dask import WorkerRows, is_dask_input
+from ._sgd_dask import WorkerRows
 from ._sgd_edits import SGDEditLedger, start_run
 from ._sgd_plan import BOUND_EPSILON_SHARE, SGDParams, schedule_run
 from ._sgd_releases import count_mechanism, fit_ledger
@@ -98,7 +98,7 @@ class BaseUnlearnableSGD(
 
     def _encode(self, X, y, classes_, feature_norm: float) -> np.ndarray:
         """Rows clipped to ``feature_norm`` in float32, the label code appended."""
-        if is_dask_input(X):  # computed and kept on the workers
+        if is_dask_collection(X):  # computed and kept on the workers
             return WorkerRows.encode(X, y, classes_, feature_norm * _STORAGE_MARGIN)
         codes = np.searchsorted(classes_, y)
         if is_sparse(X):  # the same values, in sparse storage

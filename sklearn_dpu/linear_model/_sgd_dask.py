@@ -51,12 +51,7 @@ import numpy as np
 
 from ..privacy.clipping import clip_rows_l2
 
-__all__ = ["WorkerRows", "is_dask_input", "validate_dask"]
-
-
-def is_dask_input(X: Any) -> bool:
-    """True for a Dask array or DataFrame (checked without importing Dask)."""
-    return type(X).__module__.split(".")[0] == "dask"
+__all__ = ["WorkerRows", "validate_dask"]
 
 
 def _encode_block(X, y, classes, bound):

@@ -32,6 +32,7 @@ from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_array, validate_data
 
+from .._validation import is_dask_collection
 from ..privacy.clipping import _INSIDE, FIXED_POINT_BITS, clip_rows_l2, clip_scales, to_fixed_point
 from ..unlearning.row_store import active_directory, gather_blocks
 
@@ -306,11 +307,6 @@ def encode_training_data(
     except NonFiniteInputError:
         check_array(X, dtype=None, input_name="X", estimator=estimator)
         raise
-
-
-def is_dask_collection(data: object) -> bool:
-    """True for Dask arrays (checked without importing Dask)."""
-    return type(data).__module__.split(".")[0] == "dask"
 
 
 def _encode_block(X, y, feature_norm, center, half_range, fit_intercept):

@@ -10,6 +10,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._compat import DELTA_CONSTRAINT, HasMethods, Interval, StrOptions, _fit_context, _num_samples
+from .._validation import is_dask_collection
 from ..base import PublicSizes
 from ..exceptions import UnlearningError
 from ..privacy.clipping import MIN_NORM_BOUND
@@ -19,7 +20,7 @@ from ..unlearning.report import DeletionPlan
 from ._auto_bounds import is_auto
 from ._coupled_sgd import InsertionRecord
 from ._sgd_base import BaseUnlearnableSGD
-from ._sgd_dask import is_dask_input, validate_dask
+from ._sgd_dask import validate_dask
 from ._sgd_edits import (
     delete_from_run,
     insert_into_run,
@@ -483,7 +484,7 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
             plan = ReleasePlan((), exact=False, restart=True)
 
         def validate():
-            if is_dask_input(X) and not is_auto(self.feature_norm):  # rows stay on workers
+            if is_dask_collection(X) and not is_auto(self.feature_norm):  # rows stay on workers
                 return validate_dask(self, X, y, sample_id, classes)
             Xv, yv = validate_data(self, X, y, accept_sparse="csr", dtype=_DTYPES)
             Xv = canonical_sparse(Xv)

@@ -56,6 +56,7 @@ import numpy as np
 from dp_accounting import dp_event
 from numpy.typing import ArrayLike
 
+from .._validation import is_dask_collection
 from .clipping import row_norms
 from .mechanisms import ExponentialMechanism, pure_dp_event
 
@@ -254,10 +255,6 @@ def _as_matrix(X: ArrayLike) -> np.ndarray:
     return X
 
 
-def _is_dask(X) -> bool:
-    return type(X).__module__.split(".")[0] == "dask"
-
-
 def _block_counts(block, grids, norms):
     """Per column of one block, ``#{values <= c}`` for each value ``c`` of its grid."""
     x = np.asarray(block, dtype=np.float64)
@@ -324,7 +321,7 @@ def private_column_quantiles(
     ndarray of shape (n_features,)
         The released grid values, in column order.
     """
-    if _is_dask(X):  # counts per grid value on the workers: the same selections
+    if is_dask_collection(X):  # counts per grid value on the workers: the same selections
         if X.ndim != 2 or len(mechanisms) != X.shape[1]:
             raise ValueError(f"{len(mechanisms)} mechanisms for X of shape {X.shape}")
         counts, n = _dask_counts(X, mechanisms, norms=False)
@@ -354,7 +351,7 @@ def private_norm_bound(X: ArrayLike, mechanism: PrivateQuantile, rng: np.random.
     -------
     float
     """
-    if _is_dask(X):  # counts per grid value on the workers: the same selection
+    if is_dask_collection(X):  # counts per grid value on the workers: the same selection
         (counts,), n = _dask_counts(X, [mechanism], norms=True)
         return mechanism.release_counts(counts, n, rng)
     # overflow-safe: whether a row's norm overflows must not decide an error
