@@ -68,8 +68,15 @@ def pure_dp_event(epsilon: float) -> dp_event.DpEvent:
     return dp_event.DiscreteLaplaceDpEvent(noise_parameter=float(epsilon), sensitivity=1)
 
 
-# Rows per band of the mirrored noise in GaussianMechanism.release_symmetric.
+# Rows per band of the mirrored noise in GaussianMechanism.release_symmetric:
+# at most _MIRROR_ROWS, and at most _MIRROR_ENTRIES entries (64 KiB of float64)
+# per band. Temporaries that small stay below the allocator's threshold for
+# returning freed blocks to the operating system (glibc's default mmap
+# threshold is 128 KiB), so each band reuses the previous band's memory: a
+# band of 128 rows at q = 1000 (1 MB, and as much again of normals) faulted in
+# fresh pages on a process's first releases.
 _MIRROR_ROWS = 128
+_MIRROR_ENTRIES = 1 << 13
 
 
 @dataclass(frozen=True)
@@ -130,17 +137,18 @@ class GaussianMechanism:
         # those of a single draw, without its q^2 / 2 temporary.
         off_diagonal = self.sigma / np.sqrt(2.0)
         out = M if overwrite and M.flags.c_contiguous else M.copy()
-        # The strict upper triangle N of the noise, a band of _MIRROR_ROWS rows
-        # at a time in a small zeroed buffer (no q x q temporary: at q = 1000
-        # a fresh 8 MB array costs more in page faults than the additions):
+        # The strict upper triangle N of the noise, a band of a few rows at a
+        # time in a small zeroed buffer (no q x q temporary: at q = 1000 a
+        # fresh 8 MB array costs more in page faults than the additions):
         # out[band] += N[band] puts each normal above the diagonal, and the
         # band's transpose, added to the band's columns below it, puts it at
         # (j, i). Every entry of out receives its normal once (the other terms
         # are exact zeros): the same values as adding each normal at (i, j)
         # and (j, i) directly.
-        band = np.empty((min(_MIRROR_ROWS, q), q))
-        for first in range(0, q - 1, _MIRROR_ROWS):
-            stop = min(first + _MIRROR_ROWS, q)
+        n_rows = max(1, min(_MIRROR_ROWS, _MIRROR_ENTRIES // q, q))
+        band = np.empty((n_rows, q))
+        for first in range(0, q - 1, n_rows):
+            stop = min(first + n_rows, q)
             last = min(stop, q - 1)  # the last row has no entry above the diagonal
             count = (last - first) * (2 * q - first - last - 1) // 2
             upper = rng.normal(0.0, off_diagonal, size=count)
