@@ -1,11 +1,11 @@
 """DPLinearRegression's deletion path: no Gram-sized temporaries, same numbers.
 
-A deletion re-releases in place (the node's noisy matrix), forms the deleted
-rows' Gram product in bands, and builds the solve in a scratch matrix the state
-keeps (never pickled). These tests check that no ``q x q`` array is allocated
-by a one-row deletion and that every variant gives the values of the plain
-computation, after pickling, after ``partial_fit`` and whatever the scratch
-holds.
+A deletion re-releases in place (the node's noisy matrix, the noise drawn in a
+scratch the tree keeps), forms the deleted rows' Gram product in bands, and
+builds the solve in a scratch matrix the state keeps (scratches never
+pickled). These tests check that no ``q x q`` array is allocated by a one-row
+deletion and that every variant gives the values of the plain computation,
+after pickling, after ``partial_fit`` and whatever the scratches hold.
 """
 
 import pickle
@@ -80,10 +80,12 @@ def test_deletions_same_after_pickling_and_whatever_the_scratch_holds(chunks):
 
     def reload(reg):
         assert "_solve_buffer" not in reg.unlearning_state_.__getstate__()
+        assert "_scratch" not in reg.unlearning_state_.statistics.__getstate__()
         return pickle.loads(pickle.dumps(reg))
 
     def dirty(reg):
         reg.unlearning_state_.solve_buffer(D).fill(np.nan)
+        reg.unlearning_state_.statistics._scratch.fill(np.nan)
         return reg
 
     for between in (reload, dirty):
@@ -103,16 +105,20 @@ def test_banded_gram_subtraction_is_exact(n_rows, fit_intercept):
     np.testing.assert_array_equal(gram, expected)
 
 
-def test_symmetric_noise_independent_of_band_size(monkeypatch):
+@pytest.mark.parametrize("entries", [10**9, 1 << 12, 1])  # 128 rows, 26 rows, one row
+def test_symmetric_noise_independent_of_band_size_and_scratch(monkeypatch, entries):
     mechanism = GaussianMechanism(1.0, 2.0)
     M = np.arange(float(D * D)).reshape(D, D)
     M = M + M.T
-    monkeypatch.setattr(mechanisms, "_MIRROR_ENTRIES", 10**9)  # one band of 128 rows
-    wide = mechanism.release_symmetric(M, np.random.default_rng(3))
-    monkeypatch.setattr(mechanisms, "_MIRROR_ENTRIES", 1 << 13)
-    narrow = mechanism.release_symmetric(M, np.random.default_rng(3))
-    np.testing.assert_array_equal(narrow, wide)
-    np.testing.assert_array_equal(narrow, narrow.T)
+    expected = mechanism.release_symmetric(M, np.random.default_rng(3))
+    monkeypatch.setattr(mechanisms, "_MIRROR_ENTRIES", entries)
+    plain = mechanism.release_symmetric(M, np.random.default_rng(3))
+    work = np.full(len(mechanisms.symmetric_scratch(D)), np.nan)
+    scratch = mechanism.release_symmetric(M, np.random.default_rng(3), work=work)
+    in_place = mechanism.release_symmetric(M.copy(), np.random.default_rng(3), True, work)
+    for got in (plain, scratch, in_place):
+        np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(expected, expected.T)
 
 
 @pytest.mark.parametrize("fit_intercept", [True, False])
