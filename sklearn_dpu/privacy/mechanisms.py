@@ -180,8 +180,9 @@ class GaussianMechanism:
             last = min(stop, q - 1)  # the last row has no entry above the diagonal
             count = (last - first) * (2 * q - first - last - 1) // 2
             if scratch:
-                # normal(0, s) is 0 + s * z for the same standard normals z,
-                # and adding +0.0 changes no sum: the same values.
+                # normal(0, s) draws the same standard normals z and returns
+                # 0.0 + s * z: the same values (up to the sign of an exact
+                # zero, which changes no sum below).
                 upper = work[size : size + count]
                 rng.standard_normal(out=upper)
                 upper *= off_diagonal
