@@ -15,13 +15,16 @@ Prints (and writes to results/linear_scaling.txt and .json):
 All contenders run with the same BLAS thread count (``--threads``, default 1:
 on a shared machine a multi-threaded BLAS spin-waits and times become
 meaningless). Ratios come from one run; timings on a busy machine are noisy.
-``--quick`` shrinks the sizes for a smoke run.
+``--quick`` shrinks the sizes for a smoke run. ``--deletion-only`` runs just
+the n = 1e5, d = 1000 deletion case, in ``--runs`` fresh processes, and
+reports medians (``--out`` saves the text).
 """
 
 import argparse
 import json
 import os
 import pathlib
+import resource
 import subprocess
 import sys
 import time
@@ -92,12 +95,14 @@ def deletion_run(n, d, n_deletions, warm=False):
     start, cpu_start = time.perf_counter(), time.process_time()
     reg = DPLinearRegression(**_params(d)).fit(X, y)
     fit, fit_cpu = time.perf_counter() - start, time.process_time() - cpu_start
-    deletions, deletions_cpu = [], []
+    deletions, deletions_cpu, faults = [], [], []
     for i in range(n_deletions):
+        faults_start = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         start, cpu_start = time.perf_counter(), time.process_time()
         reg.delete_samples([i])
         deletions.append(time.perf_counter() - start)
         deletions_cpu.append(time.process_time() - cpu_start)
+        faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults_start)
     # CPU time too: with one BLAS thread it is what the process used, and
     # much less disturbed than wall time when other jobs share the cores.
     return {
@@ -107,6 +112,8 @@ def deletion_run(n, d, n_deletions, warm=False):
         "deletions_s": deletions,
         "fit_cpu_s": fit_cpu,
         "deletions_cpu_s": deletions_cpu,
+        # Minor page faults: fresh memory each deletion touches (load-independent).
+        "deletions_minflt": faults,
     }
 
 
@@ -127,6 +134,39 @@ def fresh_deletion_run(n, d, n_deletions, threads, warm=False):
         env=os.environ,
     )
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def deletion_speedups(n, d, runs, threads):
+    """The deletion case in ``runs`` fresh processes: per-run lines and medians."""
+    results = [fresh_deletion_run(n, d, 5, threads) for _ in range(runs)]
+    lines = []
+    for r in results:
+        first, rest = r["deletions_s"][0], float(np.median(r["deletions_s"][1:]))
+        lines.append(
+            f"  run: fit {r['fit_s']:.2f} s, first deletion {first * 1e3:.1f} ms "
+            f"({r['fit_s'] / first:.0f}x), next 4 {rest * 1e3:.1f} ms ({r['fit_s'] / rest:.0f}x); "
+            f"CPU: fit {r['fit_cpu_s']:.2f} s, first {r['deletions_cpu_s'][0] * 1e3:.1f} ms "
+            f"({r['fit_cpu_s'] / r['deletions_cpu_s'][0]:.0f}x); minor page faults "
+            f"{r['deletions_minflt']}"
+        )
+        print(lines[-1], flush=True)
+
+    def median(key):
+        return float(np.median([key(r) for r in results]))
+
+    fit = median(lambda r: r["fit_s"])
+    first = median(lambda r: r["deletions_s"][0])
+    rest = median(lambda r: np.median(r["deletions_s"][1:]))
+    first_ratio = median(lambda r: r["fit_s"] / r["deletions_s"][0])
+    rest_ratio = median(lambda r: r["fit_s"] / np.median(r["deletions_s"][1:]))
+    cpu_ratio = median(lambda r: r["fit_cpu_s"] / r["deletions_cpu_s"][0])
+    lines.append(
+        f"One-row deletion at n={n}, d={d}, medians of {runs} fresh processes: fit {fit:.2f} s, "
+        f"first deletion {first * 1e3:.1f} ms (speed-up {first_ratio:.0f}x), later deletions "
+        f"{rest * 1e3:.1f} ms (speed-up {rest_ratio:.0f}x); first in CPU time {cpu_ratio:.0f}x; "
+        "goal >= 100x"
+    )
+    return lines
 
 
 def _slope(xs, ys):
@@ -180,7 +220,26 @@ def main():
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--max-gb", type=float, default=1.0)
+    parser.add_argument("--deletion-only", action="store_true")
+    parser.add_argument("--runs", type=int, default=5, help="fresh processes (--deletion-only)")
+    parser.add_argument("--out", type=pathlib.Path, help="write the text here (--deletion-only)")
     args = parser.parse_args()
+    if args.deletion_only:
+        n, d = (5_000, 100) if args.quick else (10**5, 1000)
+        load = os.getloadavg()
+        lines = [
+            "DPLinearRegression one-row deletion (bench_linear_scaling.py --deletion-only)",
+            f"BLAS threads: {args.threads}; cores: {os.cpu_count()}; load average at start: "
+            f"{load[0]:.1f} {load[1]:.1f} {load[2]:.1f} (other jobs were running if > 0)",
+        ]
+        print("\n".join(lines), flush=True)
+        lines += deletion_speedups(n, d, args.runs, args.threads)
+        load = os.getloadavg()
+        lines.append(f"load average at end: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
+        print(lines[-2] + "\n" + lines[-1])
+        if args.out is not None:
+            args.out.write_text("\n".join(lines) + "\n")
+        return
     if args.quick:
         fit_shapes, deletion_shape, repeats = [(20_000, 20)], (5_000, 100), 1
         ns, ds = [1_000, 10_000], [10, 100]

@@ -7,6 +7,8 @@ sensitive as the data. Its qualified name is trusted by :mod:`sklearn_dpu.io`
 still resolves to it, so files saved before the move load).
 """
 
+import numpy as np
+
 from ..unlearning.state import VersionedState
 
 __all__ = ["LinearStatisticsState"]
@@ -61,6 +63,11 @@ class LinearStatisticsState(VersionedState):
 
     Notes
     -----
+    Besides, a scratch matrix the ``'ssp'`` solve of every release is built in
+    (:meth:`solve_buffer`): kept between releases so that a deletion allocates
+    no ``d x d`` array, and first touched by the fit's own release; never
+    pickled (a loaded state makes it again at its first release).
+
     Size: O(n d) for the rows, O(d^2 log t) for the statistics. The rows are
     ``2 (d + 1)`` bytes each (row-position ids add nothing, one flag byte a
     row from the first deletion on): 2.2 GB at ``n = 10**8``, ``d = 10``, in
@@ -77,6 +84,7 @@ class LinearStatisticsState(VersionedState):
     released_count = None
     bounds = None
     feature_norm = None
+    _solve_buffer = None
 
     def __init__(
         self, registry, statistics, exact_gram, frozen_params, center, half_range, noise_multiplier
@@ -90,6 +98,22 @@ class LinearStatisticsState(VersionedState):
         self.noise_multiplier = noise_multiplier
         self.n_chunks = 1
 
+    def __getstate__(self):
+        state = super().__getstate__()
+        state.pop("_solve_buffer", None)  # scratch: contents meaningless
+        return state
+
+    def solve_buffer(self, size: int) -> np.ndarray:
+        """The ``(size, size)`` float64 scratch of the ``'ssp'`` solve (contents undefined).
+
+        Made at the first release that needs it (the fit's, or the first
+        after a load) and reused by every later one.
+        """
+        buffer = self._solve_buffer
+        if buffer is None or buffer.shape != (size, size):
+            buffer = self._solve_buffer = np.empty((size, size))
+        return buffer
+
     def nbytes(self) -> int:
         """Bytes held by arrays of the state."""
         total = self.registry.nbytes()
@@ -99,4 +123,6 @@ class LinearStatisticsState(VersionedState):
             total += self.exact_gram.nbytes
         if self.release_noise is not None:
             total += self.release_noise.nbytes
+        if self._solve_buffer is not None:
+            total += self._solve_buffer.nbytes
         return total

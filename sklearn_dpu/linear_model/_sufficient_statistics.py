@@ -400,15 +400,33 @@ def gram_of_codes(codes: np.ndarray, fit_intercept: bool) -> np.ndarray:
     return gram
 
 
+# Float64 entries per temporary of subtract_gram_of_codes (64 KiB): far below
+# the allocator's threshold for returning a freed block to the operating
+# system (glibc's default mmap threshold is 128 KiB), so each band's product
+# reuses the memory of the previous one instead of faulting in fresh pages.
+_BAND_ENTRIES = 1 << 13
+# Deleted rows up to which subtract_gram_of_codes forms the product in bands.
+_FEW_ROWS = 64
+
+
 def subtract_gram_of_codes(gram: np.ndarray, codes: np.ndarray, fit_intercept: bool) -> None:
     """``gram -= gram_of_codes(codes, fit_intercept)`` in place (int64 ``gram``).
 
     Each block's float64 product holds exact integers below ``2**53``; it is
-    cast to int64 inside the subtraction's buffer, so a deletion of a few
-    rows makes no ``q x q`` int64 temporary.
+    cast to int64 inside the subtraction's buffer. The product is formed a band
+    of ``gram``'s rows at a time, so a deletion makes no ``q x q`` temporary
+    (at q = 1000 a fresh 8 MB product costs a page fault every 4 KiB on the
+    first deletion). The entries are exact integers, so the bands give the
+    same values as one product. A block of many rows is multiplied whole:
+    its product's cost dwarfs the faults, and bands would read it once each.
     """
+    q = gram.shape[0]
     for block in _code_blocks(codes, fit_intercept):
-        np.subtract(gram, block.T @ block, out=gram, dtype=np.int64, casting="unsafe")
+        rows = max(1, _BAND_ENTRIES // q) if len(block) <= _FEW_ROWS else q
+        for first in range(0, q, rows):
+            part = gram[first : first + rows]
+            product = block[:, first : first + rows].T @ block
+            np.subtract(part, product, out=part, dtype=np.int64, casting="unsafe")
 
 
 def noise_spectral_bound(sigma: float, size: int, failure: float = 1e-3) -> float:
@@ -429,6 +447,7 @@ def solve_noisy_gram(
     ridge: np.ndarray,
     sigma: float,
     fit_intercept: bool = False,
+    work: np.ndarray | None = None,
 ) -> np.ndarray:
     """Least squares from a released Gram matrix, safe against indefinite noise.
 
@@ -465,6 +484,12 @@ def solve_noisy_gram(
         Noise standard deviation on the Gram diagonal.
     fit_intercept : bool, default=False
         Whether coefficient ``n_coef - 1`` is the intercept.
+    work : ndarray of float64, default=None
+        C-contiguous scratch of shape ``(n_slopes, n_slopes)`` (``n_slopes``:
+        ``n_coef`` less the intercept) that the slopes' system is built and
+        factored in, overwritten. Default: a fresh array (8 MB at d = 1000, a
+        page fault every 4 KiB when the process has not held that much
+        before). Same result either way.
 
     Returns
     -------
@@ -490,7 +515,12 @@ def solve_noisy_gram(
     def slopes_matrix() -> np.ndarray:
         # One owned copy of the block, updated in place from here on (at d = 1000
         # every q x q temporary costs about as much as a Lanczos step sequence).
-        A = np.array(noisy_gram[:n_slopes, :n_slopes], dtype=np.float64, copy=True)
+        block = noisy_gram[:n_slopes, :n_slopes]
+        if _is_scratch(work, (n_slopes, n_slopes)):
+            A = work
+            np.copyto(A, block)
+        else:
+            A = np.array(block, dtype=np.float64, copy=True)
         A.flat[:: n_slopes + 1] += ridge[:n_slopes]
         if fit_intercept:
             # A -= s s^T / count as one in-place BLAS rank-1 update (A is
@@ -503,6 +533,17 @@ def solve_noisy_gram(
     if not fit_intercept:
         return w
     return np.append(w, (total - sums @ w) / count)
+
+
+def _is_scratch(work: np.ndarray | None, shape: tuple[int, int]) -> bool:
+    """Whether ``work`` can be overwritten as a C-ordered float64 matrix of ``shape``."""
+    return (
+        isinstance(work, np.ndarray)
+        and work.shape == shape
+        and work.dtype == np.float64
+        and work.flags.c_contiguous
+        and work.flags.writeable
+    )
 
 
 # Relative residual tolerance of the Lanczos iterations. A Ritz value is a

@@ -68,8 +68,28 @@ def pure_dp_event(epsilon: float) -> dp_event.DpEvent:
     return dp_event.DiscreteLaplaceDpEvent(noise_parameter=float(epsilon), sensitivity=1)
 
 
-# Rows per band of the mirrored noise in GaussianMechanism.release_symmetric.
+# Rows per band of the mirrored noise in GaussianMechanism.release_symmetric:
+# at most _MIRROR_ROWS, and at most _MIRROR_ENTRIES entries (256 KiB of
+# float64) per band. At q = 1000 that is 32 rows, the fastest width measured
+# (the transposed additions are slow in narrow bands, and wide ones leave the
+# cache); bands of 128 rows (1 MB, and as much again of normals) freshly
+# allocated faulted in new pages on a process's first releases, which a
+# caller's ``work`` scratch (symmetric_scratch) avoids altogether.
 _MIRROR_ROWS = 128
+_MIRROR_ENTRIES = 1 << 15
+
+
+def _mirror_rows(q: int) -> int:
+    return max(1, min(_MIRROR_ROWS, _MIRROR_ENTRIES // q, q))
+
+
+def symmetric_scratch(q: int, work: np.ndarray | None = None) -> np.ndarray:
+    """A scratch array for :meth:`GaussianMechanism.release_symmetric` of a
+    ``q x q`` matrix: ``work`` if it is one, else a new array."""
+    size = 2 * _mirror_rows(q) * q
+    if isinstance(work, np.ndarray) and work.dtype == np.float64 and work.shape == (size,):
+        return work
+    return np.empty(size)
 
 
 @dataclass(frozen=True)
@@ -104,7 +124,11 @@ class GaussianMechanism:
         return value + rng.normal(0.0, self.sigma, size=value.shape)
 
     def release_symmetric(
-        self, M: np.ndarray, rng: np.random.Generator, overwrite: bool = False
+        self,
+        M: np.ndarray,
+        rng: np.random.Generator,
+        overwrite: bool = False,
+        work: np.ndarray | None = None,
     ) -> np.ndarray:
         """Release a symmetric matrix whose contributions are bounded in Frobenius norm.
 
@@ -118,6 +142,8 @@ class GaussianMechanism:
 
         With ``overwrite=True`` a C-contiguous float64 ``M`` is noised in place
         and returned (the caller's temporary; same draws, same result).
+        ``work``: a float64 scratch from :func:`symmetric_scratch` that the
+        bands of noise are drawn in (no allocation; same draws, same result).
         """
         M = np.asarray(M, dtype=np.float64)
         q = M.shape[0]
@@ -130,20 +156,38 @@ class GaussianMechanism:
         # those of a single draw, without its q^2 / 2 temporary.
         off_diagonal = self.sigma / np.sqrt(2.0)
         out = M if overwrite and M.flags.c_contiguous else M.copy()
-        # The strict upper triangle N of the noise, a band of _MIRROR_ROWS rows
-        # at a time in a small zeroed buffer (no q x q temporary: at q = 1000
-        # a fresh 8 MB array costs more in page faults than the additions):
+        # The strict upper triangle N of the noise, a band of a few rows at a
+        # time in a small zeroed buffer (no q x q temporary: at q = 1000 a
+        # fresh 8 MB array costs more in page faults than the additions):
         # out[band] += N[band] puts each normal above the diagonal, and the
         # band's transpose, added to the band's columns below it, puts it at
         # (j, i). Every entry of out receives its normal once (the other terms
         # are exact zeros): the same values as adding each normal at (i, j)
         # and (j, i) directly.
-        band = np.empty((min(_MIRROR_ROWS, q), q))
-        for first in range(0, q - 1, _MIRROR_ROWS):
-            stop = min(first + _MIRROR_ROWS, q)
+        n_rows = _mirror_rows(q)
+        size = n_rows * q
+        scratch = (
+            isinstance(work, np.ndarray)
+            and work.dtype == np.float64
+            and work.ndim == 1
+            and work.flags.c_contiguous
+            and work.flags.writeable
+            and len(work) >= 2 * size
+        )
+        band = work[:size].reshape(n_rows, q) if scratch else np.empty((n_rows, q))
+        for first in range(0, q - 1, n_rows):
+            stop = min(first + n_rows, q)
             last = min(stop, q - 1)  # the last row has no entry above the diagonal
             count = (last - first) * (2 * q - first - last - 1) // 2
-            upper = rng.normal(0.0, off_diagonal, size=count)
+            if scratch:
+                # normal(0, s) draws the same standard normals z and returns
+                # 0.0 + s * z: the same values (up to the sign of an exact
+                # zero, which changes no sum below).
+                upper = work[size : size + count]
+                rng.standard_normal(out=upper)
+                upper *= off_diagonal
+            else:
+                upper = rng.normal(0.0, off_diagonal, size=count)
             rows = band[: stop - first]
             rows.fill(0.0)
             start = 0
