@@ -72,6 +72,16 @@ def make(d, seed, **kw):
     return DPLogisticRegression(**{**params, **kw})
 
 
+def best_time(fn, repeats):
+    """Best of ``repeats`` wall times of ``fn()``, in seconds."""
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - started)
+    return min(times)
+
+
 def deletion_vs_retrain(X, y, d, repeats):
     est = make(d, 0).fit(X, y)
     times, reports = [], []
@@ -135,18 +145,12 @@ def time_breakdown(est, repeats=5):
         loss, chunk.config, config, chunk.pending + 1, params.delta
     )
 
-    def best(fn):
-        times = []
-        for _ in range(repeats):
-            started = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - started)
-        return min(times)
-
     with cm._SerialOptimizer():
         grad = np.zeros(loss.n_params)
-        hess_s = best(lambda: cm._weighted_hessian(loss, chunk.theta, A, y, weights, grad=grad))
-        grad_s = best(lambda: cm._weighted_gradient(loss, chunk.theta, A, y, weights))
+        hess_s = best_time(
+            lambda: cm._weighted_hessian(loss, chunk.theta, A, y, weights, grad=grad), repeats
+        )
+        grad_s = best_time(lambda: cm._weighted_gradient(loss, chunk.theta, A, y, weights), repeats)
     first_met = None
     for steps in range(schedule.steps + 1):
         run = cm.preconditioned_descent(
@@ -224,12 +228,7 @@ def _pass_seconds(est, repeats=5):
         if fused is None
         else (lambda: fused.value_and_grad(theta + 0.0))
     )
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - started)
-    return min(times)
+    return best_time(fn, repeats)
 
 
 def _timed_deletion(X, y, d, solver, target, repeats, force=None):
@@ -344,8 +343,14 @@ def main():
         f"{timing['deletion_epsilon']:.4g}, remaining rows eps {timing['remaining_epsilon']:.4g}), "
         f"retrain {timing['retrain_s']:.3f} s -> {timing['speedup']:.1f}x faster; "
         f"row gradients predicted {timing['predicted_row_gradients']:.3g}, realized "
-        f"{timing['realized_row_gradients']:.3g} in {timing['realized_gradient_passes']} passes "
-        f"(retrain predicted {timing['retrain_predicted_row_gradients']:.3g}); "
+        f"{timing['realized_row_gradients']:.3g} "
+        + (
+            f"in {timing['realized_gradient_passes']} passes (scheduled descent) "
+            if timing["realized_gradient_passes"] is not None
+            else "(warm re-solve: its realized count is private, the report repeats the "
+            "prediction) "
+        )
+        + f"(retrain predicted {timing['retrain_predicted_row_gradients']:.3g}); "
         f"predicted speed-up {timing['predicted_speedup']:.1f}x"
     )
     print(

@@ -12,28 +12,15 @@ predictions are in ``benchmarks/bench_d2d.py`` (never timed here).
 import math
 from collections import Counter
 
-import numpy as np
 import pytest
 
-from sklearn_dpu.linear_model import DPLogisticRegression
 from sklearn_dpu.linear_model import _certified_minimize as cm
 from sklearn_dpu.linear_model import _logistic_deletion as deletion
 from sklearn_dpu.linear_model import _logistic_releases as releases
 from sklearn_dpu.linear_model import _solver_cost as solver_cost
 from sklearn_dpu.linear_model._losses import LinearModelLoss
 
-
-def _data(n, d, classes, seed=0):
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, d))
-    W = rng.normal(size=(d, classes))
-    y = np.argmax(X @ W + rng.gumbel(size=(n, classes)), axis=1)
-    return X, y
-
-
-def _fitted(X, y, seed=0, **kw):
-    params = dict(solver="output", feature_norm=3.0, deletion_epsilon=0.1, random_state=seed)
-    return DPLogisticRegression(**{**params, **kw}).fit(X, y)
+from .test_dp_logistic_fine_tune import _data, _fitted
 
 
 def test_the_branch_is_the_solvers():
@@ -80,7 +67,7 @@ def test_realized_iterations_are_within_2x_of_the_model(monkeypatch, n, d, class
 
     monkeypatch.setattr(_logistic_solvers, "certified_minimize", counting)
     monkeypatch.setattr(deletion, "scheduled_fine_tune", lambda *a, **k: None)
-    X, y = _data(n, d, classes)
+    X, y = _data(n=n, d=d, classes=classes)
     est = _fitted(X, y, feature_norm=1.2 * math.sqrt(d))
     est.delete_samples([0])
     assert est.deletion_log_[-1].cost["action"] in ("noise_finetune", "retrain")
@@ -97,7 +84,7 @@ def test_the_planner_picks_the_fine_tune_it_predicts_cheaper():
     cheaper; the report's costs are the model's."""
     seen = set()
     for d in (6, 120):
-        X, y = _data(20000, d, 2, seed=d)
+        X, y = _data(n=20000, d=d, seed=d)
         est = _fitted(X, y, feature_norm=1.2 * math.sqrt(d))
         state, params, loss = est.unlearning_state_, est._params(), est._loss()
         chunk = state.chunks[0]
