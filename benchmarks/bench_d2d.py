@@ -47,15 +47,39 @@ def problem(n, d, seed=0):
     return train_test_split(X, y, test_size=n // 5, random_state=seed)
 
 
+def problem_classes(n, d, classes, seed=0):
+    X, y = make_classification(
+        n_samples=n + n // 5,
+        n_features=d,
+        n_informative=d // 2 + 1,
+        n_redundant=0,
+        n_classes=classes,
+        n_clusters_per_class=1,
+        random_state=seed,
+    )
+    X = StandardScaler().fit_transform(X)
+    return train_test_split(X, y, test_size=n // 5, random_state=seed)
+
+
 def make(d, seed, **kw):
-    return DPLogisticRegression(
+    params = dict(
         solver="output",
         epsilon=1.0,
         feature_norm=1.2 * math.sqrt(d),
         deletion_epsilon=0.1,
         random_state=seed,
-        **kw,
     )
+    return DPLogisticRegression(**{**params, **kw})
+
+
+def best_time(fn, repeats):
+    """Best of ``repeats`` wall times of ``fn()``, in seconds."""
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - started)
+    return min(times)
 
 
 def deletion_vs_retrain(X, y, d, repeats):
@@ -121,18 +145,12 @@ def time_breakdown(est, repeats=5):
         loss, chunk.config, config, chunk.pending + 1, params.delta
     )
 
-    def best(fn):
-        times = []
-        for _ in range(repeats):
-            started = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - started)
-        return min(times)
-
     with cm._SerialOptimizer():
         grad = np.zeros(loss.n_params)
-        hess_s = best(lambda: cm._weighted_hessian(loss, chunk.theta, A, y, weights, grad=grad))
-        grad_s = best(lambda: cm._weighted_gradient(loss, chunk.theta, A, y, weights))
+        hess_s = best_time(
+            lambda: cm._weighted_hessian(loss, chunk.theta, A, y, weights, grad=grad), repeats
+        )
+        grad_s = best_time(lambda: cm._weighted_gradient(loss, chunk.theta, A, y, weights), repeats)
     first_met = None
     for steps in range(schedule.steps + 1):
         run = cm.preconditioned_descent(
@@ -176,11 +194,132 @@ def accuracy_after_deletions(X, y, Xt, yt, d, n_deletions, seeds):
     }
 
 
+# ---------------------------------------------------------------- 3. cost model
+COST_SHAPES = (
+    # (n, d, classes, solver)
+    (20_000, 10, 2, "output"),
+    (100_000, 10, 2, "output"),
+    (100_000, 50, 2, "output"),
+    (100_000, 100, 2, "output"),
+    (100_000, 300, 2, "output"),
+    (100_000, 50, 2, "objective"),
+    (100_000, 200, 2, "objective"),
+    (20_000, 10, 3, "output"),
+    (100_000, 10, 3, "output"),
+    (100_000, 30, 3, "output"),
+)
+QUICK_COST_SHAPES = ((20_000, 10, 2, "output"), (20_000, 10, 3, "output"))
+
+
+def _pass_seconds(est, repeats=5):
+    """Seconds of one gradient pass (loss and gradient over the live rows) at
+    the published model, with the implementation the solvers use (the fused
+    binary pass, else the generic loss)."""
+    from sklearn_dpu.linear_model._binary_pass import fused_pass
+
+    state, loss = est.unlearning_state_, est._loss()
+    reg = state.registry
+    rows = reg.rows[: reg.size]
+    A, y = rows[:, :-1], loss.encode_labels(rows[:, -1].astype(np.intp))
+    theta = state.chunks[0].theta
+    fused = fused_pass(loss, A, y)
+    fn = (
+        (lambda: loss.value_and_grad(theta, A, y))
+        if fused is None
+        else (lambda: fused.value_and_grad(theta + 0.0))
+    )
+    return best_time(fn, repeats)
+
+
+def _timed_deletion(X, y, d, solver, target, repeats, force=None):
+    """Best time of a one-row deletion (fresh fit each time), its report, and
+    the gradient-pass time on that fit; ``force`` ('schedule' or 're-solve')
+    pins the fine-tune's method."""
+    from sklearn_dpu.linear_model import _logistic_deletion as deletion
+
+    saved = deletion.scheduled_fine_tune, deletion._legacy_fine_tune_work
+    if force == "re-solve":
+        deletion.scheduled_fine_tune = lambda *a, **k: None
+    elif force == "schedule":
+        deletion._legacy_fine_tune_work = lambda *a, **k: math.inf
+    try:
+        best, report, pass_s = math.inf, None, math.inf
+        for seed in range(repeats):
+            est = make(d, seed, deletion_epsilon=target).set_params(solver=solver).fit(X, y)
+            pass_s = min(pass_s, _pass_seconds(est))
+            started = time.perf_counter()
+            est.delete_samples([seed])
+            best = min(best, time.perf_counter() - started)
+            report = est.deletion_log_[-1]
+    finally:
+        deletion.scheduled_fine_tune, deletion._legacy_fine_tune_work = saved
+    return best, report, pass_s
+
+
+def cost_model(shapes, repeats):
+    """Predicted against realized cost, per shape: each path's predicted
+    gradient passes (the report's row gradients over the released count)
+    against its measured time over one gradient pass, and the predicted
+    speed-up of the planned path over a retrain against the measured one
+    (both paths timed inside ``delete_samples``; the retrain forced by a
+    target below the fine-tune's certificate)."""
+    rows = []
+    for n, d, classes, solver in shapes:
+        X, _, y, _ = problem_classes(n, d, classes)
+        n_pub = float(n)
+        tune_s, tune, pass_s = _timed_deletion(X, y, d, solver, 0.1, repeats)
+        retrain_s, retrain, _ = _timed_deletion(X, y, d, solver, 1e-6, repeats)
+        row = {
+            "n": n,
+            "d": d,
+            "classes": classes,
+            "solver": solver,
+            "path": tune.cost["action"],
+            "note": tune.reason[:0],
+            "gradient_pass_s": pass_s,
+            "tune_s": tune_s,
+            "retrain_s": retrain_s,
+            "tune_predicted_passes": tune.cost["predicted_gradient_evaluations"] / n_pub,
+            "tune_realized_passes": tune_s / pass_s,
+            "retrain_predicted_passes": retrain.cost["predicted_gradient_evaluations"] / n_pub,
+            "retrain_realized_passes": retrain_s / pass_s,
+        }
+        row["predicted_speedup"] = row["retrain_predicted_passes"] / row["tune_predicted_passes"]
+        row["measured_speedup"] = retrain_s / tune_s
+        alternatives = {}
+        for force in ("schedule", "re-solve"):
+            alt_s, alt, _ = _timed_deletion(X, y, d, solver, 0.1, repeats, force=force)
+            if alt.cost["action"] == "noise_finetune":
+                alternatives[force] = {
+                    "s": alt_s,
+                    "predicted_passes": alt.cost["predicted_gradient_evaluations"] / n_pub,
+                    "realized_passes": alt_s / pass_s,
+                }
+        row["fine_tune_methods"] = alternatives
+        rows.append(row)
+        alt_text = "; ".join(
+            f"{k}: predicted {v['predicted_passes']:.1f}, realized {v['realized_passes']:.1f}"
+            for k, v in alternatives.items()
+        )
+        print(
+            f"n={n:>6} d={d:>3} K={classes} {solver:9s} {row['path']:14s} "
+            f"passes predicted/realized: fine-tune {row['tune_predicted_passes']:5.1f}/"
+            f"{row['tune_realized_passes']:5.1f}, retrain {row['retrain_predicted_passes']:5.1f}/"
+            f"{row['retrain_realized_passes']:5.1f}; speed-up predicted "
+            f"{row['predicted_speedup']:4.1f}x, measured {row['measured_speedup']:4.1f}x "
+            f"(ratio {row['predicted_speedup'] / row['measured_speedup']:.2f}) "
+            f"[fine-tune methods: {alt_text}]",
+            flush=True,
+        )
+    return rows
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--timing-only", action="store_true", help="skip the accuracy part")
     parser.add_argument("--tag", default="", help="suffix of the results file")
+    parser.add_argument("--cost-only", action="store_true", help="only part 3 (cost model)")
     args = parser.parse_args()
     n, d, n_del, seeds = (
         (20_000, 20, 20, [0, 1, 2]) if args.quick else (100_000, 50, 100, [0, 1, 2])
@@ -191,6 +330,11 @@ def main():
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
         "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS", "default"),
     }
+    print("== 3. the planner's cost model: predicted vs realized, across shapes ==")
+    shapes = QUICK_COST_SHAPES if args.quick else COST_SHAPES
+    out["cost_model"] = cost_model(shapes, repeats=2)
+    if args.cost_only:
+        return
     print(f"== 1. one deletion at deletion_epsilon=0.1 vs a retrain, n={n}, d={d} ==")
     timing = deletion_vs_retrain(X, y, d, repeats=3)
     out["deletion_vs_retrain"] = timing
@@ -199,8 +343,14 @@ def main():
         f"{timing['deletion_epsilon']:.4g}, remaining rows eps {timing['remaining_epsilon']:.4g}), "
         f"retrain {timing['retrain_s']:.3f} s -> {timing['speedup']:.1f}x faster; "
         f"row gradients predicted {timing['predicted_row_gradients']:.3g}, realized "
-        f"{timing['realized_row_gradients']:.3g} in {timing['realized_gradient_passes']} passes "
-        f"(retrain predicted {timing['retrain_predicted_row_gradients']:.3g}); "
+        f"{timing['realized_row_gradients']:.3g} "
+        + (
+            f"in {timing['realized_gradient_passes']} passes (scheduled descent) "
+            if timing["realized_gradient_passes"] is not None
+            else "(warm re-solve: its realized count is private, the report repeats the "
+            "prediction) "
+        )
+        + f"(retrain predicted {timing['retrain_predicted_row_gradients']:.3g}); "
         f"predicted speed-up {timing['predicted_speedup']:.1f}x"
     )
     print(

@@ -1,10 +1,11 @@
 """Statistical audit of DPLogisticRegression's Descent-to-Delete deletion.
 
 "Deleted" against "never present", from the published model after the
-deletion: world A fits on ``D + {z}`` and deletes ``z`` by the scheduled
-fine-tune (Neel, Roth & Sharifi-Malvajerdi, "Descent-to-Delete:
-Gradient-Based Methods for Machine Unlearning", ALT 2021, Thm 3.2: restart
-from the published model), world B fits on ``D``. ``z`` is a worst-case row:
+deletion: world A fits on ``D + {z}`` and deletes ``z`` by the fine-tune
+(Neel, Roth & Sharifi-Malvajerdi, "Descent-to-Delete: Gradient-Based Methods
+for Machine Unlearning", ALT 2021, Thm 3.2: restart from the published
+model), world B fits on ``D``. Both fine-tune methods are audited: the
+scheduled preconditioned descent and the certified re-solve. ``z`` is a worst-case row:
 on the clipping bound, labelled against the trend. Each trial runs the
 estimator's own release recipes (the fit's release, then
 :func:`~sklearn_dpu.linear_model._logistic_deletion.rerelease_chunks` with the
@@ -13,14 +14,15 @@ fresh noise; the released models are projected on the direction that moves
 the exact minimizer when ``z`` is added, and an empirical epsilon lower bound
 (Clopper-Pearson, ``tests/_stats.py``) must stay below the deletion epsilon
 the report states. Negative control: the same path with the fine-tune broken
-(no descent step and the certificate bypassed, i.e. the published fit merely
-re-noised) is caught by the same audit.
+(no descent step or no solve, and the certificate bypassed, i.e. the
+published fit merely re-noised) is caught by the same audit.
 
 Both worlds are conditioned on the released count (the same configuration:
 the count's own release is accounted separately and not audited here).
 """
 
 import dataclasses
+import math
 from collections import Counter
 
 import numpy as np
@@ -28,6 +30,7 @@ import pytest
 
 from sklearn_dpu.linear_model import DPLogisticRegression
 from sklearn_dpu.linear_model import _logistic_deletion as deletion
+from sklearn_dpu.linear_model import _logistic_releases as releases
 from sklearn_dpu.linear_model._certified_minimize import (
     DescentWork,
     WarmDescent,
@@ -95,10 +98,39 @@ def _released(trials, seed=0):
     return plan, np.array(deleted), np.array(fresh), fell_back
 
 
+def _pin(monkeypatch, method):
+    """Pin the fine-tune's method (the planner picks the one predicted
+    cheaper: at this shape, the re-solve)."""
+    if method == "schedule":
+        monkeypatch.setattr(deletion, "_legacy_fine_tune_work", lambda *a, **k: math.inf)
+    else:
+        monkeypatch.setattr(deletion, "scheduled_fine_tune", lambda *a, **k: None)
+
+
+def _no_descent(loss, A, y, weights, Lambda, theta0, steps, step_size):
+    """A broken scheduled fine-tune: no step, the certificate bypassed."""
+    work = DescentWork(0, 0, len(A), 0.0)
+    return WarmDescent(np.array(theta0, dtype=float), 0.0, work)
+
+
+def _no_resolve(params, loss, A, y_index, n_noisy, rng, theta0=None, max_iter=None):
+    """A broken re-solve: the published model released again with the fit's
+    noise, no solve and no certificate (a cold retrain is left as it is)."""
+    if theta0 is None:
+        return batch_model(params, loss, A, y_index, n_noisy, rng)
+    config = releases.configure(params, loss, n_noisy)
+    mechanisms = releases.model_mechanisms(params, config, loss)
+    theta = mechanisms[0].release(np.array(theta0, dtype=float), rng)
+    parts = releases.release_parts(params, config, loss)
+    return releases.ChunkModel("fit", float(n_noisy), 0, config, parts, theta, 1), mechanisms
+
+
 @pytest.mark.statistical
+@pytest.mark.parametrize("method", ["schedule", "re-solve"])
 def test_deletion_audit_holds_at_the_reported_epsilon_and_detects_a_broken_fine_tune(
-    monkeypatch,
+    monkeypatch, method
 ):
+    _pin(monkeypatch, method)
     trials = n_trials(ci=1200, full=20000)
     plan, deleted, fresh, fell_back = _released(trials)
     assert plan.decision.action == NOISE_FINETUNE
@@ -109,10 +141,9 @@ def test_deletion_audit_holds_at_the_reported_epsilon_and_detects_a_broken_fine_
 
     # Negative control: the fine-tune runs no step and its certificate is
     # bypassed (the published fit is released again with fresh noise).
-    def no_descent(loss, A, y, weights, Lambda, theta0, steps, step_size):
-        work = DescentWork(0, 0, len(A), 0.0)
-        return WarmDescent(np.array(theta0, dtype=float), 0.0, work)
-
-    monkeypatch.setattr(deletion, "preconditioned_descent", no_descent)
+    if method == "schedule":
+        monkeypatch.setattr(deletion, "preconditioned_descent", _no_descent)
+    else:
+        monkeypatch.setattr(deletion, "batch_model", _no_resolve)
     _, broken, fresh_b, _ = _released(n_trials(ci=1000, full=5000), seed=1)
     assert audit_epsilon_lower_bound(broken, fresh_b, DELTA) > certified

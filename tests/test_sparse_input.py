@@ -90,6 +90,24 @@ def test_logistic_sparse_equals_dense(params, n_classes):
     )
 
 
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_logistic_scheduled_fine_tune_reads_sparse_rows(monkeypatch, n_classes):
+    """The scheduled fine-tune (Descent-to-Delete) on a sparse registry:
+    the dense model's deletion to rounding (before: a TypeError in the
+    preconditioner, and the row could not be deleted)."""
+    from sklearn_dpu.linear_model import _logistic_deletion
+
+    monkeypatch.setattr(_logistic_deletion, "_legacy_fine_tune_work", lambda *a, **k: np.inf)
+    X, y = _data(n=2000, d=10, density=0.5, n_classes=n_classes)
+    params = dict(solver="output", feature_norm=3.0, deletion_epsilon=0.1, random_state=0)
+    dense = DPLogisticRegression(**params).fit(X, y)
+    sparse = DPLogisticRegression(**params).fit(sp.csr_matrix(X), y)
+    for est in (dense, sparse):
+        est.delete_samples([0, 7])
+        assert est.deletion_log_[-1].cost["gradient_steps"] is not None  # the schedule ran
+    np.testing.assert_allclose(sparse.coef_, dense.coef_, rtol=0, atol=1e-10)
+
+
 def test_logistic_partial_fit_sparse_and_mixed_chunks():
     """A stream of sparse chunks, and dense chunks in a sparse stream (stored
     sparse), give the dense stream's model."""

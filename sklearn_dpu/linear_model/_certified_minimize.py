@@ -44,6 +44,7 @@ __all__ = [
     "DescentWork",
     "WarmDescent",
     "certified_minimize",
+    "newton_only",
     "preconditioned_descent",
 ]
 
@@ -192,6 +193,15 @@ class _Certified(Exception):
 _FLOOR = "could not certify the minimizer to tol={tol:.3g} (reached {got:.3g}); increase tol"
 
 
+def newton_only(dim: int, fused: bool, n_rows: float) -> bool:
+    """Whether :func:`certified_minimize` runs damped Newton from the start
+    (else L-BFGS-B, then a Newton polish): ``dim`` parameters, the fused
+    binary log-loss pass available or not, ``n_rows`` rows. The deletion
+    planner's cost model asks the same question with a released count."""
+    small = dim <= _NEWTON_ONLY_DIM and fused
+    return dim <= _DENSE_NEWTON and (small or n_rows * dim * dim <= _NEWTON_ONLY_WORK)
+
+
 def _unconstrained(fun, loss, A, y, Lambda, tol, theta, max_iter, counter):
     """Quasi-Newton to near the target, then Newton steps to certify it.
 
@@ -201,13 +211,11 @@ def _unconstrained(fun, loss, A, y, Lambda, tol, theta, max_iter, counter):
     point whose gradient norm is at most ``tol``: the certificate, the same
     whatever path reached the point.
     """
-    dim = theta.size
-    small = dim <= _NEWTON_ONLY_DIM and getattr(loss, "fused", False)
-    if dim <= _DENSE_NEWTON and (small or A.shape[0] * dim * dim <= _NEWTON_ONLY_WORK):
+    if newton_only(theta.size, getattr(loss, "fused", False), A.shape[0]):
         return _newton_polish(fun, loss, A, y, Lambda, tol, theta, counter, max_steps=100)
     options = {
         # max |g_i| <= tol / (2 sqrt(dim)) implies ||g|| <= tol / 2.
-        "gtol": 0.5 * tol / np.sqrt(dim),
+        "gtol": 0.5 * tol / np.sqrt(theta.size),
         "ftol": 0.0,
         "maxiter": max_iter,
         "maxcor": 20,
@@ -476,7 +484,8 @@ def _weighted_hessian(loss, theta, A, y, weights, grad=None):
         Hz = loss.base_loss.hessian_z(scores, y[block])
         Hz *= weights[block, None, None]
         Ab32, W = rows32[: Ab.shape[0]], scaled32[: Ab.shape[0]]
-        np.copyto(Ab32, Ab, casting="same_kind")
+        # A block of sparse rows (a sparse registry) is densified: one block's.
+        np.copyto(Ab32, Ab if isinstance(Ab, np.ndarray) else Ab.toarray(), casting="same_kind")
         for k in range(K):
             if loss.binary:
                 np.multiply(Ab32, np.sqrt(Hz[:, 0, 0]).astype(np.float32)[:, None], out=W)

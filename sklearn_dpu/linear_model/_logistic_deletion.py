@@ -39,15 +39,22 @@ from ..unlearning.planner import (
     RETRAIN,
     DeletionDecision,
     DeletionOption,
-    linear_rate_iterations,
     plan_deletion,
 )
 from ..unlearning.report import DeletionCost, DeletionOutcome, DeletionPlan
 from ..unlearning.state import SampleRegistry, VersionedState
 from . import _logistic_releases as releases
 from ._certified_minimize import _DENSE_NEWTON, DescentWork, preconditioned_descent
+from ._logistic_releases import _binary as binary_loss
 from ._logistic_solvers import batch_model, sgd_model
 from ._losses import LinearModelLoss
+from ._solver_cost import (
+    BLOCKED_SOFTMAX_PASS,
+    ROW_COPY_PASSES,
+    SolveCost,
+    certified_solve_passes,
+    hessian_passes,
+)
 
 __all__ = [
     "ChunkDeletionPlan",
@@ -123,8 +130,9 @@ class ChunkDeletionPlan:
         The earliest chunk (1-based) holding a row deleted so far and not yet
         removed exactly: a retrain replays the chunks from there.
     retrain_iterations : int
-        Predicted iterations of the last batch release of a retrain; the cap
-        of a fine-tune before it falls back to retraining.
+        Predicted iterations (Newton steps or L-BFGS evaluations) of the last
+        batch release of a retrain; twice this caps a fine-tune that
+        re-solves before it falls back to retraining.
     redone : tuple of int
         The chunks (1-based) released again: none, chunk 1, or a replay.
     configs : tuple of ReleaseConfig
@@ -140,13 +148,35 @@ class ChunkDeletionPlan:
     configs: tuple = ()
 
 
-def _retrain_iterations(config: releases.ReleaseConfig, loss, n_pub: float) -> int:
-    """Predicted iterations of a batch retrain at the released count ``n_pub``."""
+def _solve_cost(
+    params: releases.ReleaseParams,
+    loss: LinearModelLoss,
+    config: releases.ReleaseConfig,
+    n_pub: float,
+    *,
+    warm: bool,
+    start_distance: float | None = None,
+) -> SolveCost:
+    """Predicted work of a batch release's solve at ``config`` on ``n_pub``
+    rows, in gradient passes (:mod:`._solver_cost`): noisy GD's public
+    steps and its released Gram (a Hessian pass), or the certified solves
+    (one per class for one-vs-rest objective perturbation)."""
     if config.solver == "noisy_gd":
-        return config.n_steps
-    kappa = (n_pub * loss.smoothness + config.Lambda) / config.Lambda
-    start = math.sqrt(2.0 * n_pub * loss.loss_at_zero / config.Lambda)
-    return linear_rate_iterations(start, config.tau / config.Lambda, kappa)
+        return SolveCost(config.n_steps, config.n_steps + hessian_passes(loss))
+    solves, solve_loss = 1, loss
+    if config.solver == "objective":
+        solve_loss = binary_loss(loss)
+        solves = loss.n_classes if config.one_vs_rest else 1
+    cost = certified_solve_passes(
+        solve_loss,
+        n_pub,
+        config.Lambda,
+        config.tau,
+        warm=warm,
+        constrained=config.solver == "output" and params.coef_bound is not None,
+        start_distance=start_distance,
+    )
+    return SolveCost(cost.iterations, solves * cost.passes)
 
 
 #: Above this margin shift (nats) ``tanh`` of it rounds to 1 in float64 and
@@ -178,8 +208,9 @@ class FineTuneSchedule:
     rows_per_pass : float
         Released count the cost is predicted at.
     row_gradients : float
-        Predicted work in row-gradient evaluations (``2 K p`` multiply-adds
-        each; the Hessian pass counted as ``p (K + 1) / 4`` of them per row).
+        Predicted work in row-gradient evaluations: the gradient passes plus
+        the Hessian pass (:func:`~._solver_cost.hessian_passes`), times the
+        released count.
     """
 
     steps: int
@@ -212,8 +243,10 @@ class RealizedFineTune:
 
 
 def _row_gradient_equivalents(loss: LinearModelLoss, passes: int) -> float:
-    """Work per row of ``passes`` gradients and one Hessian, in row gradients."""
-    return passes + loss.n_coef * (loss.n_outputs + 1) / 4.0
+    """Work per row of the scheduled fine-tune's ``passes`` gradients and one
+    Hessian, in row gradients (:mod:`._solver_cost`)."""
+    per_pass = 1.0 if loss.binary else BLOCKED_SOFTMAX_PASS
+    return passes * per_pass + hessian_passes(loss, single_precision=True)
 
 
 def fine_tune_schedule(
@@ -287,22 +320,19 @@ def fine_tune_schedule(
     return FineTuneSchedule(steps, step_size, gamma, start, shift, n, work)
 
 
-def _legacy_fine_tune_work(loss, old: releases.ReleaseConfig, config, pending: int) -> float:
+def _legacy_fine_tune_work(params, loss, old: releases.ReleaseConfig, config, pending) -> float:
     """Predicted row gradients of re-solving with the certified minimizer from
-    the published model (the planner's accelerated linear-rate model)."""
-    n_pub = config.n_public
-    kappa = (n_pub * loss.smoothness + config.Lambda) / config.Lambda
-    target = config.tau / config.Lambda
-    if old.solver == "output":
+    the published model: the copy of the live rows, then the solve
+    (:func:`~._solver_cost.certified_solve_passes`, warm)."""
+    n_pub = max(1.0, config.n_public)
+    start = None
+    if params.coef_bound is not None:  # the constrained solve's linear-rate model
         start = (
             old.sigma * math.sqrt(loss.n_params)
             + (pending * loss.lipschitz + 2.0 * old.tau) / old.Lambda
         )
-    else:
-        start = math.sqrt(
-            2.0 * loss.n_params
-        ) * old.sigma_b / old.Lambda + old.sigma_amp * math.sqrt(loss.n_params)
-    return linear_rate_iterations(start, target, kappa) * n_pub
+    cost = _solve_cost(params, loss, config, n_pub, warm=True, start_distance=start)
+    return (ROW_COPY_PASSES + cost.passes) * n_pub
 
 
 def scheduled_fine_tune(
@@ -327,7 +357,7 @@ def scheduled_fine_tune(
     schedule = fine_tune_schedule(loss, chunk.config, config, pending, params.delta)
     if schedule is None:
         return None
-    legacy = _legacy_fine_tune_work(loss, chunk.config, config, pending)
+    legacy = _legacy_fine_tune_work(params, loss, chunk.config, config, pending)
     return schedule if schedule.row_gradients < legacy else None
 
 
@@ -353,7 +383,7 @@ def _fine_tune_option(params, loss, chunk: releases.ChunkModel, pending: int) ->
         tune_mu = config.mu_amp
     schedule = scheduled_fine_tune(params, loss, chunk, config, pending)
     if schedule is None:
-        work = _legacy_fine_tune_work(loss, chunk.config, config, pending)
+        work = _legacy_fine_tune_work(params, loss, chunk.config, config, pending)
         return DeletionOption(NOISE_FINETUNE, True, tune_mu, work, "")
     note = (
         f"{schedule.steps} Hessian-preconditioned descent steps from the "
@@ -384,18 +414,20 @@ def plan_chunk_deletion(
     noise_mu = math.sqrt(sum(c.group_mu(k) ** 2 for c, k in zip(chunks, pending, strict=True)))
     options = [DeletionOption(NOISE_ONLY, True, noise_mu, 0.0, "keep the released state")]
 
-    # Predicted retrain (replay) cost, in row-gradient evaluations.
+    # Predicted retrain (replay) cost, in row-gradient evaluations: the copy
+    # of the live rows, then each replayed chunk's release.
     retrain_rows, retrain_iterations = 0.0, 0
     for i in range(first_affected - 1, len(chunks)):
         chunk = chunks[i]
         n_pub = max(1.0, chunk.n_noisy - pending[i])
+        retrain_rows += ROW_COPY_PASSES * n_pub
         if chunk.kind == "sgd":
             retrain_rows += n_pub
             continue
-        retrain_iterations = _retrain_iterations(
-            releases.configure(params, loss, n_pub), loss, n_pub
-        )
-        retrain_rows += retrain_iterations * n_pub
+        config = releases.configure(params, loss, n_pub)
+        cost = _solve_cost(params, loss, config, n_pub, warm=False)
+        retrain_iterations = cost.iterations
+        retrain_rows += cost.passes * n_pub
     options.append(DeletionOption(RETRAIN, True, 0.0, retrain_rows, "exact"))
 
     if len(chunks) > 1 or chunks[0].kind != "fit":
@@ -533,7 +565,7 @@ def rerelease_chunks(
         rows = None if model is not None else live_rows()[0]
         if model is None and not fell_back:
             A, y_index = rows[:, :-1], rows[:, -1].astype(np.intp)
-            cap = max(1, int(plan.retrain_iterations))
+            cap = max(1, 2 * int(plan.retrain_iterations))
             try:
                 model, _ = batch_model(params, loss, A, y_index, n_noisy, rng, chunks[0].theta, cap)
             except RuntimeError:
@@ -546,7 +578,9 @@ def rerelease_chunks(
     elif action == RETRAIN:
         remaining, remaining_chunks = live_rows()
         for offset, c in enumerate(plan.redone):
-            rows = remaining[remaining_chunks == c]
+            # One chunk (a batch fit) is every live row: no second copy.
+            single = plan.redone == (1,) and len(chunks) == 1
+            rows = remaining if single else remaining[remaining_chunks == c]
             A, y_index = rows[:, :-1], rows[:, -1].astype(np.intp)
             rng = release_generator(random_state, n_ledger + offset)
             n_noisy = chunks[c - 1].n_noisy - chunks[c - 1].pending

@@ -1,0 +1,112 @@
+"""The deletion planner's cost model of the certified solvers.
+
+The model (``sklearn_dpu.linear_model._solver_cost``) predicts, from public
+quantities, the branch the certified solver takes and how many Newton steps
+or L-BFGS evaluations it runs; these tests hold the solver's realized counts
+to the model within 2x on several problems, from zero and from a published
+model, and check that the planner picks the fine-tune method it predicts
+cheaper and reports the retrain the model predicts. Times against the
+predictions are in ``benchmarks/bench_d2d.py`` (never timed here).
+"""
+
+import math
+from collections import Counter
+
+import pytest
+
+from sklearn_dpu.linear_model import _certified_minimize as cm
+from sklearn_dpu.linear_model import _logistic_deletion as deletion
+from sklearn_dpu.linear_model import _logistic_releases as releases
+from sklearn_dpu.linear_model import _solver_cost as solver_cost
+from sklearn_dpu.linear_model._losses import LinearModelLoss
+
+from .test_dp_logistic_fine_tune import _data, _fitted
+
+
+def test_the_branch_is_the_solvers():
+    """The model asks the solver's own question (``newton_only``)."""
+    binary = LinearModelLoss(2, 51, 1.0)
+    assert cm.newton_only(51, True, 1e5)
+    cost = solver_cost.certified_solve_passes(binary, 1e5, 1.0, 1e-3, warm=False)
+    assert cost.iterations == solver_cost._NEWTON_STEPS_COLD
+    assert cost.passes == pytest.approx(
+        cost.iterations + 1 + cost.iterations * solver_cost.hessian_passes(binary)
+    )
+    wide = LinearModelLoss(2, 201, 1.0)  # beyond the fused Newton's size
+    assert not cm.newton_only(201, True, 1e5)
+    cost = solver_cost.certified_solve_passes(wide, 1e5, 1.0, 1e-3, warm=True)
+    assert cost == solver_cost.SolveCost(solver_cost._LBFGS_EVALUATIONS_WARM, 35.0)
+    softmax = LinearModelLoss(3, 6, 1.0)  # no fused pass: Newton only when tiny
+    assert cm.newton_only(18, False, 1000) and not cm.newton_only(18, False, 1e5)
+    small = solver_cost.certified_solve_passes(softmax, 1000, 1.0, 1e-3, warm=False)
+    large = solver_cost.certified_solve_passes(softmax, 1e5, 1.0, 1e-3, warm=False)
+    assert small.iterations == solver_cost._NEWTON_STEPS_COLD
+    assert large.iterations == solver_cost._LBFGS_EVALUATIONS_COLD
+    # A Hessian costs more with the parameters, less in single precision.
+    costs = [solver_cost.hessian_passes(LinearModelLoss(2, p, 1.0)) for p in (6, 51, 301)]
+    assert costs == sorted(costs) and costs[0] < 1.0 < costs[2]
+    assert solver_cost.hessian_passes(binary, single_precision=True) < costs[1]
+
+
+@pytest.mark.parametrize(
+    "n, d, classes", [(3000, 6, 2), (20000, 20, 2), (5000, 60, 2), (20000, 8, 3), (20000, 150, 2)]
+)
+def test_realized_iterations_are_within_2x_of_the_model(monkeypatch, n, d, classes):
+    """The certified solve of a fit (from zero) and of a re-solve (from the
+    published model) run within 2x of the planned Newton steps or L-BFGS
+    evaluations (the solver's own counter)."""
+    runs = []
+    original = cm.certified_minimize
+
+    def counting(*args, **kw):
+        solution = original(*args, **kw)
+        runs.append((kw.get("theta0") is not None, solution.n_iter))
+        return solution
+
+    from sklearn_dpu.linear_model import _logistic_solvers
+
+    monkeypatch.setattr(_logistic_solvers, "certified_minimize", counting)
+    monkeypatch.setattr(deletion, "scheduled_fine_tune", lambda *a, **k: None)
+    X, y = _data(n=n, d=d, classes=classes)
+    est = _fitted(X, y, feature_norm=1.2 * math.sqrt(d))
+    est.delete_samples([0])
+    assert est.deletion_log_[-1].cost["action"] in ("noise_finetune", "retrain")
+    loss, config = est._loss(), est.unlearning_state_.chunks[0].config
+    for warm, realized in runs:
+        planned = solver_cost.certified_solve_passes(
+            loss, config.n_public, config.Lambda, config.tau, warm=warm
+        ).iterations
+        assert planned / 2 <= realized <= 2 * planned, (warm, realized, planned)
+
+
+def test_the_planner_picks_the_fine_tune_it_predicts_cheaper():
+    """Scheduled descent or certified re-solve, whichever the model predicts
+    cheaper; the report's costs are the model's."""
+    seen = set()
+    for d in (6, 120):
+        X, y = _data(n=20000, d=d, seed=d)
+        est = _fitted(X, y, feature_norm=1.2 * math.sqrt(d))
+        state, params, loss = est.unlearning_state_, est._params(), est._loss()
+        chunk = state.chunks[0]
+        plan = deletion.plan_chunk_deletion(params, loss, state.chunks, Counter({1: 1}), 0.1)
+        assert plan.decision.action == "noise_finetune"
+        config = plan.configs[0]
+        old = releases.ChunkModel(**{**chunk.__dict__, "pending": chunk.pending + 1})
+        schedule = deletion.fine_tune_schedule(loss, chunk.config, config, 1, params.delta)
+        resolve = deletion._legacy_fine_tune_work(params, loss, chunk.config, config, 1)
+        chosen = deletion.scheduled_fine_tune(params, loss, old, config, 1)
+        method = "schedule" if schedule.row_gradients < resolve else "re-solve"
+        assert (chosen is not None) == (method == "schedule")
+        seen.add(method)
+        est.delete_samples([0])
+        report = est.deletion_log_[-1]
+        expected = schedule.row_gradients if method == "schedule" else resolve
+        assert report.cost["predicted_gradient_evaluations"] == pytest.approx(expected)
+        assert (report.cost.get("gradient_steps") is None) == (method == "re-solve")
+        # The retrain the report compares with: the copy, then a cold solve.
+        cold = solver_cost.certified_solve_passes(
+            loss, config.n_public, config.Lambda, config.tau, warm=False
+        )
+        retrain = (solver_cost.ROW_COPY_PASSES + cold.passes) * config.n_public
+        assert report.retrain_cost["gradient_evaluations"] == pytest.approx(retrain)
+    assert seen == {"schedule", "re-solve"}
