@@ -121,3 +121,37 @@ def test_certificate_leaves_room_for_the_gradients_rounding(fused, monkeypatch):
     linear = -grad + direction * (tol * (1 - 1e-5) / np.linalg.norm(direction))
     solution = cm.certified_minimize(loss, A, y, Lambda, tol, linear=linear, theta0=theta0)
     assert Lambda * solution.distance_bound <= tol * (1 - 1e-4)
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("fit_intercept", [True, False])
+def test_blockwise_normalized_rows_equal_clip_then_divide(order, dtype, fit_intercept, monkeypatch):
+    # Several blocks and a partial last one; rows inside, on and over the
+    # bound, a zero row, and rows whose squared norm overflows.
+    from sklearn_dpu.linear_model import _logistic_solvers
+    from sklearn_dpu.privacy.clipping import clip_rows_l2
+
+    monkeypatch.setattr(_logistic_solvers, "_CLIP_BLOCK_BYTES", 8 * 7 * 13)
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((101, 7)) * rng.choice([0.1, 1.0, 10.0], size=(101, 1))
+    X[5] = 0.0
+    if dtype == np.float64:
+        X[17] = 1e200
+        X[40, 2] = -1e300
+    X = np.asarray(X.astype(dtype), order=order)
+    y_index = rng.integers(0, 3, 101)
+    bound = 2.5
+    rows = _logistic_solvers.normalized_rows(X, y_index, bound, fit_intercept)
+    expected = clip_rows_l2(np.asarray(X, dtype=np.float64), bound) / bound
+    d = X.shape[1]
+    assert rows.shape == (101, d + int(fit_intercept) + 1)
+    np.testing.assert_array_equal(rows[:, :d], expected)  # bit for bit
+    assert np.array_equal(np.signbit(rows[:, :d]), np.signbit(expected))
+    np.testing.assert_array_equal(rows[:, -1], y_index)
+    if fit_intercept:
+        np.testing.assert_array_equal(rows[:, d], 1.0)
+    # A negative control: one block divided twice is detected.
+    wrong = rows[:, :d].copy()
+    wrong[:13] /= bound
+    assert not np.array_equal(wrong, expected)
