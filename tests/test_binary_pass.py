@@ -155,3 +155,39 @@ def test_blockwise_normalized_rows_equal_clip_then_divide(order, dtype, fit_inte
     wrong = rows[:, :d].copy()
     wrong[:13] /= bound
     assert not np.array_equal(wrong, expected)
+
+
+def _masked_select_value_and_grad(fused, theta, inverted=False):
+    """The fused pass as first written (a masked copy selects expit(-m)),
+    block by block as the pass: the reference its select must equal."""
+    grad, value = np.zeros(fused.A.shape[1]), 0.0
+    curvature = np.empty(fused.A.shape[0])
+    for block, _ in fused._blocks():
+        A, s = fused.A[block], fused._signs[block]
+        m = (A @ theta) * s
+        e = np.exp(-np.abs(m))
+        total = -float(np.minimum(m, 0.0).sum()) + float(np.log1p(e).sum())
+        w = 1.0 / (e + 1.0)
+        e = e * w
+        curvature[block] = e * w
+        np.copyto(w, e, where=(m < 0.0) if inverted else (m >= 0.0))
+        value += total
+        grad -= (w * s) @ A
+    return value, grad, curvature
+
+
+@pytest.mark.parametrize("scale", [0.0, 1.0, 60.0, 1e-17])
+def test_fused_pass_select_is_bit_identical_to_a_masked_copy(scale, monkeypatch):
+    monkeypatch.setattr(_binary_pass, "_BLOCK_BYTES", 1 << 14)
+    A, y, theta = _problem(3000, 9, scale)
+    A[:7] = 0.0  # margins exactly 0 (and -0.0 after the sign)
+    fused = BinaryLogLossPass(A, y)
+    value, grad = fused.value_and_grad(theta)
+    ref_value, ref_grad, ref_curvature = _masked_select_value_and_grad(fused, theta)
+    assert value == ref_value
+    np.testing.assert_array_equal(grad, ref_grad)
+    np.testing.assert_array_equal(fused._curvature, ref_curvature)
+    # A negative control: the other branch selected (expit(m)) is detected.
+    _, wrong_grad, _ = _masked_select_value_and_grad(fused, theta, inverted=True)
+    if scale >= 1.0:
+        assert not np.array_equal(grad, wrong_grad)
