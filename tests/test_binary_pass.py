@@ -191,3 +191,41 @@ def test_fused_pass_select_is_bit_identical_to_a_masked_copy(scale, monkeypatch)
     _, wrong_grad, _ = _masked_select_value_and_grad(fused, theta, inverted=True)
     if scale >= 1.0:
         assert not np.array_equal(grad, wrong_grad)
+
+
+@pytest.mark.parametrize(
+    "y",
+    [
+        np.array([3, 1, 3, 7, 1, 1]),
+        np.array([100, -100, 0, 100], dtype=np.int8),
+        np.array([250, 3, 250], dtype=np.uint8),
+        np.array([2**64 - 1, 2**64 - 3, 2**64 - 1], dtype=np.uint64),
+        np.array([-(2**63), -(2**63) + 2, -(2**63)], dtype=np.int64),
+        np.array([0, 2**40, 0]),  # a wide span: sorted
+        np.array([5]),
+        np.array([], dtype=np.int64),
+        np.array(["b", "a", "b"]),
+        np.array([0.5, -1.0, 0.5]),
+        np.array([True, False, True]),
+    ],
+)
+def test_encode_labels_equals_unique(y):
+    from sklearn_dpu.linear_model._logistic_updates import encode_labels
+
+    classes, index = encode_labels(y)
+    ref_classes, ref_index = np.unique(y, return_inverse=True)
+    assert classes.dtype == ref_classes.dtype and index.dtype == ref_index.dtype
+    assert classes.shape == ref_classes.shape and index.shape == ref_index.shape
+    np.testing.assert_array_equal(classes, ref_classes)
+    np.testing.assert_array_equal(index, ref_index)
+
+
+def test_encode_labels_counts_random_integer_labels():
+    from sklearn_dpu.linear_model._logistic_updates import encode_labels
+
+    y = np.random.default_rng(0).choice([-7, 0, 3, 40], 5000)
+    classes, index = encode_labels(y)
+    ref_classes, ref_index = np.unique(y, return_inverse=True)
+    np.testing.assert_array_equal(classes, ref_classes)
+    np.testing.assert_array_equal(index, ref_index)
+    assert not np.array_equal(index, y - y.min())  # a negative control: gaps renumbered
