@@ -1,5 +1,7 @@
 """The fused binary log-loss pass equals the generic summed loss to rounding."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -142,7 +144,13 @@ def test_blockwise_normalized_rows_equal_clip_then_divide(order, dtype, fit_inte
     X = np.asarray(X.astype(dtype), order=order)
     y_index = rng.integers(0, 3, 101)
     bound = 2.5
-    rows = _logistic_solvers.normalized_rows(X, y_index, bound, fit_intercept)
+    if dtype == np.float64:
+        X[60, 1] = 1.7e308  # overflows when divided by a bound below 1 unscaled
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no warning depends on the values
+        rows = _logistic_solvers.normalized_rows(X, y_index, bound, fit_intercept)
+        tight = _logistic_solvers.normalized_rows(X, y_index, 0.5, fit_intercept)
+    np.testing.assert_array_equal(tight[:, : X.shape[1]], clip_rows_l2(X.astype(float), 0.5) / 0.5)
     expected = clip_rows_l2(np.asarray(X, dtype=np.float64), bound) / bound
     d = X.shape[1]
     assert rows.shape == (101, d + int(fit_intercept) + 1)

@@ -270,8 +270,11 @@ def _clip_divide_into(X: ArrayLike, norm_bound: float, out: np.ndarray) -> None:
         ob = out[block]
         scale = clip_scales(Xb, norm_bound)
         # Rows inside the ball have scale 1: x * 1 / b is x / b exactly, so
-        # one division writes them; only the scaled rows are multiplied.
-        np.divide(Xb, norm_bound, out=ob)
+        # one division writes them; only the scaled rows are multiplied. Only
+        # a scaled row (|x| > b) can overflow here, and it is rewritten below:
+        # no warning may depend on the values.
+        with np.errstate(over="ignore"):
+            np.divide(Xb, norm_bound, out=ob)
         scaled = np.flatnonzero(scale != 1.0)
         if scaled.size:
             ob[scaled] = np.multiply(Xb[scaled], scale[scaled, None]) / norm_bound
