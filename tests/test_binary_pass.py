@@ -1,5 +1,7 @@
 """The fused binary log-loss pass equals the generic summed loss to rounding."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -121,3 +123,117 @@ def test_certificate_leaves_room_for_the_gradients_rounding(fused, monkeypatch):
     linear = -grad + direction * (tol * (1 - 1e-5) / np.linalg.norm(direction))
     solution = cm.certified_minimize(loss, A, y, Lambda, tol, linear=linear, theta0=theta0)
     assert Lambda * solution.distance_bound <= tol * (1 - 1e-4)
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("fit_intercept", [True, False])
+def test_blockwise_normalized_rows_equal_clip_then_divide(order, dtype, fit_intercept, monkeypatch):
+    # Several blocks and a partial last one; rows inside, on and over the
+    # bound, a zero row, and rows whose squared norm overflows.
+    from sklearn_dpu.linear_model import _logistic_solvers
+    from sklearn_dpu.privacy.clipping import clip_rows_l2
+
+    monkeypatch.setattr(_logistic_solvers, "_CLIP_BLOCK_BYTES", 8 * 7 * 13)
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((101, 7)) * rng.choice([0.1, 1.0, 10.0], size=(101, 1))
+    X[5] = 0.0
+    if dtype == np.float64:
+        X[17] = 1e200
+        X[40, 2] = -1e300
+    X = np.asarray(X.astype(dtype), order=order)
+    y_index = rng.integers(0, 3, 101)
+    bound = 2.5
+    if dtype == np.float64:
+        X[60, 1] = 1.7e308  # overflows when divided by a bound below 1 unscaled
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no warning depends on the values
+        rows = _logistic_solvers.normalized_rows(X, y_index, bound, fit_intercept)
+        tight = _logistic_solvers.normalized_rows(X, y_index, 0.5, fit_intercept)
+    np.testing.assert_array_equal(tight[:, : X.shape[1]], clip_rows_l2(X.astype(float), 0.5) / 0.5)
+    expected = clip_rows_l2(np.asarray(X, dtype=np.float64), bound) / bound
+    d = X.shape[1]
+    assert rows.shape == (101, d + int(fit_intercept) + 1)
+    np.testing.assert_array_equal(rows[:, :d], expected)  # bit for bit
+    assert np.array_equal(np.signbit(rows[:, :d]), np.signbit(expected))
+    np.testing.assert_array_equal(rows[:, -1], y_index)
+    if fit_intercept:
+        np.testing.assert_array_equal(rows[:, d], 1.0)
+    # A negative control: one block divided twice is detected.
+    wrong = rows[:, :d].copy()
+    wrong[:13] /= bound
+    assert not np.array_equal(wrong, expected)
+
+
+def _masked_select_value_and_grad(fused, theta, inverted=False):
+    """The fused pass as first written (a masked copy selects expit(-m)),
+    block by block as the pass: the reference its select must equal."""
+    grad, value = np.zeros(fused.A.shape[1]), 0.0
+    curvature = np.empty(fused.A.shape[0])
+    for block, _ in fused._blocks():
+        A, s = fused.A[block], fused._signs[block]
+        m = (A @ theta) * s
+        e = np.exp(-np.abs(m))
+        total = -float(np.minimum(m, 0.0).sum()) + float(np.log1p(e).sum())
+        w = 1.0 / (e + 1.0)
+        e = e * w
+        curvature[block] = e * w
+        np.copyto(w, e, where=(m < 0.0) if inverted else (m >= 0.0))
+        value += total
+        grad -= (w * s) @ A
+    return value, grad, curvature
+
+
+@pytest.mark.parametrize("scale", [0.0, 1.0, 60.0, 1e-17])
+def test_fused_pass_select_is_bit_identical_to_a_masked_copy(scale, monkeypatch):
+    monkeypatch.setattr(_binary_pass, "_BLOCK_BYTES", 1 << 14)
+    A, y, theta = _problem(3000, 9, scale)
+    A[:7] = 0.0  # margins exactly 0 (and -0.0 after the sign)
+    fused = BinaryLogLossPass(A, y)
+    value, grad = fused.value_and_grad(theta)
+    ref_value, ref_grad, ref_curvature = _masked_select_value_and_grad(fused, theta)
+    assert value == ref_value
+    np.testing.assert_array_equal(grad, ref_grad)
+    np.testing.assert_array_equal(fused._curvature, ref_curvature)
+    # A negative control: the other branch selected (expit(m)) is detected.
+    _, wrong_grad, _ = _masked_select_value_and_grad(fused, theta, inverted=True)
+    if scale >= 1.0:
+        assert not np.array_equal(grad, wrong_grad)
+
+
+@pytest.mark.parametrize(
+    "y",
+    [
+        np.array([3, 1, 3, 7, 1, 1]),
+        np.array([100, -100, 0, 100], dtype=np.int8),
+        np.array([250, 3, 250], dtype=np.uint8),
+        np.array([2**64 - 1, 2**64 - 3, 2**64 - 1], dtype=np.uint64),
+        np.array([-(2**63), -(2**63) + 2, -(2**63)], dtype=np.int64),
+        np.array([0, 2**40, 0]),  # a wide span: sorted
+        np.array([5]),
+        np.array([], dtype=np.int64),
+        np.array(["b", "a", "b"]),
+        np.array([0.5, -1.0, 0.5]),
+        np.array([True, False, True]),
+    ],
+)
+def test_encode_labels_equals_unique(y):
+    from sklearn_dpu.linear_model._logistic_updates import encode_labels
+
+    classes, index = encode_labels(y)
+    ref_classes, ref_index = np.unique(y, return_inverse=True)
+    assert classes.dtype == ref_classes.dtype and index.dtype == ref_index.dtype
+    assert classes.shape == ref_classes.shape and index.shape == ref_index.shape
+    np.testing.assert_array_equal(classes, ref_classes)
+    np.testing.assert_array_equal(index, ref_index)
+
+
+def test_encode_labels_counts_random_integer_labels():
+    from sklearn_dpu.linear_model._logistic_updates import encode_labels
+
+    y = np.random.default_rng(0).choice([-7, 0, 3, 40], 5000)
+    classes, index = encode_labels(y)
+    ref_classes, ref_index = np.unique(y, return_inverse=True)
+    np.testing.assert_array_equal(classes, ref_classes)
+    np.testing.assert_array_equal(index, ref_index)
+    assert not np.array_equal(index, y - y.min())  # a negative control: gaps renumbered

@@ -66,7 +66,7 @@ class BinaryLogLossPass:
         self._rows = rows
         size = min(self._rows, n)
         self._m, self._e, self._w = (np.empty(size) for _ in range(3))
-        self._positive = np.empty(size, dtype=bool)
+        self._negative = np.empty(size)  # 1.0 where m < 0, else 0.0
         # Curvatures expit(m) expit(-m) of the last value_and_grad, for a
         # Hessian at the same point without recomputing the margins.
         self._curvature = np.empty(n)
@@ -83,7 +83,7 @@ class BinaryLogLossPass:
         the block's summed loss and keep the block's curvatures
         ``expit(m) expit(-m) = e / (1 + e)^2``."""
         A, s = self.A[block], self._signs[block]
-        m, e, w, positive = self._m[:k], self._e[:k], self._w[:k], self._positive[:k]
+        m, e, w, negative = self._m[:k], self._e[:k], self._w[:k], self._negative[:k]
         np.matmul(A, theta, out=m)
         np.multiply(m, s, out=m)
         np.abs(m, out=e)
@@ -95,8 +95,13 @@ class BinaryLogLossPass:
         np.divide(1.0, w, out=w)
         np.multiply(e, w, out=e)
         np.multiply(e, w, out=self._curvature[block])
-        np.greater_equal(m, 0.0, out=positive)
-        np.copyto(w, e, where=positive)
+        # expit(-m) is e / (1 + e) (now in ``e``) for m >= 0 and 1 / (1 + e)
+        # (``w``) otherwise: max(e, w [m < 0]) selects it exactly, since
+        # 0 <= e <= w (e = e_0 w with e_0 <= 1) and w [m >= 0] is 0. Four
+        # plain ufuncs are ~10x faster than a masked copy (``where=``).
+        np.less(m, 0.0, out=negative)
+        np.multiply(w, negative, out=w)
+        np.maximum(e, w, out=w)
         np.multiply(w, s, out=w)  # -dl/dz
         return A, w, total
 

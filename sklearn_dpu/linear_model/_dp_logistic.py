@@ -391,7 +391,7 @@ class DPLogisticRegression(
                 Xv, yv = validate_data(self, X, y, accept_sparse="csr", dtype=_DTYPES)
                 Xv = canonical_sparse(Xv)
                 check_classification_targets(yv)
-                classes, y_index = np.unique(yv, return_inverse=True)
+                classes, y_index = updates.encode_labels(yv)
             if public_classes is not None:
                 classes, y_index = updates.with_label_set(classes, y_index, public_classes)
             if len(classes) < 2:

@@ -23,7 +23,7 @@ from . import _auto_bounds as auto_bounds
 from . import _langevin as langevin
 from . import _logistic_deletion as deletion
 
-__all__ = ["delete_samples", "publish"]
+__all__ = ["delete_samples", "encode_labels", "publish"]
 
 
 def delete_samples(estimator: Any, sample_ids: list, share: float, notes: Sequence[str]) -> Any:
@@ -129,3 +129,32 @@ def with_label_set(
     if y_index is None:
         return public, None
     return public, np.searchsorted(public, labels)[y_index]
+
+
+# Integer labels spanning at most this many values (or 4 per row) are counted
+# (np.bincount) rather than sorted.
+_COUNTED_SPAN = 1 << 16
+
+
+def encode_labels(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(y, return_inverse=True)``: the sorted labels and each
+    row's index among them, the same arrays (values, dtypes, shapes).
+
+    Integer labels of a small span are counted in one pass instead of sorted
+    (``np.unique`` sorts the ``n`` labels: ~3 ms at n = 1e5, a tenth of a
+    fit at 10 features); other labels (strings, floats, bools, wide spans)
+    go to ``np.unique``. ``tests/test_binary_pass.py`` checks the equality.
+    """
+    y = np.asarray(y)
+    if y.ndim != 1 or y.size == 0 or y.dtype.kind not in "iu":
+        return np.unique(y, return_inverse=True)
+    low, high = y.min(), y.max()
+    if int(high) - int(low) > max(_COUNTED_SPAN, 4 * y.size):
+        return np.unique(y, return_inverse=True)
+    # Offsets in 64 bits: ``y - low`` in a narrow type would wrap (int8: 100 - -100).
+    wide = np.uint64 if y.dtype.kind == "u" else np.int64
+    offsets = (y.astype(wide) - wide(low)).astype(np.intp)
+    present = np.flatnonzero(np.bincount(offsets))
+    index = np.zeros(present.size and int(present[-1]) + 1, dtype=np.intp)
+    index[present] = np.arange(present.size)
+    return low + present.astype(y.dtype), index[offsets]
