@@ -17,8 +17,16 @@ Hessian pass (fused with the first gradient) against one gradient pass on the
 live rows, and after how many of the planned steps the certificate was first
 met (a diagnostic read from private values: never published by the library).
 
-Run: ``PYTHONPATH=. python benchmarks/bench_d2d.py [--quick]`` (``--quick``:
-n = 2e4, d = 20, 20 deletions; a minute).
+3. The planner's cost model across shapes (n, d, classes, solver): the
+   planned path's and a retrain's predicted gradient passes against their
+   measured time over one gradient pass (both inside ``delete_samples``),
+   and the predicted speed-up against the measured one (the issue's
+   "within 2x"); each fine-tune method forced in turn, for comparison. The
+   pass is the solver's own (the fused binary pass, or the generic
+   multinomial evaluation), so rows of other units are not comparable.
+
+Run: ``PYTHONPATH=. python benchmarks/bench_d2d.py [--quick] [--timing-only]
+[--cost-only]`` (``--quick``: n = 2e4, d = 20, 20 deletions; a minute).
 """
 
 import argparse
@@ -237,11 +245,11 @@ def _timed_deletion(X, y, d, solver, target, repeats, force=None):
     pins the fine-tune's method."""
     from sklearn_dpu.linear_model import _logistic_deletion as deletion
 
-    saved = deletion.scheduled_fine_tune, deletion._legacy_fine_tune_work
+    saved = deletion.scheduled_fine_tune, deletion._resolve_work
     if force == "re-solve":
         deletion.scheduled_fine_tune = lambda *a, **k: None
     elif force == "schedule":
-        deletion._legacy_fine_tune_work = lambda *a, **k: math.inf
+        deletion._resolve_work = lambda *a, **k: math.inf
     try:
         best, report, pass_s = math.inf, None, math.inf
         for seed in range(repeats):
@@ -252,7 +260,7 @@ def _timed_deletion(X, y, d, solver, target, repeats, force=None):
             best = min(best, time.perf_counter() - started)
             report = est.deletion_log_[-1]
     finally:
-        deletion.scheduled_fine_tune, deletion._legacy_fine_tune_work = saved
+        deletion.scheduled_fine_tune, deletion._resolve_work = saved
     return best, report, pass_s
 
 
@@ -275,7 +283,6 @@ def cost_model(shapes, repeats):
             "classes": classes,
             "solver": solver,
             "path": tune.cost["action"],
-            "note": tune.reason[:0],
             "gradient_pass_s": pass_s,
             "tune_s": tune_s,
             "retrain_s": retrain_s,
@@ -303,7 +310,7 @@ def cost_model(shapes, repeats):
         )
         print(
             f"n={n:>6} d={d:>3} K={classes} {solver:9s} {row['path']:14s} "
-            f"passes predicted/realized: fine-tune {row['tune_predicted_passes']:5.1f}/"
+            f"passes predicted/realized: planned path {row['tune_predicted_passes']:5.1f}/"
             f"{row['tune_realized_passes']:5.1f}, retrain {row['retrain_predicted_passes']:5.1f}/"
             f"{row['retrain_realized_passes']:5.1f}; speed-up predicted "
             f"{row['predicted_speedup']:4.1f}x, measured {row['measured_speedup']:4.1f}x "
@@ -334,6 +341,7 @@ def main():
     shapes = QUICK_COST_SHAPES if args.quick else COST_SHAPES
     out["cost_model"] = cost_model(shapes, repeats=2)
     if args.cost_only:
+        save(out, ("d2d_cost_quick" if args.quick else "d2d_cost") + args.tag)
         return
     print(f"== 1. one deletion at deletion_epsilon=0.1 vs a retrain, n={n}, d={d} ==")
     timing = deletion_vs_retrain(X, y, d, repeats=3)
@@ -374,7 +382,10 @@ def main():
             f"after deletions {acc['after_mean']:.4f} +- {acc['after_std']:.4f} (paths "
             f"{acc['paths']}), fresh fits {acc['fresh_mean']:.4f} +- {acc['fresh_std']:.4f}"
         )
-    name = ("d2d_quick" if args.quick else "d2d") + args.tag
+    save(out, ("d2d_quick" if args.quick else "d2d") + args.tag)
+
+
+def save(out, name):
     os.makedirs(RESULTS, exist_ok=True)
     with open(os.path.join(RESULTS, f"{name}.json"), "w") as f:
         json.dump(out, f, indent=2, default=float)

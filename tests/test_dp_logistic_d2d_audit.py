@@ -37,7 +37,7 @@ from sklearn_dpu.linear_model._certified_minimize import (
     certified_minimize,
 )
 from sklearn_dpu.linear_model._logistic_solvers import batch_model
-from sklearn_dpu.unlearning.planner import NOISE_FINETUNE
+from sklearn_dpu.unlearning.planner import NOISE_FINETUNE, RETRAIN, plan_deletion
 
 from ._stats import audit_epsilon_lower_bound, n_trials
 
@@ -69,6 +69,7 @@ def _released(trials, seed=0):
     """Published models after deleting ``z`` (world A) and fits on ``D``
     (world B), projected on the direction ``z`` moves the minimizer."""
     est, params, loss, A, y_with, n_fit, plan = _worlds(seed=seed)
+    assert plan.decision.action == NOISE_FINETUNE  # before any trial
     registry = est.unlearning_state_.registry
     slots = registry.slots_of([len(A) - 1])
     A_never, y_never = A[:-1], y_with[:-1]
@@ -99,10 +100,21 @@ def _released(trials, seed=0):
 
 
 def _pin(monkeypatch, method):
-    """Pin the fine-tune's method (the planner picks the one predicted
-    cheaper: at this shape, the re-solve)."""
+    """Pin the path to the fine-tune and its method (at this tiny shape the
+    planner predicts the re-solve, and at times the retrain, cheaper)."""
+
+    def fine_tune_first(options, target, delta):
+        options = [
+            dataclasses.replace(o, predicted_gradient_evaluations=math.inf)
+            if o.action == RETRAIN
+            else o
+            for o in options
+        ]
+        return plan_deletion(options, target, delta)
+
+    monkeypatch.setattr(deletion, "plan_deletion", fine_tune_first)
     if method == "schedule":
-        monkeypatch.setattr(deletion, "_legacy_fine_tune_work", lambda *a, **k: math.inf)
+        monkeypatch.setattr(deletion, "_resolve_work", lambda *a, **k: math.inf)
     else:
         monkeypatch.setattr(deletion, "scheduled_fine_tune", lambda *a, **k: None)
 

@@ -46,7 +46,7 @@ def _fitted(X, y, seed=0, **kw):
 def scheduled(monkeypatch):
     """Pin the scheduled descent (at these small shapes the planner predicts
     the certified re-solve cheaper, and picks it)."""
-    monkeypatch.setattr(_logistic_deletion, "_legacy_fine_tune_work", lambda *a, **k: math.inf)
+    monkeypatch.setattr(_logistic_deletion, "_resolve_work", lambda *a, **k: math.inf)
 
 
 def _capture(monkeypatch):
@@ -168,7 +168,7 @@ def test_path_and_cost_depend_on_public_quantities_only(monkeypatch, method):
     between them; and the plan is unchanged when the rows are replaced."""
     fields = ("predicted_gradient_evaluations", "gradient_evaluations")
     if method == "schedule":
-        monkeypatch.setattr(_logistic_deletion, "_legacy_fine_tune_work", lambda *a, **k: math.inf)
+        monkeypatch.setattr(_logistic_deletion, "_resolve_work", lambda *a, **k: math.inf)
         fields += ("gradient_steps",)
     else:
         monkeypatch.setattr(_logistic_deletion, "scheduled_fine_tune", lambda *a, **k: None)

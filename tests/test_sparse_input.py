@@ -97,7 +97,7 @@ def test_logistic_scheduled_fine_tune_reads_sparse_rows(monkeypatch, n_classes):
     preconditioner, and the row could not be deleted)."""
     from sklearn_dpu.linear_model import _logistic_deletion
 
-    monkeypatch.setattr(_logistic_deletion, "_legacy_fine_tune_work", lambda *a, **k: np.inf)
+    monkeypatch.setattr(_logistic_deletion, "_resolve_work", lambda *a, **k: np.inf)
     X, y = _data(n=2000, d=10, density=0.5, n_classes=n_classes)
     params = dict(solver="output", feature_norm=3.0, deletion_epsilon=0.1, random_state=0)
     dense = DPLogisticRegression(**params).fit(X, y)

@@ -44,7 +44,7 @@ from ..unlearning.planner import (
 from ..unlearning.report import DeletionCost, DeletionOutcome, DeletionPlan
 from ..unlearning.state import SampleRegistry, VersionedState
 from . import _logistic_releases as releases
-from ._certified_minimize import _DENSE_NEWTON, DescentWork, preconditioned_descent
+from ._certified_minimize import _DENSE_NEWTON, _ROUNDING, DescentWork, preconditioned_descent
 from ._logistic_releases import _binary as binary_loss
 from ._logistic_solvers import batch_model, sgd_model
 from ._losses import LinearModelLoss
@@ -66,6 +66,7 @@ __all__ = [
     "fine_tune_schedule",
     "plan_chunk_deletion",
     "rerelease_chunks",
+    "resolve_start",
     "scheduled_fine_tune",
 ]
 
@@ -129,10 +130,6 @@ class ChunkDeletionPlan:
     first_affected : int
         The earliest chunk (1-based) holding a row deleted so far and not yet
         removed exactly: a retrain replays the chunks from there.
-    retrain_iterations : int
-        Predicted iterations (Newton steps or L-BFGS evaluations) of the last
-        batch release of a retrain; twice this caps a fine-tune that
-        re-solves before it falls back to retraining.
     redone : tuple of int
         The chunks (1-based) released again: none, chunk 1, or a replay.
     configs : tuple of ReleaseConfig
@@ -143,7 +140,6 @@ class ChunkDeletionPlan:
 
     decision: DeletionDecision
     first_affected: int
-    retrain_iterations: int
     redone: tuple = ()
     configs: tuple = ()
 
@@ -153,14 +149,14 @@ def _solve_cost(
     loss: LinearModelLoss,
     config: releases.ReleaseConfig,
     n_pub: float,
-    *,
-    warm: bool,
+    dense_rows: bool,
     start_distance: float | None = None,
 ) -> SolveCost:
     """Predicted work of a batch release's solve at ``config`` on ``n_pub``
     rows, in gradient passes (:mod:`._solver_cost`): noisy GD's public
     steps and its released Gram (a Hessian pass), or the certified solves
-    (one per class for one-vs-rest objective perturbation)."""
+    (one per class for one-vs-rest objective perturbation), from zero or
+    from ``start_distance`` (a warm start's public bound)."""
     if config.solver == "noisy_gd":
         return SolveCost(config.n_steps, config.n_steps + hessian_passes(loss))
     solves, solve_loss = 1, loss
@@ -172,9 +168,9 @@ def _solve_cost(
         n_pub,
         config.Lambda,
         config.tau,
-        warm=warm,
-        constrained=config.solver == "output" and params.coef_bound is not None,
         start_distance=start_distance,
+        dense_rows=dense_rows,
+        constrained=config.solver == "output" and params.coef_bound is not None,
     )
     return SolveCost(cost.iterations, solves * cost.passes)
 
@@ -320,18 +316,24 @@ def fine_tune_schedule(
     return FineTuneSchedule(steps, step_size, gamma, start, shift, n, work)
 
 
-def _legacy_fine_tune_work(params, loss, old: releases.ReleaseConfig, config, pending) -> float:
+def resolve_start(loss, old: releases.ReleaseConfig, pending: int) -> float:
+    """Public bound on the published model's distance to the new minimizer:
+    the published noise (its expected norm), the pending rows' and the
+    certificates' distances (output perturbation), or the objective's
+    linear term and output noise."""
+    p = loss.n_params
+    if old.solver == "output":
+        return old.sigma * math.sqrt(p) + (pending * loss.lipschitz + 2.0 * old.tau) / old.Lambda
+    return math.sqrt(2.0 * p) * old.sigma_b / old.Lambda + old.sigma_amp * math.sqrt(p)
+
+
+def _resolve_work(params, loss, old: releases.ReleaseConfig, config, pending, dense_rows) -> float:
     """Predicted row gradients of re-solving with the certified minimizer from
-    the published model: the copy of the live rows, then the solve
-    (:func:`~._solver_cost.certified_solve_passes`, warm)."""
+    the published model: the copy of the live rows, then the solve from
+    :func:`resolve_start`."""
     n_pub = max(1.0, config.n_public)
-    start = None
-    if params.coef_bound is not None:  # the constrained solve's linear-rate model
-        start = (
-            old.sigma * math.sqrt(loss.n_params)
-            + (pending * loss.lipschitz + 2.0 * old.tau) / old.Lambda
-        )
-    cost = _solve_cost(params, loss, config, n_pub, warm=True, start_distance=start)
+    start = resolve_start(loss, old, pending)
+    cost = _solve_cost(params, loss, config, n_pub, dense_rows, start_distance=start)
     return (ROW_COPY_PASSES + cost.passes) * n_pub
 
 
@@ -341,14 +343,15 @@ def scheduled_fine_tune(
     chunk: releases.ChunkModel,
     config: releases.ReleaseConfig,
     pending: int,
+    dense_rows: bool = True,
 ) -> FineTuneSchedule | None:
     """The fine-tune's schedule when the preconditioned descent runs, else ``None``.
 
     It runs for unconstrained output perturbation with a dense Hessian when
     its predicted work is below re-solving with the certified minimizer
-    (tiny problems, where the deleted rows move the minimizer far compared
-    with the noise, are cheaper to re-solve). Public quantities only: the
-    planner and the execution take the same branch.
+    (:func:`_resolve_work`; ``dense_rows``, the input's format, decides the
+    re-solve's branch). Public quantities only: the planner and the
+    execution take the same branch.
     """
     if not (
         config.solver == "output" and params.coef_bound is None and loss.n_params <= _DENSE_NEWTON
@@ -357,11 +360,13 @@ def scheduled_fine_tune(
     schedule = fine_tune_schedule(loss, chunk.config, config, pending, params.delta)
     if schedule is None:
         return None
-    legacy = _legacy_fine_tune_work(params, loss, chunk.config, config, pending)
-    return schedule if schedule.row_gradients < legacy else None
+    resolve = _resolve_work(params, loss, chunk.config, config, pending, dense_rows)
+    return schedule if schedule.row_gradients < resolve else None
 
 
-def _fine_tune_option(params, loss, chunk: releases.ChunkModel, pending: int) -> DeletionOption:
+def _fine_tune_option(
+    params, loss, chunk: releases.ChunkModel, pending: int, dense_rows: bool
+) -> DeletionOption:
     """Noise + fine-tune of a single batch fit from its published model."""
     note = ""
     if chunk.config.solver == "noisy_gd":
@@ -381,9 +386,9 @@ def _fine_tune_option(params, loss, chunk: releases.ChunkModel, pending: int) ->
         tune_mu = config.mu_model * 2.0 * config.tau / (loss.lipschitz + 2.0 * config.tau)
     else:
         tune_mu = config.mu_amp
-    schedule = scheduled_fine_tune(params, loss, chunk, config, pending)
+    schedule = scheduled_fine_tune(params, loss, chunk, config, pending, dense_rows)
     if schedule is None:
-        work = _legacy_fine_tune_work(params, loss, chunk.config, config, pending)
+        work = _resolve_work(params, loss, chunk.config, config, pending, dense_rows)
         return DeletionOption(NOISE_FINETUNE, True, tune_mu, work, "")
     note = (
         f"{schedule.steps} Hessian-preconditioned descent steps from the "
@@ -398,8 +403,11 @@ def plan_chunk_deletion(
     chunks: list[releases.ChunkModel],
     deleted_per_chunk: Counter,
     target: float,
+    dense_rows: bool = True,
 ) -> ChunkDeletionPlan:
-    """The deletion plan, from public quantities only (counts, parameters, k).
+    """The deletion plan, from public quantities only (counts, parameters, k,
+    and ``dense_rows``: whether the registry holds dense rows, the input's
+    format).
 
     Options after Van Waerebeke et al. 2025 (Thm 1-3): noise only (group
     privacy of the releases), noise + fine-tune (a single batch fit), retrain
@@ -415,26 +423,22 @@ def plan_chunk_deletion(
     options = [DeletionOption(NOISE_ONLY, True, noise_mu, 0.0, "keep the released state")]
 
     # Predicted retrain (replay) cost, in row-gradient evaluations: the copy
-    # of the live rows, then each replayed chunk's release.
-    retrain_rows, retrain_iterations = 0.0, 0
+    # of every live row, then each replayed chunk's release.
+    live = [max(1.0, c.n_noisy - k) for c, k in zip(chunks, pending, strict=True)]
+    retrain_rows = ROW_COPY_PASSES * sum(live)
     for i in range(first_affected - 1, len(chunks)):
-        chunk = chunks[i]
-        n_pub = max(1.0, chunk.n_noisy - pending[i])
-        retrain_rows += ROW_COPY_PASSES * n_pub
-        if chunk.kind == "sgd":
-            retrain_rows += n_pub
+        if chunks[i].kind == "sgd":
+            retrain_rows += live[i]
             continue
-        config = releases.configure(params, loss, n_pub)
-        cost = _solve_cost(params, loss, config, n_pub, warm=False)
-        retrain_iterations = cost.iterations
-        retrain_rows += cost.passes * n_pub
+        config = releases.configure(params, loss, live[i])
+        retrain_rows += _solve_cost(params, loss, config, live[i], dense_rows).passes * live[i]
     options.append(DeletionOption(RETRAIN, True, 0.0, retrain_rows, "exact"))
 
     if len(chunks) > 1 or chunks[0].kind != "fit":
         note = "fine-tune needs a single batch fit (streams are replayed instead)"
         options.append(DeletionOption(NOISE_FINETUNE, False, math.inf, math.inf, note))
     else:
-        options.append(_fine_tune_option(params, loss, chunks[0], pending[0]))
+        options.append(_fine_tune_option(params, loss, chunks[0], pending[0], dense_rows))
     decision = plan_deletion(options, target, params.delta)
     if decision.action == NOISE_ONLY:
         redone = ()
@@ -443,7 +447,7 @@ def plan_chunk_deletion(
     else:
         redone = tuple(range(first_affected, len(chunks) + 1))
     configs = tuple(_rerelease_config(params, loss, chunks[c - 1], pending[c - 1]) for c in redone)
-    return ChunkDeletionPlan(decision, first_affected, retrain_iterations, redone, configs)
+    return ChunkDeletionPlan(decision, first_affected, redone, configs)
 
 
 def _rerelease_config(params, loss, chunk: releases.ChunkModel, pending: int):
@@ -500,7 +504,7 @@ def _fine_tuned_model(params, loss, old, config, schedule, registry, slots, n_no
         schedule.steps,
         schedule.step_size,
     )
-    if config.Lambda * result.distance_bound > config.tau:
+    if config.Lambda * result.distance_bound > config.tau * (1.0 - _ROUNDING):
         return None, result.work
     # The point is certified within tau/Lambda of the new minimizer, as a
     # fit's: the release is the fit's output perturbation, charged as such.
@@ -527,8 +531,9 @@ def rerelease_chunks(
     restarts the single batch fit from its published model (Descent-to-Delete,
     Neel et al. 2021, Thm 3.2): output perturbation runs the planned
     :func:`fine_tune_schedule` of Hessian-preconditioned descent steps on the
-    registry's rows in place; the other solvers re-solve with the certified
-    minimizer, capped at the retrain prediction. Either retrains when the
+    registry's rows in place, unless re-solving with the certified minimizer
+    from the published model is predicted cheaper (the other solvers always
+    re-solve, with the fit's own iteration cap). Either retrains when the
     certificate is not reached. Retrain replays every chunk from
     ``first_affected`` on the remaining rows, each with the configuration
     the plan charged. The registry is only read. Release ``i`` of this call
@@ -553,7 +558,8 @@ def rerelease_chunks(
         old = chunks[0]
         n_noisy = old.n_noisy - old.pending
         model = None
-        schedule = scheduled_fine_tune(params, loss, old, plan.configs[0], old.pending)
+        dense = isinstance(registry.rows, np.ndarray)  # the input's format, as planned
+        schedule = scheduled_fine_tune(params, loss, old, plan.configs[0], old.pending, dense)
         if schedule is not None:
             model, descent = _fine_tuned_model(
                 params, loss, old, plan.configs[0], schedule, registry, slots, n_noisy, rng
@@ -565,11 +571,10 @@ def rerelease_chunks(
         rows = None if model is not None else live_rows()[0]
         if model is None and not fell_back:
             A, y_index = rows[:, :-1], rows[:, -1].astype(np.intp)
-            cap = max(1, 2 * int(plan.retrain_iterations))
             try:
-                model, _ = batch_model(params, loss, A, y_index, n_noisy, rng, chunks[0].theta, cap)
+                model, _ = batch_model(params, loss, A, y_index, n_noisy, rng, chunks[0].theta)
             except RuntimeError:
-                # The certified path ran past the retrain prediction: retrain.
+                # The certificate was not reached from the published model: retrain.
                 fell_back = True
         if model is None:
             A, y_index = rows[:, :-1], rows[:, -1].astype(np.intp)

@@ -62,8 +62,9 @@ def delete_samples(estimator: Any, sample_ids: list, share: float, notes: Sequen
         langevin.delete_langevin(est, slots, target_model, finish)
         return est
     deleted_per_chunk = Counter(registry.chunks_of(slots).tolist())
+    dense_rows = isinstance(registry.rows, np.ndarray)  # the input's format
     chunk_plan = deletion.plan_chunk_deletion(
-        params, loss, state.chunks, deleted_per_chunk, target_model
+        params, loss, state.chunks, deleted_per_chunk, target_model, dense_rows
     )
     plan = deletion.deletion_plan(params, loss, state.chunks, chunk_plan, target_model)
 
