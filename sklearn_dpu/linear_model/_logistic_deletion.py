@@ -316,7 +316,7 @@ def fine_tune_schedule(
     return FineTuneSchedule(steps, step_size, gamma, start, shift, n, work)
 
 
-def resolve_start(loss, old: releases.ReleaseConfig, pending: int) -> float:
+def resolve_start(loss: LinearModelLoss, old: releases.ReleaseConfig, pending: int) -> float:
     """Public bound on the published model's distance to the new minimizer:
     the published noise (its expected norm), the pending rows' and the
     certificates' distances (output perturbation), or the objective's
