@@ -143,3 +143,21 @@ def test_the_planner_picks_the_fine_tune_it_predicts_cheaper():
         retrain = (solver_cost.ROW_COPY_PASSES + cold.passes) * config.n_public
         assert report.retrain_cost["gradient_evaluations"] == pytest.approx(retrain)
     assert seen == {"schedule", "re-solve"}
+
+
+def test_a_constrained_re_solve_is_not_credited_so_the_planner_retrains():
+    """With ``coef_bound`` the warm start earns nothing (the bisection
+    re-solves at every ridge): at equal predicted cost the exact retrain
+    is chosen."""
+    X, y = _data(n=3000, d=6)
+    est = _fitted(X, y, coef_bound=0.5)
+    est.delete_samples([0])
+    report = est.deletion_log_[-1]
+    assert report.cost["action"] == "retrain"
+    assert report.deletion_epsilon is None  # exact
+    binary = LinearModelLoss(2, 7, 1.0)
+    cold = solver_cost.certified_solve_passes(binary, 3000, 1.0, 1e-3, constrained=True)
+    warm = solver_cost.certified_solve_passes(
+        binary, 3000, 1.0, 1e-3, constrained=True, start_distance=1e-2
+    )
+    assert warm == cold
