@@ -34,3 +34,26 @@ def memmap_stream(path, n: int, d: int):
     data.flush()
     del data
     return np.load(path, mmap_mode="r")
+
+
+@pytest.fixture
+def prefer_fine_tune(monkeypatch):
+    """DPLogisticRegression's deletion planner with the retrain priced out, so
+    a certified fine-tune runs where one is available (tests of that path at
+    shapes where the planner would retrain)."""
+    import dataclasses
+    import math
+
+    from sklearn_dpu.linear_model import _logistic_deletion
+    from sklearn_dpu.unlearning.planner import RETRAIN, plan_deletion
+
+    def fine_tune_first(options, target, delta):
+        options = [
+            dataclasses.replace(o, predicted_gradient_evaluations=math.inf)
+            if o.action == RETRAIN
+            else o
+            for o in options
+        ]
+        return plan_deletion(options, target, delta)
+
+    monkeypatch.setattr(_logistic_deletion, "plan_deletion", fine_tune_first)

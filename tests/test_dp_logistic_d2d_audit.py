@@ -37,7 +37,7 @@ from sklearn_dpu.linear_model._certified_minimize import (
     certified_minimize,
 )
 from sklearn_dpu.linear_model._logistic_solvers import batch_model
-from sklearn_dpu.unlearning.planner import NOISE_FINETUNE, RETRAIN, plan_deletion
+from sklearn_dpu.unlearning.planner import NOISE_FINETUNE
 
 from ._stats import audit_epsilon_lower_bound, n_trials
 
@@ -100,19 +100,9 @@ def _released(trials, seed=0):
 
 
 def _pin(monkeypatch, method):
-    """Pin the path to the fine-tune and its method (at this tiny shape the
-    planner predicts the re-solve, and at times the retrain, cheaper)."""
-
-    def fine_tune_first(options, target, delta):
-        options = [
-            dataclasses.replace(o, predicted_gradient_evaluations=math.inf)
-            if o.action == RETRAIN
-            else o
-            for o in options
-        ]
-        return plan_deletion(options, target, delta)
-
-    monkeypatch.setattr(deletion, "plan_deletion", fine_tune_first)
+    """Pin the fine-tune's method (with ``prefer_fine_tune``: at this tiny
+    shape the planner predicts the re-solve, and at times the retrain,
+    cheaper)."""
     if method == "schedule":
         monkeypatch.setattr(deletion, "_resolve_work", lambda *a, **k: math.inf)
     else:
@@ -140,7 +130,7 @@ def _no_resolve(params, loss, A, y_index, n_noisy, rng, theta0=None, max_iter=No
 @pytest.mark.statistical
 @pytest.mark.parametrize("method", ["schedule", "re-solve"])
 def test_deletion_audit_holds_at_the_reported_epsilon_and_detects_a_broken_fine_tune(
-    monkeypatch, method
+    monkeypatch, prefer_fine_tune, method
 ):
     _pin(monkeypatch, method)
     trials = n_trials(ci=1200, full=20000)

@@ -22,7 +22,6 @@ from sklearn_dpu.linear_model import _logistic_deletion as deletion
 from sklearn_dpu.linear_model import _logistic_solvers
 from sklearn_dpu.linear_model import _solver_cost as solver_cost
 from sklearn_dpu.linear_model._losses import LinearModelLoss
-from sklearn_dpu.unlearning.planner import RETRAIN, plan_deletion
 
 from .test_dp_logistic_fine_tune import _data, _fitted
 
@@ -61,17 +60,6 @@ def test_the_branch_is_the_solvers():
     assert solver_cost.hessian_passes(binary, single_precision=True) < costs[1]
 
 
-def _fine_tune_first(options, target, delta):
-    """The planner with the retrain priced out (so a re-solve runs)."""
-    options = [
-        dataclasses.replace(o, predicted_gradient_evaluations=math.inf)
-        if o.action == RETRAIN
-        else o
-        for o in options
-    ]
-    return plan_deletion(options, target, delta)
-
-
 @pytest.mark.parametrize(
     "n, d, classes, sparse",
     [
@@ -83,7 +71,9 @@ def _fine_tune_first(options, target, delta):
         (20000, 20, 2, True),
     ],
 )
-def test_realized_iterations_are_within_2x_of_the_model(monkeypatch, n, d, classes, sparse):
+def test_realized_iterations_are_within_2x_of_the_model(
+    monkeypatch, prefer_fine_tune, n, d, classes, sparse
+):
     """The certified solve of a fit (from zero) and of a re-solve (from the
     published model) run within 2x of the planned Newton steps or L-BFGS
     evaluations (the solver's own counter)."""
@@ -97,7 +87,6 @@ def test_realized_iterations_are_within_2x_of_the_model(monkeypatch, n, d, class
 
     monkeypatch.setattr(_logistic_solvers, "certified_minimize", counting)
     monkeypatch.setattr(deletion, "scheduled_fine_tune", lambda *a, **k: None)
-    monkeypatch.setattr(deletion, "plan_deletion", _fine_tune_first)
     X, y = _data(n=n, d=d, classes=classes)
     est = _fitted(sp.csr_matrix(X) if sparse else X, y, feature_norm=1.2 * math.sqrt(d))
     fit_config = est.unlearning_state_.chunks[0].config
