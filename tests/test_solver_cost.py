@@ -150,3 +150,38 @@ def test_a_constrained_re_solve_is_not_credited_so_the_planner_retrains():
         binary, 3000, 1.0, 1e-3, constrained=True, start_distance=1e-2
     )
     assert warm == cold
+
+
+def test_newton_does_not_stall_at_the_rounding_of_the_value(monkeypatch):
+    """Constrained softmax solves run their inner Newton steps to 1e-3 of the
+    tolerance, where the summed loss changes by less than its rounding: the
+    Armijo search on the value alone halved the step 34 times at every step
+    (623 evaluations here, against about 200 for the same fit on one row
+    fewer). The search now also takes a step that shrinks the gradient."""
+    from sklearn.datasets import make_classification
+    from sklearn.preprocessing import StandardScaler
+
+    from sklearn_dpu.linear_model import DPLogisticRegression
+
+    X, y = make_classification(
+        n_samples=10000,
+        n_features=10,
+        n_informative=5,
+        n_redundant=0,
+        n_classes=3,
+        n_clusters_per_class=1,
+        random_state=2,
+    )
+    X = StandardScaler().fit_transform(X)
+    runs = []
+    original = cm.certified_minimize
+
+    def counting(*args, **kw):
+        solution = original(*args, **kw)
+        runs.append(solution.n_grad)
+        return solution
+
+    monkeypatch.setattr(_logistic_solvers, "certified_minimize", counting)
+    est = DPLogisticRegression(solver="output", coef_bound=0.5, random_state=0).fit(X, y)
+    assert runs and runs[-1] <= 300, runs
+    assert est.score(X, y) > 0.5

@@ -60,6 +60,9 @@ _NEWTON_ONLY_WORK = 2_000_000
 _NEWTON_ONLY_DIM = 128
 # Relative allowance for the floating-point rounding of the certified gradient.
 _ROUNDING = 1e-4
+# Value changes below this fraction of the value are rounding (a sum of n
+# losses accumulates ~n ulps), where the Newton search goes by the gradient.
+_VALUE_ROUNDING = 1e-12
 
 
 class CertifiedSolution:
@@ -303,11 +306,22 @@ def _newton_polish(fun, loss, A, y, Lambda, tol, theta, counter, max_steps=50):
 
             op = LinearOperator((loss.n_params, loss.n_params), matvec=matvec)
             step, _ = cg(op, -grad, rtol=1e-3, maxiter=200)
-        # Backtracking (Armijo) keeps the step safe far from the optimum.
+        # Backtracking (Armijo) keeps the step safe far from the optimum. Near
+        # it the value's decrease falls below its rounding (a sum of n losses)
+        # before the gradient reaches a strict tolerance; a step that shrinks
+        # the gradient norm is then taken as well (the objective is strongly
+        # convex: its one stationary point is the minimizer, and the
+        # certificate reads the gradient). Without this, a stalled search
+        # halved the step 34 times at every Newton step (7x slower solves).
         t, slope = 1.0, float(grad @ step)
+        grad_norm = np.linalg.norm(grad)
         while True:
             new_value, new_grad = fun(theta + t * step)
             if new_value <= value + 1e-4 * t * slope or t < 1e-10:
+                break
+            if abs(new_value - value) <= _VALUE_ROUNDING * abs(value) and (
+                np.linalg.norm(new_grad) <= (1.0 - 1e-4 * t) * grad_norm
+            ):
                 break
             t *= 0.5
         theta, value, grad = theta + t * step, new_value, new_grad
