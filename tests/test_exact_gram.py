@@ -196,3 +196,29 @@ def test_fit_with_public_bounds_reads_x_for_finiteness_once(monkeypatch):
     X, y = _data(300, 3, np.float64, seed=4)
     DPLinearRegression(feature_norm=1.0, target_bound=5.0, random_state=0).fit(X, y)
     assert "X" not in checked and "y" in checked
+
+
+@pytest.mark.parametrize("bound", [1.0, 1e-6, 1e-8, 1e-10, 3.5527136788005e-15, 1e-150])
+def test_a_row_of_huge_entries_is_clipped_inside_a_small_bound(bound):
+    """Rows whose squares overflow are scaled by target / (largest * relative);
+    at a small bound that quotient is subnormal, and rounded to nearest it
+    left the row longer than the bound (by 3e-9 of it at 1e-8, 1.9 times it
+    at 3.6e-15). Dense, logistic-normalized and sparse rows stay inside."""
+    import math
+
+    import scipy.sparse as sp
+
+    from sklearn_dpu.linear_model._logistic_solvers import normalized_rows
+    from sklearn_dpu.linear_model._sparse_rows import sparse_clip_scales
+
+    top = np.finfo(np.float64).max
+    worst = 0.0
+    for d in (1, 2, 3, 7, 19, 58):
+        for value in (top, 1.5e308, 1e308, 3e307, 1e306):
+            X = np.full((1, d), value)
+            dense = clip_rows_l2(X, bound)[0] / bound
+            logistic = normalized_rows(X, None, bound, False)[0]
+            sparse = X[0] * sparse_clip_scales(sp.csr_array(X), bound)[0] / bound
+            for row in (dense, logistic, sparse):
+                worst = max(worst, math.sqrt(math.fsum(v * v for v in row)))
+    assert worst <= 1.0, worst

@@ -43,6 +43,7 @@ import numpy as np
 import numpy.typing
 import scipy.sparse as sp
 
+from ..privacy.clipping import _INSIDE, huge_row_scales
 from ..unlearning.state import SampleRegistry
 
 __all__ = [
@@ -62,9 +63,6 @@ __all__ = [
     "take_rows",
     "weighted_gram",
 ]
-
-# As in sklearn_dpu.privacy.clipping: aim slightly inside the sphere.
-_INSIDE = 1.0 - 1e-12
 
 
 def is_sparse(A: Any) -> bool:
@@ -134,7 +132,7 @@ def sparse_clip_scales(X: Any, max_norm: float) -> np.ndarray:
     scale = np.ones_like(norms)
     scale[long] = target / norms[long]
     if huge.size:
-        scale[huge] = (target / largest) / relative
+        scale[huge] = huge_row_scales(target, largest, relative)
     return scale
 
 
