@@ -115,10 +115,14 @@ class LinearStatisticsState(VersionedState):
         return buffer
 
     def nbytes(self) -> int:
-        """Bytes held by arrays of the state."""
+        """Bytes held by arrays of the state, the deletion's scratches (the
+        solve's matrix and the noise's bands, rebuilt after a reload at the
+        next release) included."""
         total = self.registry.nbytes()
         if self.statistics is not None:
             total += sum(n.exact.nbytes + n.noisy.nbytes for n in self.statistics.nodes)
+            scratch = getattr(self.statistics, "_scratch", None)
+            total += 0 if scratch is None else scratch.nbytes
         if self.exact_gram is not None:
             total += self.exact_gram.nbytes
         if self.release_noise is not None:

@@ -23,8 +23,8 @@ decision:
 2. otherwise noise + fine-tune if it meets the target and is predicted to cost
    less than retraining (efficient regime);
 3. otherwise retrain (inefficient regime / retraining cheaper). The caller
-   also falls back to retraining if the fine-tune misses its certificate or
-   its *realized* cost runs past the retrain prediction; that fallback reads
+   also falls back to retraining if the fine-tune misses its certificate
+   (a re-solve runs within the fit's own iteration cap); that fallback reads
    the data, so it is not published (the report states the planned action,
    whose guarantee a retrain meets too).
 
