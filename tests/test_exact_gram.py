@@ -222,3 +222,31 @@ def test_a_row_of_huge_entries_is_clipped_inside_a_small_bound(bound):
             for row in (dense, logistic, sparse):
                 worst = max(worst, math.sqrt(math.fsum(v * v for v in row)))
     assert worst <= 1.0, worst
+
+
+def test_a_sparse_row_of_many_non_zeros_is_clipped_inside_the_bound():
+    """Sparse norms sum the squares one after another: a 1 followed by 1e5
+    entries of ~sqrt(2**-53) read low by 4.5e-12 of the norm, and the clipped
+    row stayed that much above its bound. The margin now grows with the
+    row's non-zeros."""
+    import math
+
+    import scipy.sparse as sp
+
+    from sklearn_dpu.linear_model._sparse_rows import sparse_clip_scales
+
+    x = np.full(10**5, math.sqrt(2.0**-53) * 0.9999)
+    x[0] = 1.0
+    for bound in (1.0, 0.999999):
+        s = sparse_clip_scales(sp.csr_array(x[None]), bound)[0]
+        assert math.sqrt(math.fsum((v * s) ** 2 for v in x)) <= bound
+
+
+def test_an_overflowing_row_inside_a_huge_bound_is_not_scaled_up():
+    import scipy.sparse as sp
+
+    from sklearn_dpu.linear_model._sparse_rows import sparse_clip_scales
+
+    X = np.array([[1e200, 1.0], [1e300, 1e300]])
+    for scales in (clip_scales(X, 1e300), sparse_clip_scales(sp.csr_array(X), 1e300)):
+        assert scales[0] == 1.0 and 0.0 < scales[1] < 1.0

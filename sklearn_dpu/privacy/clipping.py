@@ -63,12 +63,17 @@ def clip_scales(X: np.ndarray, max_norm: float) -> np.ndarray:
     # Dividing only where the norm is large avoids overflow warnings on zero
     # rows: a warning's presence would depend on private values.
     scale[long] = target / norms[long]
-    if huge.size:  # norms that overflowed: target / (largest * relative)
-        scale[huge] = huge_row_scales(target, largest, relative)
+    if huge.size:  # norms that overflowed: target / (largest * relative) when long
+        # (a bound above ~1e154 can hold a row whose squares overflow)
+        over = relative > target / largest
+        scale[huge[over]] = huge_row_scales(target, largest[over], relative[over])
+        scale[huge[~over]] = 1.0
     return scale
 
 
-def huge_row_scales(target: float, largest: np.ndarray, relative: np.ndarray) -> np.ndarray:
+def huge_row_scales(
+    target: float | np.ndarray, largest: np.ndarray, relative: np.ndarray
+) -> np.ndarray:
     """``target / (largest * relative)`` for rows whose squares overflow,
     never above the exact quotient.
 
