@@ -250,3 +250,24 @@ def test_an_overflowing_row_inside_a_huge_bound_is_not_scaled_up():
     X = np.array([[1e200, 1.0], [1e300, 1e300]])
     for scales in (clip_scales(X, 1e300), sparse_clip_scales(sp.csr_array(X), 1e300)):
         assert scales[0] == 1.0 and 0.0 < scales[1] < 1.0
+
+
+def test_rows_stored_in_float32_under_a_bound_above_its_range_stay_finite():
+    """A float32 store cannot hold a row clipped to a bound above 3.4e38: it
+    rounded to inf, with an overflow warning that depended on the data. The
+    bound is lowered to what the store holds (clipping more is safe)."""
+    import warnings
+
+    import scipy.sparse as sp
+
+    from sklearn_dpu.linear_model._sparse_rows import sparse_clipped_rows
+
+    X = np.array([[1e300, 1.0], [1.0, 1.0], [3e38, 3e38]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        dense = clip_rows_l2(X, 1e39, out=np.empty((3, 2), np.float32))
+        sparse = sparse_clipped_rows(sp.csr_array(X), np.zeros(3), 1e39, np.float32)
+    for rows in (dense, sparse.design.toarray()):
+        assert np.isfinite(rows).all()
+        assert np.all(np.linalg.norm(rows.astype(np.float64), axis=1) <= np.finfo(np.float32).max)
+        assert rows[1].tolist() == [1.0, 1.0]

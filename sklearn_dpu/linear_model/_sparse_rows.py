@@ -43,7 +43,7 @@ import numpy as np
 import numpy.typing
 import scipy.sparse as sp
 
-from ..privacy.clipping import _INSIDE, huge_row_scales
+from ..privacy.clipping import _INSIDE, huge_row_scales, storable_bound
 from ..unlearning.state import SampleRegistry
 
 __all__ = [
@@ -359,9 +359,8 @@ def sparse_clipped_rows(
     with a ``dtype`` output)."""
     X = sp.csr_array(X, dtype=np.float64)
     X.sum_duplicates()
-    scale = sparse_clip_scales(X, max_norm)
-    with np.errstate(over="ignore"):
-        data = (X.data * scale[_entry_rows(X)]).astype(dtype)
+    scale = sparse_clip_scales(X, storable_bound(max_norm, dtype))
+    data = (X.data * scale[_entry_rows(X)]).astype(dtype)
     design = sp.csr_array((data, X.indices.copy(), X.indptr.copy()), shape=X.shape)
     return SparseRows(design, np.asarray(codes, dtype=dtype))
 

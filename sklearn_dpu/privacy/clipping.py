@@ -10,6 +10,7 @@ the loss at zero (labels clipped to a public interval).
 """
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 __all__ = [
     "MIN_NORM_BOUND",
@@ -18,6 +19,7 @@ __all__ = [
     "clip_to_interval",
     "huge_row_scales",
     "row_norms",
+    "storable_bound",
     "to_fixed_point",
     "FIXED_POINT_BITS",
 ]
@@ -143,6 +145,8 @@ def clip_rows_l2(X: np.ndarray, max_norm: float, out: np.ndarray | None = None) 
         rounding would overshoot the bound.
     """
     X = np.asarray(X, dtype=np.float64)
+    if out is not None:
+        max_norm = storable_bound(max_norm, out.dtype)
     scale = clip_scales(X, max_norm)
     if out is None:
         return X * scale[:, None]
@@ -154,6 +158,14 @@ def clip_rows_l2(X: np.ndarray, max_norm: float, out: np.ndarray | None = None) 
     if scaled.size:
         out[scaled] = X[scaled] * scale[scaled, None]
     return out
+
+
+def storable_bound(max_norm: float, dtype: DTypeLike) -> float:
+    """``max_norm``, lowered to the largest value ``dtype`` holds: a row
+    clipped to a longer norm could round to ``inf`` when stored (a float32
+    bound above 3.4e38), and whether it did would depend on the data.
+    Clipping to a smaller bound is always safe."""
+    return min(float(max_norm), float(np.finfo(dtype).max))
 
 
 def clip_to_interval(y: np.ndarray, low: float, high: float) -> np.ndarray:
