@@ -20,12 +20,26 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["cast_outputs", "is_dask_collection", "output_dtype"]
+__all__ = ["cast_outputs", "is_dask_collection", "is_scratch", "output_dtype"]
 
 
 def is_dask_collection(data: object) -> bool:
     """True for a Dask array or DataFrame (checked without importing Dask)."""
     return type(data).__module__.split(".")[0] == "dask"
+
+
+def is_scratch(work: object, shape: tuple[int, ...], own: bool = False) -> bool:
+    """Whether ``work`` can be overwritten as a C-ordered float64 array of
+    ``shape`` (the scratch buffers that spare a deletion its allocations);
+    ``own``: it must also own its memory (not a view of another array)."""
+    return (
+        isinstance(work, np.ndarray)
+        and work.shape == shape
+        and work.dtype == np.float64
+        and work.flags.c_contiguous
+        and work.flags.writeable
+        and (work.flags.owndata or not own)
+    )
 
 
 def output_dtype(X: Any) -> str:

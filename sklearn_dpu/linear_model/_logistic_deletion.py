@@ -136,12 +136,16 @@ class ChunkDeletionPlan:
         The public configuration of each redone chunk's new release (from its
         released count less its deleted samples), so the re-releases can be
         charged before they run.
+    dense_rows : bool
+        Whether the registry holds dense rows (the input's format): the
+        fine-tune's method was chosen for it, and runs as planned.
     """
 
     decision: DeletionDecision
     first_affected: int
     redone: tuple = ()
     configs: tuple = ()
+    dense_rows: bool = True
 
 
 def _solve_cost(
@@ -447,7 +451,7 @@ def plan_chunk_deletion(
     else:
         redone = tuple(range(first_affected, len(chunks) + 1))
     configs = tuple(_rerelease_config(params, loss, chunks[c - 1], pending[c - 1]) for c in redone)
-    return ChunkDeletionPlan(decision, first_affected, redone, configs)
+    return ChunkDeletionPlan(decision, first_affected, redone, configs, dense_rows)
 
 
 def _rerelease_config(params, loss, chunk: releases.ChunkModel, pending: int):
@@ -558,8 +562,9 @@ def rerelease_chunks(
         old = chunks[0]
         n_noisy = old.n_noisy - old.pending
         model = None
-        dense = isinstance(registry.rows, np.ndarray)  # the input's format, as planned
-        schedule = scheduled_fine_tune(params, loss, old, plan.configs[0], old.pending, dense)
+        schedule = scheduled_fine_tune(
+            params, loss, old, plan.configs[0], old.pending, plan.dense_rows
+        )
         if schedule is not None:
             model, descent = _fine_tuned_model(
                 params, loss, old, plan.configs[0], schedule, registry, slots, n_noisy, rng

@@ -43,7 +43,7 @@ import numpy as np
 import numpy.typing
 import scipy.sparse as sp
 
-from ..privacy.clipping import _INSIDE, huge_row_scales, storable_bound
+from ..privacy.clipping import _INSIDE, scales_to, storable_bound
 from ..unlearning.state import SampleRegistry
 
 __all__ = [
@@ -135,19 +135,11 @@ def sparse_clip_scales(X: Any, max_norm: float) -> np.ndarray:
     The target is lowered by ``(k + 2)`` machine epsilons more.
     """
     X = sp.csr_array(X)
-    norms, (huge, largest, relative) = _norms_and_parts(X)
+    norms, parts = _norms_and_parts(X)
     nonzeros = np.diff(X.indptr).astype(np.float64)
-    target = max_norm * (_INSIDE - (nonzeros + 2.0) * np.finfo(np.float64).eps)
-    long = norms > target
-    scale = np.ones_like(norms)
-    scale[long] = target[long] / norms[long]
-    if huge.size:
-        # Only overflowing rows that are long (a bound above ~1e154 can hold one).
-        target_h = target[huge]
-        over = relative > target_h / largest
-        scale[huge[over]] = huge_row_scales(target_h[over], largest[over], relative[over])
-        scale[huge[~over]] = 1.0
-    return scale
+    return scales_to(
+        max_norm * (_INSIDE - (nonzeros + 2.0) * np.finfo(np.float64).eps), norms, parts
+    )
 
 
 def sparse_normalized_rows(

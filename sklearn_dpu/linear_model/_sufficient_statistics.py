@@ -32,7 +32,7 @@ from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_array, validate_data
 
-from .._validation import is_dask_collection
+from .._validation import is_dask_collection, is_scratch
 from ..privacy.clipping import _INSIDE, FIXED_POINT_BITS, clip_rows_l2, clip_scales, to_fixed_point
 from ..unlearning.row_store import active_directory, gather_blocks
 
@@ -516,7 +516,7 @@ def solve_noisy_gram(
         # One owned copy of the block, updated in place from here on (at d = 1000
         # every q x q temporary costs about as much as a Lanczos step sequence).
         block = noisy_gram[:n_slopes, :n_slopes]
-        if _is_scratch(work, (n_slopes, n_slopes)):
+        if is_scratch(work, (n_slopes, n_slopes)):
             A = work
             np.copyto(A, block)
         else:
@@ -533,17 +533,6 @@ def solve_noisy_gram(
     if not fit_intercept:
         return w
     return np.append(w, (total - sums @ w) / count)
-
-
-def _is_scratch(work: np.ndarray | None, shape: tuple[int, int]) -> bool:
-    """Whether ``work`` can be overwritten as a C-ordered float64 matrix of ``shape``."""
-    return (
-        isinstance(work, np.ndarray)
-        and work.shape == shape
-        and work.dtype == np.float64
-        and work.flags.c_contiguous
-        and work.flags.writeable
-    )
 
 
 # Relative residual tolerance of the Lanczos iterations. A Ritz value is a

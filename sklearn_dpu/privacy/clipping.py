@@ -17,8 +17,8 @@ __all__ = [
     "clip_rows_l2",
     "clip_scales",
     "clip_to_interval",
-    "huge_row_scales",
     "row_norms",
+    "scales_to",
     "storable_bound",
     "to_fixed_point",
     "FIXED_POINT_BITS",
@@ -58,24 +58,32 @@ def clip_scales(X: np.ndarray, max_norm: float) -> np.ndarray:
     -------
     ndarray of shape (n_samples,)
     """
-    norms, (huge, largest, relative) = _norms_and_parts(X)
-    target = max_norm * _INSIDE
+    norms, parts = _norms_and_parts(X)
+    return scales_to(max_norm * _INSIDE, norms, parts)
+
+
+def scales_to(target: float | np.ndarray, norms: np.ndarray, parts: tuple) -> np.ndarray:
+    """Each row's clipping factor to ``target`` (a number, or one per row),
+    from its norm and, for the rows whose squares overflow, the ``(index,
+    largest entry, norm relative to it)`` parts: 1 for rows within the
+    target. Shared by the dense and the sparse clips."""
+    huge, largest, relative = parts
+    target = np.broadcast_to(target, norms.shape)
     long = norms > target
     scale = np.ones_like(norms)
     # Dividing only where the norm is large avoids overflow warnings on zero
     # rows: a warning's presence would depend on private values.
-    scale[long] = target / norms[long]
+    scale[long] = target[long] / norms[long]
     if huge.size:  # norms that overflowed: target / (largest * relative) when long
         # (a bound above ~1e154 can hold a row whose squares overflow)
-        over = relative > target / largest
-        scale[huge[over]] = huge_row_scales(target, largest[over], relative[over])
+        target_h = target[huge]
+        over = relative > target_h / largest
+        scale[huge[over]] = _huge_row_scales(target_h[over], largest[over], relative[over])
         scale[huge[~over]] = 1.0
     return scale
 
 
-def huge_row_scales(
-    target: float | np.ndarray, largest: np.ndarray, relative: np.ndarray
-) -> np.ndarray:
+def _huge_row_scales(target: np.ndarray, largest: np.ndarray, relative: np.ndarray) -> np.ndarray:
     """``target / (largest * relative)`` for rows whose squares overflow,
     never above the exact quotient.
 

@@ -39,6 +39,8 @@ import numpy as np
 from dp_accounting import dp_event
 from numpy.typing import ArrayLike
 
+from .._validation import is_scratch
+
 __all__ = [
     "DisjointBlocks",
     "ExponentialMechanism",
@@ -87,9 +89,7 @@ def symmetric_scratch(q: int, work: np.ndarray | None = None) -> np.ndarray:
     """A scratch array for :meth:`GaussianMechanism.release_symmetric` of a
     ``q x q`` matrix: ``work`` if it is one, else a new array."""
     size = 2 * _mirror_rows(q) * q
-    if isinstance(work, np.ndarray) and work.dtype == np.float64 and work.shape == (size,):
-        return work
-    return np.empty(size)
+    return work if is_scratch(work, (size,)) else np.empty(size)
 
 
 @dataclass(frozen=True)
@@ -166,14 +166,7 @@ class GaussianMechanism:
         # and (j, i) directly.
         n_rows = _mirror_rows(q)
         size = n_rows * q
-        scratch = (
-            isinstance(work, np.ndarray)
-            and work.dtype == np.float64
-            and work.ndim == 1
-            and work.flags.c_contiguous
-            and work.flags.writeable
-            and len(work) >= 2 * size
-        )
+        scratch = is_scratch(work, (2 * size,))
         band = work[:size].reshape(n_rows, q) if scratch else np.empty((n_rows, q))
         for first in range(0, q - 1, n_rows):
             stop = min(first + n_rows, q)

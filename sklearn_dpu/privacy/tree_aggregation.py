@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._validation import is_scratch
 from .mechanisms import GaussianMechanism, symmetric_scratch
 
 __all__ = ["TreeAggregator", "TreeNode"]
@@ -126,15 +127,7 @@ class TreeAggregator:
         fault every 4 KiB (8 MB at q = 1000) on a first deletion. Same values.
         """
         buffer = node.noisy
-        reusable = (
-            self.symmetric
-            and isinstance(buffer, np.ndarray)
-            and buffer.dtype == np.float64
-            and buffer.shape == node.exact.shape
-            and buffer.flags.c_contiguous
-            and buffer.flags.writeable
-            and buffer.flags.owndata
-        )
+        reusable = self.symmetric and is_scratch(buffer, node.exact.shape, own=True)
         node.noisy = self._noised(node.exact, rng, out=buffer if reusable else None)
 
     def draw_noise(self, shape: tuple, rng: np.random.Generator) -> np.ndarray:
