@@ -37,7 +37,7 @@ from scipy.special import expit
 
 from ._losses import LinearModelLoss, LogLoss
 
-__all__ = ["BinaryLogLossPass", "fused_pass"]
+__all__ = ["BinaryLogLossPass", "fused_pass", "fuses"]
 
 # Bytes of rows per block: a block stays in cache between its margins and its
 # back-projection (2 MiB measured best at p = 11, 101 and 501 on a 1 MiB L2).
@@ -156,13 +156,20 @@ def fused_pass(loss: LinearModelLoss, A: Any, y: np.ndarray) -> BinaryLogLossPas
     it does not apply (multiclass, another loss, sparse or non-float64 rows,
     a subclass overriding ``value_and_grad``: the generic
     :meth:`~._losses.LinearModelLoss.value_and_grad` then)."""
-    if not (loss.binary and isinstance(loss.base_loss, LogLoss)):
+    if not fuses(loss):
         return None
     if not isinstance(A, np.ndarray) or A.ndim != 2 or A.dtype != np.float64:
         return None
     if A.shape[0] == 0:
         return None
-    # A loss whose evaluation is overridden (a subclass) keeps its own.
-    if type(loss).value_and_grad is not LinearModelLoss.value_and_grad:
-        return None
     return BinaryLogLossPass(A, y)
+
+
+def fuses(loss: LinearModelLoss) -> bool:
+    """Whether ``loss`` has the fused pass on dense float64 rows: the binary
+    log loss, its evaluation not overridden (a subclass keeps its own)."""
+    return (
+        loss.binary
+        and isinstance(loss.base_loss, LogLoss)
+        and type(loss).value_and_grad is LinearModelLoss.value_and_grad
+    )

@@ -48,8 +48,9 @@ import math
 from dataclasses import dataclass
 
 from ..unlearning.planner import linear_rate_iterations
+from ._binary_pass import fuses
 from ._certified_minimize import newton_only
-from ._losses import LinearModelLoss, LogLoss
+from ._losses import LinearModelLoss
 
 __all__ = [
     "BLOCKED_SOFTMAX_PASS",
@@ -161,7 +162,7 @@ def certified_solve_passes(
         kappa = (n * loss.smoothness + Lambda) / Lambda
         iterations = linear_rate_iterations(cold_start, target, kappa)
         return SolveCost(iterations, float(iterations))
-    fused = dense_rows and loss.binary and isinstance(loss.base_loss, LogLoss)
+    fused = dense_rows and fuses(loss)  # the solver's fused pass, hence its Newton branch
     if newton_only(loss.n_params, fused, n):
         steps = _NEWTON_STEPS_COLD if start_distance is None else _NEWTON_STEPS_WARM
         return SolveCost(steps, steps + 1.0 + steps * hessian_passes(loss))
