@@ -69,7 +69,9 @@ def scales_to(target: float | np.ndarray, norms: np.ndarray, parts: tuple) -> np
     target. Shared by the dense and the sparse clips."""
     huge, largest, relative = parts
     target = np.broadcast_to(target, norms.shape)
-    long = norms > target
+    # Positions, not a mask: most rows are inside their bound, and indexing
+    # by a short list of positions skips the three full-length mask reads.
+    long = np.flatnonzero(norms > target)
     scale = np.ones_like(norms)
     # Dividing only where the norm is large avoids overflow warnings on zero
     # rows: a warning's presence would depend on private values.
