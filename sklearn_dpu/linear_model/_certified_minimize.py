@@ -37,6 +37,7 @@ from threadpoolctl import ThreadpoolController
 
 from ._binary_pass import fused_pass
 from ._losses import LinearModelLoss
+from ._multinomial_pass import multinomial_pass
 from ._sparse_rows import squared_frobenius
 
 __all__ = [
@@ -140,17 +141,19 @@ def certified_minimize(
     # for the next one of the bisection): the last evaluation is kept and
     # returned for a bit-identical point, so the data are not read again.
     last = {}
-    fused = fused_pass(loss, A, y)  # one pass per evaluation (binary log loss)
+    fused = fused_pass(loss, A, y)  # binary log loss: its Hessian, and the Newton branch
+    # One pass per evaluation: the binary or the multinomial log loss.
+    evaluation = fused if fused is not None else multinomial_pass(loss, A, y)
 
     def fun(theta):
         key = np.asarray(theta, dtype=float).tobytes()  # the same bits, signed zeros too
         if last.get("key") == key:
             return last["value"], last["grad"].copy()
         counter["grad"] += 1
-        if fused is None:
+        if evaluation is None:
             value, grad = loss.value_and_grad(theta, A, y)
         else:
-            value, grad = fused.value_and_grad(theta)
+            value, grad = evaluation.value_and_grad(theta)
         value = value + 0.5 * Lambda * float(theta @ theta) + float(lin @ theta)
         grad = grad + Lambda * theta + lin
         last.update(key=key, value=value, grad=grad.copy())

@@ -52,8 +52,8 @@ import numpy as np
 
 from .._progress import step_ticker
 from ..privacy.mechanisms import GaussianDP, GaussianMechanism, GaussianSteps
-from ._binary_pass import fused_pass
 from ._losses import LinearModelLoss
+from ._multinomial_pass import evaluation_pass
 from ._sparse_rows import gram_matrix
 
 __all__ = [
@@ -205,8 +205,8 @@ def noisy_projected_gd_glm(
     # draw per step (nothing else reads the generator during the run).
     noise = steps.noise(theta.shape, rng)
     start = n_steps // 2
-    # Only gradients are needed: the binary log loss in one pass, no loss value.
-    fused = fused_pass(loss, A, y)
+    # Only gradients are needed: the log loss in one pass, no loss value.
+    fused = evaluation_pass(loss, A, y)
     gradient = (lambda th: loss.gradient(th, A, y)) if fused is None else fused.gradient
     tick = step_ticker(n_steps, "noisy GD", steps)
     for t in range(n_steps):
