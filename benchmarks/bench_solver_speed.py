@@ -6,7 +6,9 @@ Goals, as ratios measured in one run:
   number of gradient evaluations (one epoch: ``max_iter * batch_size = n``,
   Poisson batches, against ``SGDClassifier(max_iter=1, tol=None)``);
 * every ``DPLogisticRegression`` solver at most 1.5x
-  ``LogisticRegression(solver="lbfgs")``.
+  ``LogisticRegression(solver="lbfgs")``, on two classes and (rows
+  ``softmax3``, at d in ``MULTICLASS_DIMS``) on three: the multinomial loss
+  against scikit-learn's multinomial fit.
 
 Shapes: ``n = 1e5`` rows, ``d`` in ``{10, 50, 100, 500}`` features, standardized
 ``make_classification`` data, epsilon = 1. Each timing interleaves the
@@ -50,10 +52,14 @@ from sklearn.preprocessing import StandardScaler
 import sklearn_dpu
 
 RESULTS = Path(__file__).parent / "results"
+# Feature counts that also get three-class rows (the multinomial solvers).
+MULTICLASS_DIMS = (10, 100)
 
 
-def _data(n, d, seed=0):
-    X, y = make_classification(n, d, n_informative=min(20, d // 2), random_state=seed)
+def _data(n, d, seed=0, n_classes=2):
+    X, y = make_classification(
+        n, d, n_informative=min(20, d // 2), n_classes=n_classes, random_state=seed
+    )
     return StandardScaler().fit_transform(X), y
 
 
@@ -120,7 +126,7 @@ def sgd_rows(X, y, repeats, versions):
     return rows
 
 
-def logistic_rows(X, y, repeats, versions):
+def logistic_rows(X, y, repeats, versions, kind="logistic"):
     d = X.shape[1]
     norm = 1.2 * math.sqrt(d)
     fns = {"reference": lambda: LogisticRegression().fit(X, y)}
@@ -134,7 +140,7 @@ def logistic_rows(X, y, repeats, versions):
             )
     times = _interleaved(fns, repeats)
     return [
-        _row("logistic", d, version, s, times[(version, s)], times["reference"])
+        _row(kind, d, version, s, times[(version, s)], times["reference"])
         for version in versions
         for s in solvers
     ]
@@ -172,6 +178,9 @@ def main():
             rows += sgd_rows(X, y, reps, versions)
         if args.only != "sgd":
             rows += logistic_rows(X, y, reps, versions)
+            if d in MULTICLASS_DIMS:
+                Xm, ym = _data(n, d, n_classes=3)
+                rows += logistic_rows(Xm, ym, reps, versions, kind="softmax3")
     footer = f"load average {os.getloadavg()[0]:.2f} at the end"
     print(footer)
     suffix = f"_{args.label}" if args.label else ""

@@ -85,6 +85,7 @@ def test_multinomial_pass_only_where_it_applies():
             return super().value_and_grad(theta, A, y)
 
     assert multinomial_pass(Custom(3, 3, 1.0), A, y) is None
+    assert evaluation_pass(object(), A, y) is None  # duck-typed losses keep their gradient
     assert isinstance(evaluation_pass(LinearModelLoss(2, 3, 1.0), A, y % 2), BinaryLogLossPass)
     assert isinstance(evaluation_pass(LinearModelLoss(3, 3, 1.0), A, y), MultinomialLogLossPass)
 

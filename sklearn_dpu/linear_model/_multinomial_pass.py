@@ -153,6 +153,10 @@ def evaluation_pass(
 ) -> BinaryLogLossPass | MultinomialLogLossPass | None:
     """The one-pass evaluation of the summed log loss on ``(A, y)``: binary
     (:func:`~._binary_pass.fused_pass`) or multinomial
-    (:func:`multinomial_pass`), or ``None`` (the generic path)."""
+    (:func:`multinomial_pass`), or ``None`` (the generic path; also for a
+    loss that is not a :class:`~._losses.LinearModelLoss`, whose own
+    ``gradient`` is then used)."""
+    if not isinstance(loss, LinearModelLoss):
+        return None
     fused = fused_pass(loss, A, y)
     return fused if fused is not None else multinomial_pass(loss, A, y)
