@@ -22,8 +22,10 @@ met (a diagnostic read from private values: never published by the library).
    measured time over one gradient pass (both inside ``delete_samples``),
    and the predicted speed-up against the measured one (the issue's
    "within 2x"); each fine-tune method forced in turn, for comparison. The
-   pass is the solver's own (the fused binary pass, or the generic
-   multinomial evaluation), so rows of other units are not comparable.
+   pass is the cost model's unit: the fused binary pass, or for more classes
+   the generic multinomial evaluation (the solvers' blocked multinomial pass
+   costs ``_solver_cost.evaluation_passes`` of it), so rows of other units
+   are not comparable.
 
 Run: ``PYTHONPATH=. python benchmarks/bench_d2d.py [--quick] [--timing-only]
 [--cost-only]`` (``--quick``: n = 2e4, d = 20, 20 deletions; a minute).

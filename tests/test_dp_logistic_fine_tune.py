@@ -90,7 +90,9 @@ def _retrained_optimum(loss, config, rows, weights):
 
 
 @pytest.mark.parametrize("classes", [2, 3])
-def test_fine_tune_is_within_the_certified_distance_and_the_noise_hides_it(scheduled, classes):
+def test_fine_tune_is_within_the_certified_distance_and_the_noise_hides_it(
+    scheduled, prefer_fine_tune, classes
+):
     """Thm 3.2's condition, checked numerically: after the public number of
     steps the pre-noise model is within tau/Lambda of the retrained optimum
     (a retrain's is too, so the two are within 2 tau/Lambda), and the noise
@@ -131,7 +133,7 @@ def test_fine_tune_is_within_the_certified_distance_and_the_noise_hides_it(sched
 
 
 @pytest.mark.parametrize("classes", [2, 3])
-def test_planner_cost_counts_the_realized_passes(monkeypatch, scheduled, classes):
+def test_planner_cost_counts_the_realized_passes(monkeypatch, scheduled, prefer_fine_tune, classes):
     """The planner's prediction is the cost model applied to the schedule,
     and the fine-tune does exactly the scheduled passes (one Hessian, ``T +
     1`` gradients over every row): over sequential deletions (and noise

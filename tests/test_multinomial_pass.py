@@ -85,6 +85,14 @@ def test_multinomial_pass_only_where_it_applies():
             return super().value_and_grad(theta, A, y)
 
     assert multinomial_pass(Custom(3, 3, 1.0), A, y) is None
+
+    class OwnGradient(LinearModelLoss):
+        def gradient(self, theta, A, y):
+            return np.zeros_like(theta)
+
+    # A loss with its own gradient keeps it, binary or not (Langevin, noisy GD).
+    assert evaluation_pass(OwnGradient(2, 3, 1.0), A, y % 2) is None
+    assert evaluation_pass(OwnGradient(3, 3, 1.0), A, y) is None
     assert evaluation_pass(object(), A, y) is None  # duck-typed losses keep their gradient
     assert isinstance(evaluation_pass(LinearModelLoss(2, 3, 1.0), A, y % 2), BinaryLogLossPass)
     assert isinstance(evaluation_pass(LinearModelLoss(3, 3, 1.0), A, y), MultinomialLogLossPass)

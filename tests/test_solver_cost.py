@@ -54,6 +54,21 @@ def test_the_branch_is_the_solvers():
     large = solver_cost.certified_solve_passes(softmax, 1e5, 1.0, 1e-3)
     assert small.iterations == solver_cost._NEWTON_STEPS_COLD
     assert large.iterations == solver_cost._LBFGS_EVALUATIONS_COLD
+    # The multiclass solvers evaluate with the blocked multinomial pass on
+    # dense rows, priced below the generic evaluation that is the unit (the
+    # most where rows are short); sparse rows evaluate generically.
+    ratios = [solver_cost.evaluation_passes(LinearModelLoss(3, p, 1.0)) for p in (11, 101, 301)]
+    assert 0.0 < ratios[0] < ratios[1] < ratios[2] < 1.0
+    assert solver_cost.evaluation_passes(LinearModelLoss(3, 11, 1.0), dense_rows=False) == 1.0
+    assert solver_cost.evaluation_passes(binary) == 1.0
+    per_evaluation = solver_cost.evaluation_passes(softmax)
+    assert large.passes == pytest.approx(large.iterations * per_evaluation)
+    assert small.passes == pytest.approx(
+        (small.iterations + 1) * per_evaluation
+        + small.iterations * solver_cost.hessian_passes(softmax)
+    )
+    sparse_softmax = solver_cost.certified_solve_passes(softmax, 1e5, 1.0, 1e-3, dense_rows=False)
+    assert sparse_softmax.passes == pytest.approx(float(sparse_softmax.iterations))
     # A Hessian costs more with the parameters, less in single precision.
     costs = [solver_cost.hessian_passes(LinearModelLoss(2, p, 1.0)) for p in (6, 51, 301)]
     assert costs == sorted(costs) and costs[0] < 1.0 < costs[2]

@@ -93,7 +93,7 @@ def test_logistic_sparse_equals_dense(params, n_classes):
 
 
 @pytest.mark.parametrize("n_classes", [2, 3])
-def test_logistic_scheduled_fine_tune_reads_sparse_rows(monkeypatch, n_classes):
+def test_logistic_scheduled_fine_tune_reads_sparse_rows(monkeypatch, prefer_fine_tune, n_classes):
     """The scheduled fine-tune (Descent-to-Delete) on a sparse registry:
     the dense model's deletion to rounding (before: a TypeError in the
     preconditioner, and the row could not be deleted)."""

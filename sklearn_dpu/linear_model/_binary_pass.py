@@ -170,9 +170,11 @@ def fused_pass(loss: LinearModelLoss, A: Any, y: np.ndarray) -> BinaryLogLossPas
 
 def fuses(loss: LinearModelLoss) -> bool:
     """Whether ``loss`` has the fused pass on dense float64 rows: the binary
-    log loss, its evaluation not overridden (a subclass keeps its own)."""
+    log loss, its evaluation and gradient not overridden (a subclass keeps
+    its own)."""
     return (
         loss.binary
         and isinstance(loss.base_loss, LogLoss)
         and type(loss).value_and_grad is LinearModelLoss.value_and_grad
+        and type(loss).gradient is LinearModelLoss.gradient
     )

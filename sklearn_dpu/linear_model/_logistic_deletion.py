@@ -53,6 +53,7 @@ from ._solver_cost import (
     ROW_COPY_PASSES,
     SolveCost,
     certified_solve_passes,
+    evaluation_passes,
     hessian_passes,
 )
 
@@ -162,7 +163,8 @@ def _solve_cost(
     (one per class for one-vs-rest objective perturbation), from zero or
     from ``start_distance`` (a warm start's public bound)."""
     if config.solver == "noisy_gd":
-        return SolveCost(config.n_steps, config.n_steps + hessian_passes(loss))
+        step = evaluation_passes(loss, dense_rows=dense_rows)  # a gradient of the same pass
+        return SolveCost(config.n_steps, config.n_steps * step + hessian_passes(loss))
     solves, solve_loss = 1, loss
     if config.solver == "objective":
         solve_loss = binary_loss(loss)

@@ -22,6 +22,12 @@ loss and its gradient over every live row once (``A @ theta`` and
   standardized data, and from a published model are credited by the ratio
   of the logarithms of the distances to cover (measured: from 0.4x to 2.5x
   of the cold count, depending on the data);
+* for more than two classes the unit stays the generic multinomial
+  evaluation (:meth:`~._losses.LinearModelLoss.value_and_grad`), and an
+  evaluation of the solvers' own blocked pass on dense rows
+  (:class:`~._multinomial_pass.MultinomialLogLossPass`) costs
+  :func:`evaluation_passes` of it: the pass removes per-row overheads, so
+  it saves most where the rows are short;
 * the constrained solve (``coef_bound``: a bisection over a Lagrangian
   ridge, a data-dependent number of inner solves) keeps the accelerated
   linear-rate bound of :func:`~sklearn_dpu.unlearning.planner.linear_rate_iterations`
@@ -56,6 +62,7 @@ __all__ = [
     "BLOCKED_SOFTMAX_PASS",
     "ROW_COPY_PASSES",
     "SolveCost",
+    "evaluation_passes",
     "certified_solve_passes",
     "hessian_passes",
 ]
@@ -87,6 +94,26 @@ ROW_COPY_PASSES = 1.5
 #: each block read once) against the generic multinomial evaluation the
 #: solvers use: measured 0.3-0.75 (0.7-1.3 for the binary loss, counted 1).
 BLOCKED_SOFTMAX_PASS = 0.5
+
+
+#: The blocked multinomial pass against the generic evaluation, per row and
+#: class: ``(_PASS_OVERHEAD + n_coef) / (_GENERIC_OVERHEAD + n_coef)``, the
+#: fixed costs in units of one coefficient's multiply-adds (fitted to 0.20-0.28
+#: at 11 coefficients, 0.32 at 31, 0.53-0.57 at 101 and 0.65-0.71 at 301, for
+#: 3 and 5 classes at n = 2e4 and 1e5).
+_PASS_OVERHEAD = 25.0
+_GENERIC_OVERHEAD = 132.0
+
+
+def evaluation_passes(loss: LinearModelLoss, *, dense_rows: bool = True) -> float:
+    """Predicted cost of one evaluation of the certified solvers' summed loss
+    and gradient, in gradient passes: 1 for two classes (the unit is their
+    own pass) and for sparse rows; for more classes on dense rows the
+    blocked multinomial pass, ``(25 + n_coef) / (132 + n_coef)`` of the
+    generic evaluation that is the unit."""
+    if loss.binary or not dense_rows:
+        return 1.0
+    return (_PASS_OVERHEAD + loss.n_coef) / (_GENERIC_OVERHEAD + loss.n_coef)
 
 
 def hessian_passes(loss: LinearModelLoss, *, single_precision: bool = False) -> float:
@@ -163,13 +190,14 @@ def certified_solve_passes(
         iterations = linear_rate_iterations(cold_start, target, kappa)
         return SolveCost(iterations, float(iterations))
     fused = dense_rows and fuses(loss)  # the solver's fused pass, hence its Newton branch
+    evaluation = evaluation_passes(loss, dense_rows=dense_rows)
     if newton_only(loss.n_params, fused, n):
         steps = _NEWTON_STEPS_COLD if start_distance is None else _NEWTON_STEPS_WARM
-        return SolveCost(steps, steps + 1.0 + steps * hessian_passes(loss))
+        return SolveCost(steps, (steps + 1.0) * evaluation + steps * hessian_passes(loss))
     # L-BFGS-B: linear convergence, so the count scales with the logarithm of
     # the distance to cover; a warm start is credited by that ratio only.
     evaluations = _LBFGS_EVALUATIONS_COLD
     if start_distance is not None and cold_start > target:
         share = math.log(max(start, target) / target) / math.log(cold_start / target)
         evaluations = max(1, math.ceil(evaluations * min(1.0, share)))
-    return SolveCost(evaluations, float(evaluations))
+    return SolveCost(evaluations, evaluations * evaluation)
