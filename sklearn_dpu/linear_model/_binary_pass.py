@@ -45,6 +45,19 @@ _BLOCK_BYTES = 1 << 21
 _MIN_ROWS, _MAX_ROWS = 512, 32768
 
 
+def block_rows(block_bytes: int, row_bytes: int) -> int:
+    """Rows per block of a fused pass: ``block_bytes`` of rows and scratch,
+    within ``[512, 32768]``."""
+    return int(np.clip(block_bytes // max(row_bytes, 1), _MIN_ROWS, _MAX_ROWS))
+
+
+def row_blocks(n: int, rows: int):
+    """``(slice, length)`` of the consecutive blocks of ``rows`` rows of ``n``."""
+    for start in range(0, n, rows):
+        stop = min(start + rows, n)
+        yield slice(start, stop), stop - start
+
+
 class BinaryLogLossPass:
     """Summed binary log loss and gradient over fixed dense rows, one pass each.
 
@@ -62,8 +75,7 @@ class BinaryLogLossPass:
         n, p = A.shape
         self._signs = np.where(np.asarray(y) == 1, 1.0, -1.0)
         self._negated = -self._signs
-        rows = int(np.clip(_BLOCK_BYTES // (8 * max(p, 1)), _MIN_ROWS, _MAX_ROWS))
-        self._rows = rows
+        self._rows = block_rows(_BLOCK_BYTES, 8 * p)
         size = min(self._rows, n)
         self._m, self._e, self._w = (np.empty(size) for _ in range(3))
         self._negative = np.empty(size)  # 1.0 where m < 0, else 0.0
@@ -73,10 +85,7 @@ class BinaryLogLossPass:
         self._curvature_at = None
 
     def _blocks(self):
-        n = self.A.shape[0]
-        for start in range(0, n, self._rows):
-            stop = min(start + self._rows, n)
-            yield slice(start, stop), stop - start
+        return row_blocks(self.A.shape[0], self._rows)
 
     def _block(self, block, k, theta):
         """Fill ``w`` with ``expit(-m)`` of the block's margins ``m``, return

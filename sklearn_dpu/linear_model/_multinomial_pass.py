@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from ._binary_pass import BinaryLogLossPass, fused_pass
+from ._binary_pass import BinaryLogLossPass, block_rows, fused_pass, row_blocks
 from ._losses import LinearModelLoss, LogLoss
 
 __all__ = ["MultinomialLogLossPass", "evaluation_pass", "multinomial_pass"]
@@ -42,7 +42,6 @@ __all__ = ["MultinomialLogLossPass", "evaluation_pass", "multinomial_pass"]
 # Bytes of rows and scores per block: as the binary pass, a block stays in
 # cache between its scores and its back-projection.
 _BLOCK_BYTES = 1 << 21
-_MIN_ROWS, _MAX_ROWS = 512, 32768
 
 
 class MultinomialLogLossPass:
@@ -63,8 +62,7 @@ class MultinomialLogLossPass:
         n, p = A.shape
         self.n_classes = K = int(n_classes)
         self._y = np.asarray(y, dtype=np.intp)
-        rows = _BLOCK_BYTES // (8 * (max(p, 1) + 3 * K))
-        self._rows = int(np.clip(rows, _MIN_ROWS, _MAX_ROWS))
+        self._rows = block_rows(_BLOCK_BYTES, 8 * (p + 3 * K))
         size = min(self._rows, n)
         self._scores = np.empty(K * size)  # Z^T of a block, K rows of k values
         self._other = np.empty(K * size)
@@ -72,10 +70,7 @@ class MultinomialLogLossPass:
         self._columns = np.arange(size)
 
     def _blocks(self):
-        n = self.A.shape[0]
-        for start in range(0, n, self._rows):
-            stop = min(start + self._rows, n)
-            yield slice(start, stop), stop - start
+        return row_blocks(self.A.shape[0], self._rows)
 
     def _probabilities(self, block, k, Theta, with_value):
         """Fill the block's ``K x k`` scratch with ``p - e_y``; return the
