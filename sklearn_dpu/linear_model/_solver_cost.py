@@ -91,8 +91,9 @@ _LBFGS_EVALUATIONS_COLD = 20
 #: (measured 1.5 passes at 51 parameters).
 ROW_COPY_PASSES = 1.5
 #: The blocked softmax gradient of the scheduled fine-tune (no loss value,
-#: each block read once) against the generic multinomial evaluation the
-#: solvers use: measured 0.3-0.75 (0.7-1.3 for the binary loss, counted 1).
+#: each block read once) against the generic multinomial evaluation, the
+#: model's unit for more than two classes: measured 0.3-0.75 (0.7-1.3 for
+#: the binary loss against its fused pass, counted 1).
 BLOCKED_SOFTMAX_PASS = 0.5
 
 
