@@ -142,3 +142,23 @@ def test_noisy_gd_multiclass_steps_equal_the_generic_ones(monkeypatch):
         loss, A, (y + 1) % 3, rng=np.random.default_rng(0), **kwargs
     )
     assert not np.allclose(other, generic, rtol=0, atol=1e-6)
+
+
+def test_weighted_gradient_is_the_fine_tunes(monkeypatch):
+    """With per-row weights (the deletion fine-tune's: 0 for a deleted row)
+    the pass's gradient equals the generic blocked one, and zero weights
+    equal removing the rows."""
+    monkeypatch.setattr(_multinomial_pass, "_BLOCK_BYTES", 1 << 14)
+    A, y, theta = _problem(3000, 7, 4, 1.0, seed=5)
+    loss = LinearModelLoss(4, 7, 1.0)
+    weights = np.ones(len(y))
+    weights[[0, 5, 2999]] = 0.0
+    evaluation = multinomial_pass(loss, A, y)
+    generic = _certified_minimize._weighted_gradient(loss, theta, A, y, weights)
+    fast = _certified_minimize._weighted_gradient(loss, theta, A, y, weights, evaluation)
+    np.testing.assert_allclose(fast, generic, rtol=0, atol=1e-10)
+    kept = weights == 1.0
+    removed = loss.value_and_grad(theta, A[kept], y[kept])[1]
+    np.testing.assert_allclose(fast, removed, rtol=0, atol=1e-10)
+    # Negative control: unweighted, the deleted rows count.
+    assert not np.allclose(evaluation.gradient(theta), removed, rtol=0, atol=1e-6)
