@@ -4,7 +4,12 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from sklearn_dpu.linear_model import _certified_minimize, _multinomial_pass, _noisy_gd_glm
+from sklearn_dpu.linear_model import (
+    _certified_minimize,
+    _langevin,
+    _multinomial_pass,
+    _noisy_gd_glm,
+)
 from sklearn_dpu.linear_model._binary_pass import BinaryLogLossPass
 from sklearn_dpu.linear_model._certified_minimize import certified_minimize
 from sklearn_dpu.linear_model._losses import Hinge, LinearModelLoss
@@ -162,3 +167,30 @@ def test_weighted_gradient_is_the_fine_tunes(monkeypatch):
     np.testing.assert_allclose(fast, removed, rtol=0, atol=1e-10)
     # Negative control: unweighted, the deleted rows count.
     assert not np.allclose(evaluation.gradient(theta), removed, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("classes", [2, 3])
+def test_langevin_steps_use_the_fused_pass(monkeypatch, classes):
+    """Langevin's gradient steps run on the one-pass evaluation (binary or
+    multinomial), equal to the generic gradient's run to rounding."""
+    A, y, _ = _problem(2000, 5, classes, 0.0, seed=6)
+    if classes == 2:
+        y = y % 2
+    loss = LinearModelLoss(classes, 5, 1.0)
+    run = _langevin.LangevinRun(loss.lipschitz, 1.0, 1e-4, 1e-3, 15)
+    calls = []
+    cls = BinaryLogLossPass if classes == 2 else MultinomialLogLossPass
+    original = cls.gradient
+
+    def counted(self, *args):
+        calls.append(1)
+        return original(self, *args)
+
+    monkeypatch.setattr(cls, "gradient", counted)
+    start = np.zeros(loss.n_params)
+    fast = _langevin.langevin_descent(loss, A, y, start, run, np.random.default_rng(0))
+    assert len(calls) == 15
+    _generic_only(monkeypatch, _langevin)
+    generic = _langevin.langevin_descent(loss, A, y, start, run, np.random.default_rng(0))
+    assert len(calls) == 15
+    np.testing.assert_allclose(fast, generic, rtol=1e-9, atol=1e-12)
