@@ -4,7 +4,12 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from sklearn_dpu.linear_model import _certified_minimize, _multinomial_pass, _noisy_gd_glm
+from sklearn_dpu.linear_model import (
+    _certified_minimize,
+    _langevin,
+    _multinomial_pass,
+    _noisy_gd_glm,
+)
 from sklearn_dpu.linear_model._binary_pass import BinaryLogLossPass
 from sklearn_dpu.linear_model._certified_minimize import certified_minimize
 from sklearn_dpu.linear_model._losses import Hinge, LinearModelLoss
@@ -142,3 +147,50 @@ def test_noisy_gd_multiclass_steps_equal_the_generic_ones(monkeypatch):
         loss, A, (y + 1) % 3, rng=np.random.default_rng(0), **kwargs
     )
     assert not np.allclose(other, generic, rtol=0, atol=1e-6)
+
+
+def test_weighted_gradient_is_the_fine_tunes(monkeypatch):
+    """With per-row weights (the deletion fine-tune's: 0 for a deleted row)
+    the pass's gradient equals the generic blocked one, and zero weights
+    equal removing the rows."""
+    monkeypatch.setattr(_multinomial_pass, "_BLOCK_BYTES", 1 << 14)
+    A, y, theta = _problem(3000, 7, 4, 1.0, seed=5)
+    loss = LinearModelLoss(4, 7, 1.0)
+    weights = np.ones(len(y))
+    weights[[0, 5, 2999]] = 0.0
+    evaluation = multinomial_pass(loss, A, y)
+    generic = _certified_minimize._weighted_gradient(loss, theta, A, y, weights)
+    fast = _certified_minimize._weighted_gradient(loss, theta, A, y, weights, evaluation)
+    np.testing.assert_allclose(fast, generic, rtol=0, atol=1e-10)
+    kept = weights == 1.0
+    removed = loss.value_and_grad(theta, A[kept], y[kept])[1]
+    np.testing.assert_allclose(fast, removed, rtol=0, atol=1e-10)
+    # Negative control: unweighted, the deleted rows count.
+    assert not np.allclose(evaluation.gradient(theta), removed, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("classes", [2, 3])
+def test_langevin_steps_use_the_fused_pass(monkeypatch, classes):
+    """Langevin's gradient steps run on the one-pass evaluation (binary or
+    multinomial), equal to the generic gradient's run to rounding."""
+    A, y, _ = _problem(2000, 5, classes, 0.0, seed=6)
+    if classes == 2:
+        y = y % 2
+    loss = LinearModelLoss(classes, 5, 1.0)
+    run = _langevin.LangevinRun(loss.lipschitz, 1.0, 1e-4, 1e-3, 15)
+    calls = []
+    cls = BinaryLogLossPass if classes == 2 else MultinomialLogLossPass
+    original = cls.gradient
+
+    def counted(self, *args):
+        calls.append(1)
+        return original(self, *args)
+
+    monkeypatch.setattr(cls, "gradient", counted)
+    start = np.zeros(loss.n_params)
+    fast = _langevin.langevin_descent(loss, A, y, start, run, np.random.default_rng(0))
+    assert len(calls) == 15
+    _generic_only(monkeypatch, _langevin)
+    generic = _langevin.langevin_descent(loss, A, y, start, run, np.random.default_rng(0))
+    assert len(calls) == 15
+    np.testing.assert_allclose(fast, generic, rtol=1e-9, atol=1e-12)

@@ -165,6 +165,35 @@ def test_a_constrained_re_solve_is_not_credited_so_the_planner_retrains():
         binary, 3000, 1.0, 1e-3, constrained=True, start_distance=1e-2
     )
     assert warm == cold
+    # Three classes on dense rows: each evaluation is the blocked pass's.
+    softmax = LinearModelLoss(3, 7, 1.0)
+    dense = solver_cost.certified_solve_passes(softmax, 3000, 1.0, 1e-3, constrained=True)
+    sparse = solver_cost.certified_solve_passes(
+        softmax, 3000, 1.0, 1e-3, constrained=True, dense_rows=False
+    )
+    assert dense.iterations == sparse.iterations
+    assert sparse.passes == float(sparse.iterations)
+    assert dense.passes == pytest.approx(sparse.iterations * solver_cost.evaluation_passes(softmax))
+
+
+@pytest.mark.parametrize("classes", [2, 3])
+def test_noisy_gd_steps_are_priced_as_the_solvers_pass(classes):
+    """A noisy-GD release costs its public steps, each a gradient of the
+    solver's pass (the blocked multinomial one on dense rows), and the
+    released Gram (a Hessian pass)."""
+    X, y = _data(n=400, d=5, classes=classes)
+    est = _fitted(X, y, solver="noisy_gd")
+    loss = est._loss()
+    params = est._params()
+    config = est.unlearning_state_.chunks[0].config
+    n_pub = config.n_public
+    hessian = solver_cost.hessian_passes(loss)
+    dense = deletion._solve_cost(params, loss, config, n_pub, True)
+    sparse = deletion._solve_cost(params, loss, config, n_pub, False)
+    assert sparse.passes == pytest.approx(config.n_steps + hessian)
+    step = 1.0 if classes == 2 else solver_cost.evaluation_passes(loss)
+    assert dense.passes == pytest.approx(config.n_steps * step + hessian)
+    assert (dense.passes < sparse.passes) == (classes == 3)
 
 
 def test_newton_does_not_stall_at_the_rounding_of_the_value(monkeypatch):

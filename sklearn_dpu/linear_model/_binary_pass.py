@@ -166,7 +166,7 @@ class BinaryLogLossPass:
 def fused_pass(loss: LinearModelLoss, A: Any, y: np.ndarray) -> BinaryLogLossPass | None:
     """A :class:`BinaryLogLossPass` for ``loss`` on ``(A, y)``, or ``None`` where
     it does not apply (multiclass, another loss, sparse or non-float64 rows,
-    a subclass overriding ``value_and_grad``: the generic
+    a subclass overriding ``value_and_grad`` or ``gradient``: the generic
     :meth:`~._losses.LinearModelLoss.value_and_grad` then)."""
     if not fuses(loss):
         return None

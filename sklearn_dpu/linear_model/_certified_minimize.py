@@ -465,8 +465,11 @@ def _block_gradient(loss, Ab, scores, y, weights):
     return Ab.T @ D[:, 0] if loss.binary else (D.T @ Ab).ravel()
 
 
-def _weighted_gradient(loss, theta, A, y, weights):
-    """``sum_i w_i grad loss_i(theta)``: one fused pass, block by block."""
+def _weighted_gradient(loss, theta, A, y, weights, evaluation=None):
+    """``sum_i w_i grad loss_i(theta)``: one fused pass, block by block (the
+    blocked multinomial ``evaluation`` when given: dense rows, ``K >= 3``)."""
+    if evaluation is not None:
+        return evaluation.gradient(theta, weights)
     grad = np.zeros(loss.n_params)
     for start in range(0, A.shape[0], _BLOCK):
         block = slice(start, start + _BLOCK)
@@ -483,7 +486,8 @@ def _weighted_hessian(loss, theta, A, y, weights, grad=None):
     the dominant cost of the fine-tune. With ``grad`` (an array of zeros of
     shape ``(n_params,)``) the same pass also adds ``sum_i w_i grad
     loss_i(theta)`` into it, from the same scores: the rows are read once for
-    both, and the gradient is bit-identical to :func:`_weighted_gradient`'s.
+    both, and the gradient is :func:`_weighted_gradient`'s without an
+    ``evaluation`` (bit for bit; with one, to rounding).
     """
     K, p = loss.n_outputs, loss.n_coef
     H = np.zeros((K, p, K, p))
@@ -575,12 +579,15 @@ def preconditioned_descent(
         H[np.diag_indices_from(H)] += Lambda
         factor = cho_factor(H)
         grad = first + Lambda * theta
+        # The later gradients of K >= 3 classes on dense rows: the blocked
+        # multinomial pass (the first one is the Hessian pass's).
+        evaluation = multinomial_pass(loss, A, y)
         for step in range(int(steps)):
             if step:
-                grad = _weighted_gradient(loss, theta, A, y, weights) + Lambda * theta
+                grad = _weighted_gradient(loss, theta, A, y, weights, evaluation) + Lambda * theta
             theta = theta - step_size * cho_solve(factor, grad)
         if steps:
-            grad = _weighted_gradient(loss, theta, A, y, weights) + Lambda * theta
+            grad = _weighted_gradient(loss, theta, A, y, weights, evaluation) + Lambda * theta
     passes = int(steps) + 1  # gradients evaluated (the first one in the Hessian's pass)
     # Each gradient: one product for the scores, one back (the first
     # gradient's scores are the Hessian's); the Hessian: K (K + 1) / 2 blocks.

@@ -244,10 +244,17 @@ class RealizedFineTune:
     work: DescentWork
 
 
-def _row_gradient_equivalents(loss: LinearModelLoss, passes: int) -> float:
+def _row_gradient_equivalents(loss: LinearModelLoss, passes: int, dense_rows: bool) -> float:
     """Work per row of the scheduled fine-tune's ``passes`` gradients and one
-    Hessian, in row gradients (:mod:`._solver_cost`)."""
-    per_pass = 1.0 if loss.binary else BLOCKED_SOFTMAX_PASS
+    Hessian, in row gradients (:mod:`._solver_cost`): for more classes the
+    gradients of the blocked multinomial pass on dense rows, else the
+    generic blocked softmax gradient."""
+    if loss.binary:
+        per_pass = 1.0
+    elif dense_rows:
+        per_pass = evaluation_passes(loss)
+    else:
+        per_pass = BLOCKED_SOFTMAX_PASS
     return passes * per_pass + hessian_passes(loss, single_precision=True)
 
 
@@ -257,6 +264,7 @@ def fine_tune_schedule(
     new: releases.ReleaseConfig,
     pending: int,
     delta: float,
+    dense_rows: bool = True,
 ) -> FineTuneSchedule | None:
     """Steps and step size of the warm-started fine-tune, from public quantities
     (``None`` when the published noise is so large that no contraction can be
@@ -293,7 +301,8 @@ def fine_tune_schedule(
     The privacy guarantee does **not** rest on this plan: the fine-tune
     checks ``||grad F(theta_T)|| <= tau`` and falls back to a retrain when it
     fails; the plan fixes ``T`` from public quantities (so the realized step
-    count is public) and predicts the cost.
+    count is public) and predicts the cost (``dense_rows``: the registry's
+    format, which decides how a gradient is evaluated).
     """
     p = loss.n_params
     n = max(1.0, new.n_public)
@@ -318,7 +327,7 @@ def fine_tune_schedule(
         # log(1 / tanh(x)) = log1p(e^-2x) - log1p(-e^-2x), exact for large x
         decay = math.exp(-2.0 * log_q)
         steps = max(1, math.ceil(log_ratio / (math.log1p(decay) - math.log1p(-decay))))
-    work = _row_gradient_equivalents(loss, steps + 1) * n
+    work = _row_gradient_equivalents(loss, steps + 1, dense_rows) * n
     return FineTuneSchedule(steps, step_size, gamma, start, shift, n, work)
 
 
@@ -363,7 +372,7 @@ def scheduled_fine_tune(
         config.solver == "output" and params.coef_bound is None and loss.n_params <= _DENSE_NEWTON
     ):
         return None
-    schedule = fine_tune_schedule(loss, chunk.config, config, pending, params.delta)
+    schedule = fine_tune_schedule(loss, chunk.config, config, pending, params.delta, dense_rows)
     if schedule is None:
         return None
     resolve = _resolve_work(params, loss, chunk.config, config, pending, dense_rows)
@@ -572,7 +581,7 @@ def rerelease_chunks(
                 params, loss, old, plan.configs[0], schedule, registry, slots, n_noisy, rng
             )
             passes = descent.gradient_passes
-            public = _row_gradient_equivalents(loss, passes) * max(1.0, n_noisy)
+            public = _row_gradient_equivalents(loss, passes, plan.dense_rows) * max(1.0, n_noisy)
             work = RealizedFineTune(passes, public, descent)
             fell_back = model is None
         rows = None if model is not None else live_rows()[0]

@@ -115,12 +115,16 @@ class MultinomialLogLossPass:
             grad += D @ A
         return value, grad.ravel()
 
-    def gradient(self, theta: np.ndarray) -> np.ndarray:
-        """Gradient of the summed loss only (noisy GD's steps)."""
+    def gradient(self, theta: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+        """Gradient of the summed loss only (noisy GD's steps), or with
+        ``weights`` (one per row) of ``sum_i w_i loss_i`` (the deletion
+        fine-tune's, whose deleted rows weigh 0)."""
         Theta = np.asarray(theta, dtype=float).reshape(self.n_classes, -1)
         grad = np.zeros_like(Theta)
         for block, k in self._blocks():
             A, D, _ = self._probabilities(block, k, Theta, False)
+            if weights is not None:
+                np.multiply(D, weights[block], out=D)
             grad += D @ A
         return grad.ravel()
 

@@ -169,7 +169,8 @@ def certified_solve_passes(
         solve.
     dense_rows : bool, default=True
         Whether the rows are dense (the input's format): the fused binary
-        pass, hence the Newton branch, needs them.
+        pass, hence the Newton branch, needs them, and the blocked
+        multinomial pass (:func:`evaluation_passes`) too.
     constrained : bool, default=False
         The solve over ``B(coef_bound)`` (the linear-rate bound).
 
@@ -189,7 +190,7 @@ def certified_solve_passes(
         # planner retrains: exact).
         kappa = (n * loss.smoothness + Lambda) / Lambda
         iterations = linear_rate_iterations(cold_start, target, kappa)
-        return SolveCost(iterations, float(iterations))
+        return SolveCost(iterations, iterations * evaluation_passes(loss, dense_rows=dense_rows))
     fused = dense_rows and fuses(loss)  # the solver's fused pass, hence its Newton branch
     evaluation = evaluation_passes(loss, dense_rows=dense_rows)
     if newton_only(loss.n_params, fused, n):
