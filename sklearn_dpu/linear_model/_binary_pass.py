@@ -30,6 +30,7 @@ constants of the loss (and so every sensitivity) are those of
 :class:`~._losses.LogLoss`; nothing here touches privacy.
 """
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -51,7 +52,7 @@ def block_rows(block_bytes: int, row_bytes: int) -> int:
     return int(np.clip(block_bytes // max(row_bytes, 1), _MIN_ROWS, _MAX_ROWS))
 
 
-def row_blocks(n: int, rows: int):
+def row_blocks(n: int, rows: int) -> Iterator[tuple[slice, int]]:
     """``(slice, length)`` of the consecutive blocks of ``rows`` rows of ``n``."""
     for start in range(0, n, rows):
         stop = min(start + rows, n)
