@@ -237,3 +237,58 @@ def test_encode_labels_counts_random_integer_labels():
     np.testing.assert_array_equal(classes, ref_classes)
     np.testing.assert_array_equal(index, ref_index)
     assert not np.array_equal(index, y - y.min())  # a negative control: gaps renumbered
+
+
+def test_one_vs_rest_solves_share_the_hessian_at_zero(monkeypatch):
+    """At theta = 0 every curvature is 1/4 whatever the label: the
+    one-vs-rest objective-perturbation solves form that Hessian once, and
+    the released model is bit for bit the one each forming its own gives."""
+    from sklearn.datasets import make_classification
+
+    from sklearn_dpu import DPLogisticRegression
+    from sklearn_dpu.linear_model import _certified_minimize
+
+    X, y = make_classification(3000, 8, n_informative=5, n_classes=3, random_state=0)
+    formed = []
+    original = BinaryLogLossPass.hessian
+
+    def counted(self, theta):
+        formed.append(not np.any(theta))
+        return original(self, theta)
+
+    monkeypatch.setattr(BinaryLogLossPass, "hessian", counted)
+    params = dict(solver="objective", feature_norm=3.0, random_state=0)
+    shared = DPLogisticRegression(**params).fit(X, y)
+    at_zero_shared = sum(formed)
+    formed.clear()
+    monkeypatch.setattr(
+        _certified_minimize, "_FusedHessian", _no_zero_cache(_certified_minimize._FusedHessian)
+    )
+    alone = DPLogisticRegression(**params).fit(X, y)
+    assert formed.count(True) == 3 and at_zero_shared == 1  # one per class without the cache
+    np.testing.assert_array_equal(shared.coef_, alone.coef_)
+    np.testing.assert_array_equal(shared.intercept_, alone.intercept_)
+
+
+def _no_zero_cache(cls):
+    class WithoutCache(cls):
+        def __init__(self, loss, fused, zero_hessian=None):
+            super().__init__(loss, fused, None)
+
+    return WithoutCache
+
+
+def test_zero_hessian_cache_gives_copies_and_only_at_zero():
+    A, y, theta = _problem(500, 4, 1.0)
+    cache = _binary_pass.ZeroHessianCache()
+    fused = BinaryLogLossPass(A, y)
+    first = cache.hessian(fused, np.zeros(4))
+    first += 1.0  # the solver adds its ridge in place
+    np.testing.assert_array_equal(cache.hessian(fused, np.zeros(4)), fused.hessian(np.zeros(4)))
+    # Another label set, same rows: the same matrix at 0.
+    np.testing.assert_array_equal(
+        cache.hessian(BinaryLogLossPass(A, 1 - y), np.zeros(4)), fused.hessian(np.zeros(4))
+    )
+    # Away from 0 the cache is not read.
+    np.testing.assert_array_equal(cache.hessian(fused, theta), fused.hessian(theta))
+    assert not np.array_equal(fused.hessian(theta), cache.matrix)

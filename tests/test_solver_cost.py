@@ -69,6 +69,14 @@ def test_the_branch_is_the_solvers():
     )
     sparse_softmax = solver_cost.certified_solve_passes(softmax, 1e5, 1.0, 1e-3, dense_rows=False)
     assert sparse_softmax.passes == pytest.approx(float(sparse_softmax.iterations))
+    # One-vs-rest solves from zero share their first Hessian (Newton branch).
+    three = solver_cost.certified_solve_passes(binary, 1e5, 1.0, 1e-3, solves=3)
+    one = solver_cost.certified_solve_passes(binary, 1e5, 1.0, 1e-3)
+    assert three.passes == pytest.approx(3 * one.passes - 2 * solver_cost.hessian_passes(binary))
+    warm3 = solver_cost.certified_solve_passes(binary, 1e5, 1.0, 1e-3, start_distance=1.0, solves=3)
+    assert warm3.passes == pytest.approx(3 * warm.passes)
+    lbfgs3 = solver_cost.certified_solve_passes(wide, 1e5, 1.0, 1e-3, solves=3)
+    assert lbfgs3.passes == pytest.approx(3 * cold.passes)
     # A Hessian costs more with the parameters, less in single precision.
     costs = [solver_cost.hessian_passes(LinearModelLoss(2, p, 1.0)) for p in (6, 51, 301)]
     assert costs == sorted(costs) and costs[0] < 1.0 < costs[2]

@@ -38,7 +38,7 @@ from scipy.special import expit
 
 from ._losses import LinearModelLoss, LogLoss
 
-__all__ = ["BinaryLogLossPass", "fused_pass", "fuses"]
+__all__ = ["BinaryLogLossPass", "ZeroHessianCache", "fused_pass", "fuses"]
 
 # Bytes of rows per block: a block stays in cache between its margins and its
 # back-projection (2 MiB measured best at p = 11, 101 and 501 on a 1 MiB L2).
@@ -162,6 +162,36 @@ class BinaryLogLossPass:
             np.multiply(m, s, out=m)  # -dl/dz
             grad -= m @ A
         return grad
+
+
+class ZeroHessianCache:
+    """The summed binary log loss's Hessian at ``theta = 0``, formed once for
+    several solves on the same rows.
+
+    At ``theta = 0`` every margin is 0 and every row's curvature is
+    ``expit(0) expit(-0) = 1/4`` exactly, whatever its label: the
+    one-vs-rest solves of objective perturbation (the same rows, other
+    labels, each from zero) would each form this same matrix, bit for bit.
+    The first one to need it forms it (:meth:`BinaryLogLossPass.hessian`);
+    the others read a copy.
+
+    Attributes
+    ----------
+    matrix : ndarray of shape (p, p) or None
+        The Hessian, once formed.
+    """
+
+    def __init__(self):
+        self.matrix = None
+
+    def hessian(self, fused: BinaryLogLossPass, theta: np.ndarray) -> np.ndarray:
+        """``fused.hessian(theta)``, from the cache when ``theta`` is 0 (a copy:
+        the solvers add their ridge to it in place)."""
+        if np.any(theta):
+            return fused.hessian(theta)
+        if self.matrix is None:
+            self.matrix = fused.hessian(theta)
+        return self.matrix.copy()
 
 
 def fused_pass(loss: LinearModelLoss, A: Any, y: np.ndarray) -> BinaryLogLossPass | None:

@@ -35,7 +35,7 @@ from scipy.optimize import minimize
 from scipy.sparse.linalg import LinearOperator, cg
 from threadpoolctl import ThreadpoolController
 
-from ._binary_pass import fused_pass
+from ._binary_pass import ZeroHessianCache, fused_pass
 from ._losses import LinearModelLoss
 from ._multinomial_pass import multinomial_pass
 from ._sparse_rows import squared_frobenius
@@ -100,6 +100,7 @@ def certified_minimize(
     radius: float | None = None,
     theta0: ArrayLike | None = None,
     max_iter: int = 2000,
+    zero_hessian: ZeroHessianCache | None = None,
 ) -> CertifiedSolution:
     """Minimize ``loss + Lambda/2 ||theta||^2 + <linear, theta>``, over ``B(radius)``.
 
@@ -122,6 +123,10 @@ def certified_minimize(
         Starting point (warm start); zeros by default.
     max_iter : int, default=2000
         Cap on solver iterations.
+    zero_hessian : ZeroHessianCache, default=None
+        The binary log loss's Hessian at ``theta = 0`` shared with other
+        solves on the same rows (it does not depend on the labels); used
+        where the fused pass is.
 
     Returns
     -------
@@ -161,7 +166,7 @@ def certified_minimize(
 
     theta = np.zeros(loss.n_params) if theta0 is None else np.array(theta0, dtype=float)
     if fused is not None:
-        loss = _FusedHessian(loss, fused)
+        loss = _FusedHessian(loss, fused, zero_hessian)
     target = tol * (1.0 - _ROUNDING)  # what the computed certificate must meet
     theta = _unconstrained(fun, loss, A, y, Lambda, target, theta, max_iter, counter)
     if radius is None:
@@ -177,14 +182,16 @@ class _FusedHessian:
     """``loss`` whose dense Hessian comes from its fused pass (same matrix to
     rounding, without recomputing the margins at an evaluated point)."""
 
-    def __init__(self, loss, fused):
-        self._loss, self._fused = loss, fused
+    def __init__(self, loss, fused, zero_hessian=None):
+        self._loss, self._fused, self._zero = loss, fused, zero_hessian
         self.fused = True
 
     def __getattr__(self, name):
         return getattr(self._loss, name)
 
     def hessian(self, theta, A, y):
+        if self._zero is not None:
+            return self._zero.hessian(self._fused, theta)
         return self._fused.hessian(theta)
 
 

@@ -177,8 +177,9 @@ def _solve_cost(
         start_distance=start_distance,
         dense_rows=dense_rows,
         constrained=config.solver == "output" and params.coef_bound is not None,
+        solves=solves,
     )
-    return SolveCost(cost.iterations, solves * cost.passes)
+    return cost
 
 
 #: Above this margin shift (nats) ``tanh`` of it rounds to 1 in float64 and

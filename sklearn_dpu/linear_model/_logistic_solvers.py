@@ -31,6 +31,7 @@ from numpy.typing import ArrayLike
 
 from .._progress import print_phase
 from ..privacy.clipping import clip_scales
+from ._binary_pass import ZeroHessianCache
 from ._certified_minimize import certified_minimize
 from ._logistic_releases import (
     ChunkModel,
@@ -82,6 +83,8 @@ def _solve_objective(mechanisms, config, loss, A, y_index, rng, theta0, max_iter
     binary = _binary(loss)
     p = binary.n_params
     classes = range(loss.n_classes) if config.one_vs_rest else [1]
+    # The one-vs-rest solves share the rows, hence the label-free Hessian at 0.
+    zero_hessian = ZeroHessianCache()
     thetas = []
     print_phase(_MINIMIZING.format("objective perturbation"))
     for j, k in enumerate(classes):
@@ -98,6 +101,7 @@ def _solve_objective(mechanisms, config, loss, A, y_index, rng, theta0, max_iter
             linear=b,
             theta0=start,
             max_iter=max_iter,
+            zero_hessian=zero_hessian,
         )
         thetas.append(amp.release(solution.theta, rng))
     return np.concatenate(thetas)

@@ -151,6 +151,7 @@ def certified_solve_passes(
     start_distance: float | None = None,
     dense_rows: bool = True,
     constrained: bool = False,
+    solves: int = 1,
 ) -> SolveCost:
     """Predicted work of :func:`~._certified_minimize.certified_minimize` on
     ``n_public`` rows.
@@ -173,6 +174,11 @@ def certified_solve_passes(
         multinomial pass (:func:`evaluation_passes`) too.
     constrained : bool, default=False
         The solve over ``B(coef_bound)`` (the linear-rate bound).
+    solves : int, default=1
+        Solves on the same rows, other labels (one-vs-rest objective
+        perturbation): ``passes`` is their total; from zero on the Newton
+        branch they share their first Hessian
+        (:class:`~._binary_pass.ZeroHessianCache`).
 
     Returns
     -------
@@ -190,16 +196,19 @@ def certified_solve_passes(
         # planner retrains: exact).
         kappa = (n * loss.smoothness + Lambda) / Lambda
         iterations = linear_rate_iterations(cold_start, target, kappa)
-        return SolveCost(iterations, iterations * evaluation_passes(loss, dense_rows=dense_rows))
+        passes = iterations * evaluation_passes(loss, dense_rows=dense_rows)
+        return SolveCost(iterations, solves * passes)
     fused = dense_rows and fuses(loss)  # the solver's fused pass, hence its Newton branch
     evaluation = evaluation_passes(loss, dense_rows=dense_rows)
     if newton_only(loss.n_params, fused, n):
         steps = _NEWTON_STEPS_COLD if start_distance is None else _NEWTON_STEPS_WARM
-        return SolveCost(steps, (steps + 1.0) * evaluation + steps * hessian_passes(loss))
+        hessians = solves * steps - (solves - 1 if start_distance is None else 0)
+        passes = solves * (steps + 1.0) * evaluation + hessians * hessian_passes(loss)
+        return SolveCost(steps, passes)
     # L-BFGS-B: linear convergence, so the count scales with the logarithm of
     # the distance to cover; a warm start is credited by that ratio only.
     evaluations = _LBFGS_EVALUATIONS_COLD
     if start_distance is not None and cold_start > target:
         share = math.log(max(start, target) / target) / math.log(cold_start / target)
         evaluations = max(1, math.ceil(evaluations * min(1.0, share)))
-    return SolveCost(evaluations, evaluations * evaluation)
+    return SolveCost(evaluations, solves * evaluations * evaluation)
