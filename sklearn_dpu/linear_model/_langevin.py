@@ -66,7 +66,7 @@ from ..privacy.random import release_generator
 from ..unlearning.report import DeletionCost, DeletionOutcome, DeletionPlan
 from ._logistic_releases import ChunkModel, GaussianPart, ReleaseParams
 from ._losses import LinearModelLoss
-from ._multinomial_pass import evaluation_pass
+from ._multinomial_pass import gradient_function
 from ._sparse_rows import canonical_sparse, in_storage_of
 
 __all__ = [
@@ -207,8 +207,7 @@ def langevin_descent(
     eta, lam = run.step_size, run.ridge
     tick = step_ticker(int(run.steps), "Langevin", run)
     # The log loss's gradient in one pass over the rows (binary or multinomial).
-    fused = evaluation_pass(loss, A, y)
-    gradient = (lambda th: loss.gradient(th, A, y)) if fused is None else fused.gradient
+    gradient = gradient_function(loss, A, y)
     for t in range(int(run.steps)):
         grad = gradient(theta)
         grad += lam * theta

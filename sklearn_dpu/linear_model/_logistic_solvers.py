@@ -31,7 +31,7 @@ from numpy.typing import ArrayLike
 
 from .._progress import print_phase
 from ..privacy.clipping import clip_scales
-from ._binary_pass import ZeroHessianCache
+from ._binary_pass import ZeroHessianCache, row_blocks
 from ._certified_minimize import certified_minimize
 from ._logistic_releases import (
     ChunkModel,
@@ -268,8 +268,7 @@ def _clip_divide_into(X: ArrayLike, norm_bound: float, out: np.ndarray) -> None:
     X = np.asarray(X)
     n, d = out.shape
     step = max(1, _CLIP_BLOCK_BYTES // (8 * max(d, 1)))
-    for start in range(0, n, step):
-        block = slice(start, min(start + step, n))
+    for block, _ in row_blocks(n, step):
         Xb = np.asarray(X[block], dtype=np.float64)
         ob = out[block]
         scale = clip_scales(Xb, norm_bound)

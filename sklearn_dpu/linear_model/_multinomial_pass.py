@@ -30,6 +30,7 @@ loss (and so every sensitivity) are those of :class:`~._losses.LogLoss`;
 nothing here touches privacy.
 """
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -37,7 +38,7 @@ import numpy as np
 from ._binary_pass import BinaryLogLossPass, block_rows, fused_pass, row_blocks
 from ._losses import LinearModelLoss, LogLoss
 
-__all__ = ["MultinomialLogLossPass", "evaluation_pass", "multinomial_pass"]
+__all__ = ["MultinomialLogLossPass", "evaluation_pass", "gradient_function", "multinomial_pass"]
 
 # Bytes of rows and scores per block: as the binary pass, a block stays in
 # cache between its scores and its back-projection.
@@ -159,3 +160,15 @@ def evaluation_pass(
         return None
     fused = fused_pass(loss, A, y)
     return fused if fused is not None else multinomial_pass(loss, A, y)
+
+
+def gradient_function(
+    loss: LinearModelLoss, A: Any, y: np.ndarray
+) -> Callable[[np.ndarray], np.ndarray]:
+    """``theta -> gradient of the summed loss on (A, y)``: the one-pass
+    evaluation's (:func:`evaluation_pass`) where it applies, else the
+    loss's own ``gradient`` (the steps of noisy GD and of Langevin)."""
+    evaluation = evaluation_pass(loss, A, y)
+    if evaluation is None:
+        return lambda theta: loss.gradient(theta, A, y)
+    return evaluation.gradient

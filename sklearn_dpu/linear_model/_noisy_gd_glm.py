@@ -53,7 +53,7 @@ import numpy as np
 from .._progress import step_ticker
 from ..privacy.mechanisms import GaussianDP, GaussianMechanism, GaussianSteps
 from ._losses import LinearModelLoss
-from ._multinomial_pass import evaluation_pass
+from ._multinomial_pass import gradient_function
 from ._sparse_rows import gram_matrix
 
 __all__ = [
@@ -206,8 +206,7 @@ def noisy_projected_gd_glm(
     noise = steps.noise(theta.shape, rng)
     start = n_steps // 2
     # Only gradients are needed: the log loss in one pass, no loss value.
-    fused = evaluation_pass(loss, A, y)
-    gradient = (lambda th: loss.gradient(th, A, y)) if fused is None else fused.gradient
+    gradient = gradient_function(loss, A, y)
     tick = step_ticker(n_steps, "noisy GD", steps)
     for t in range(n_steps):
         grad = gradient(theta)
