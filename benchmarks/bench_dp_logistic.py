@@ -7,9 +7,9 @@
    certified fine-tune.
 3. Accuracy at epsilon in {0.1, 1, 10} on ``load_breast_cancer`` and on a
    synthetic ``make_classification`` problem (n_train = 3e4, d = 20), against
-   non-private logistic regression and the diffprivlib anchors of
-   ``shared/notes/anchors.md`` §1.3 (same protocol: standardized features,
-   75/25 split, 20 seeds; breast cancer with ``data_norm = feature_norm = 6``).
+   non-private logistic regression and diffprivlib's ``LogisticRegression``
+   accuracies measured under the same protocol (standardized features, 75/25
+   split, 20 seeds; breast cancer with ``data_norm = feature_norm = 6``).
 
 Run: ``PYTHONPATH=. python benchmarks/bench_dp_logistic.py`` (about 10 minutes on
 2 cores).
