@@ -102,6 +102,27 @@ def test_positions_are_stored_implicitly_until_compaction():
     assert registry.slots_of([51]).tolist() == [21]
 
 
+def test_a_reload_keeps_positions_implicit_while_they_equal_the_slots():
+    registry = _registry(None)
+    loaded = pickle.loads(pickle.dumps(registry))
+    assert loaded._ids is None and loaded.nbytes() == registry.nbytes()
+    # The last rows deleted: the live ids still equal their slots, but the
+    # next default id is n_seen (50), never a deleted row's position.
+    registry.remove(registry.slots_of([48, 49]))
+    loaded = pickle.loads(pickle.dumps(registry))
+    assert loaded._ids is None and loaded.n_seen == 50
+    loaded.add(loaded.check_new_ids(None, 2), np.zeros((2, 2), np.int16), chunk=2)
+    assert loaded.live()[1].tolist() == [*range(48), 50, 51]
+    assert loaded.slots_of([50, 47]).tolist() == [48, 47]
+    with pytest.raises(UnlearningError, match="not in the training set"):
+        loaded.slots_of([49])
+    # A row deleted in the middle: the ids no longer equal the slots.
+    registry.remove(registry.slots_of([3]))
+    loaded = pickle.loads(pickle.dumps(registry))
+    assert loaded._ids is not None
+    assert loaded.slots_of([4]).tolist() == [3]
+
+
 def test_positions_then_given_ids_make_a_mixed_stream():
     registry = _registry(None)
     registry.remove(registry.slots_of([3]))

@@ -187,7 +187,8 @@ class SampleRegistry(VersionedState):
     ``fit`` / ``partial_fit`` call, not per row), one ``alive`` flag byte per
     slot from the first deletion on (none before), and the ids: none while the ids are row positions
     that still equal the slots (``id == slot``, until the first compaction,
-    which happens once half the rows are deleted), else one id per slot (8
+    which happens once half the rows are deleted; a pickle holds them, and
+    loading it makes them implicit again), else one id per slot (8
     bytes for integer ids). Lookups are vectorized
     (:class:`~sklearn_dpu.unlearning._id_index.IdIndex`: a sorted copy of the
     ids, or a dict for ``object`` ids), built on the first lookup and never
@@ -529,6 +530,15 @@ class SampleRegistry(VersionedState):
         # Disk-backed: the live rows in a snapshot file, checked on load.
         return {"row_file": self._store.snapshot(self.rows, keep), **state}
 
+    def _are_slots(self, ids: np.ndarray) -> bool:
+        """Whether ``ids`` are row positions equal to their slots ``0 .. size - 1``."""
+        return (
+            self.id_kind == "positions"
+            and ids.dtype == np.int64
+            and ids.ndim == 1
+            and bool(np.array_equal(ids, np.arange(len(ids), dtype=np.int64)))
+        )
+
     def __deepcopy__(self, memo):
         """A copy with its own rows (a new working file for disk-backed rows)."""
         new = type(self).__new__(type(self))
@@ -565,10 +575,14 @@ class SampleRegistry(VersionedState):
         state_chunks = np.asarray(state.pop("chunks", np.zeros(0, dtype=np.int32)))
         super().__setstate__(state)
         self._store = store
-        self._ids = np.zeros(0, dtype=np.int64) if ids is None else ids
+        ids = np.zeros(0, dtype=np.int64) if ids is None else ids
         if self.n_seen is None:
-            self.n_seen = len(self._ids)  # not used: positions cannot join this stream
-        self.size = self._n_live = len(self._ids)
+            self.n_seen = len(ids)  # not used: positions cannot join this stream
+        self.size = self._n_live = len(ids)
+        # Positions that equal their slots (no deletion, or only of the last
+        # rows, before the pickle) are kept implicit again, as after ``fit``:
+        # a reload does not cost 8 bytes a row.
+        self._ids = None if self._are_slots(ids) else ids
         self._runs = ChunkRuns.of(state_chunks)
         self._alive = None
         self._index = None
