@@ -123,6 +123,36 @@ def test_a_reload_keeps_positions_implicit_while_they_equal_the_slots():
     assert loaded.slots_of([4]).tolist() == [3]
 
 
+@pytest.mark.parametrize("reload", [False, True])
+@pytest.mark.parametrize("given", [[50, 100, 52], [50, 52, 51, 53]])
+def test_given_ids_that_only_start_and_end_like_positions_are_stored(given, reload):
+    # After 50 positional rows, ids that begin at 50 and end at the last new
+    # slot are positions only if every one equals its slot: else id 51 would
+    # name the row of person 100 (or of person 52).
+    registry = _registry(None)
+    if reload:
+        registry = pickle.loads(pickle.dumps(registry))
+    ids = registry.check_new_ids(requested_ids(None, given), len(given))
+    registry.add(ids, np.zeros((len(given), 2), np.int16), chunk=2)
+    assert registry.live()[1].tolist()[50:] == given
+    assert registry.slots_of(given).tolist() == list(range(50, 50 + len(given)))
+    if 51 not in given:
+        with pytest.raises(UnlearningError, match="not in the training set"):
+            registry.slots_of([51])
+
+
+def test_deleting_a_given_id_after_positions_hits_that_row():
+    rng = np.random.default_rng(0)
+    X, y = rng.uniform(-1, 1, (43, 3)), rng.uniform(-1, 1, 43)
+    est = DPLinearRegression(random_state=0).fit(X[:40], y[:40])
+    est.partial_fit(X[40:], y[40:], sample_id=[40, 100, 42])
+    est.delete_samples([100])
+    live = est.unlearning_state_.registry.live()[1].tolist()
+    assert live == [*range(40), 40, 42]
+    with pytest.raises(UnlearningError, match="not in the training set"):
+        est.delete_samples([41])
+
+
 def test_positions_then_given_ids_make_a_mixed_stream():
     registry = _registry(None)
     registry.remove(registry.slots_of([3]))

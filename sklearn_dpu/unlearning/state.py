@@ -360,8 +360,10 @@ class SampleRegistry(VersionedState):
         if isinstance(ids, PositionIds):
             implicit = positions and (len(ids) == 0 or ids.start == start)
         else:
+            # Every id, not only the ends: [40, 100, 42] after 40 rows must be
+            # stored, or id 41 would name the row of person 100.
             implicit = positions and bool(
-                len(ids) == 0 or (ids[0] == start and ids[-1] == stop - 1)
+                np.array_equal(ids, np.arange(start, stop, dtype=np.int64))
             )
         storage = (self.rows.dtype, self.rows.shape[1:])
         if (
