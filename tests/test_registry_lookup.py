@@ -8,6 +8,7 @@ answer must be the one a ``dict`` from id to slot gives, as before.
 import pickle
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from sklearn_dpu.exceptions import UnlearningError
@@ -144,13 +145,54 @@ def test_given_ids_that_only_start_and_end_like_positions_are_stored(given, relo
 def test_deleting_a_given_id_after_positions_hits_that_row():
     rng = np.random.default_rng(0)
     X, y = rng.uniform(-1, 1, (43, 3)), rng.uniform(-1, 1, 43)
-    est = DPLinearRegression(random_state=0).fit(X[:40], y[:40])
+    est = DPLinearRegression(feature_norm=2.0, target_bound=1.0, random_state=0).fit(X[:40], y[:40])
     est.partial_fit(X[40:], y[40:], sample_id=[40, 100, 42])
     est.delete_samples([100])
     live = est.unlearning_state_.registry.live()[1].tolist()
     assert live == [*range(40), 40, 42]
     with pytest.raises(UnlearningError, match="not in the training set"):
         est.delete_samples([41])
+
+
+def test_default_positions_never_repeat_a_given_id():
+    # Positions 0..49, then a person given id 51: the second next default
+    # position would be 51 again. Once given ids leave the positional
+    # numbering, the stream takes only sample_id.
+    registry = _registry(None)
+    registry.add(
+        registry.check_new_ids(requested_ids(None, [51]), 1), np.zeros((1, 2), np.int16), chunk=2
+    )
+    assert registry.id_kind == "mixed"
+    with pytest.raises(ValueError, match="row positions, then given as sample_id"):
+        registry.check_new_ids(None, 2)
+    with pytest.raises(ValueError, match="index labels"):
+        registry.check_new_ids(requested_ids(pd.DataFrame({"a": [1.0]}, index=[7]), None), 1)
+    loaded = pickle.loads(pickle.dumps(registry))
+    assert loaded.id_kind == "mixed" and loaded.live()[1].tolist() == [*range(50), 51]
+    with pytest.raises(ValueError, match="row positions, then given"):
+        loaded.check_new_ids(None, 1)
+
+
+def test_given_ids_equal_to_the_next_positions_keep_the_stream_positional():
+    registry = _registry(None)
+    ids = registry.check_new_ids(requested_ids(None, [50, 51]), 2)
+    registry.add(ids, np.zeros((2, 2), np.int16), chunk=2)
+    assert registry.id_kind == "positions" and registry._ids is None
+    registry.add(registry.check_new_ids(None, 1), np.zeros((1, 2), np.int16), chunk=3)
+    assert registry.live()[1].tolist() == list(range(53))
+
+
+def test_mixed_stream_estimator_refuses_positions_that_would_repeat_an_id():
+    rng = np.random.default_rng(0)
+    X, y = rng.uniform(-1, 1, (6, 2)), rng.uniform(-1, 1, 6)
+    est = DPLinearRegression(feature_norm=2.0, target_bound=1.0, random_state=0).fit(X[:3], y[:3])
+    est.partial_fit(X[3:4], y[3:4], sample_id=[4])
+    before = est.unlearning_state_.registry.live()[1].tolist()
+    with pytest.raises(ValueError, match="pass sample_id="):
+        est.partial_fit(X[4:6], y[4:6])
+    assert est.unlearning_state_.registry.live()[1].tolist() == before == [0, 1, 2, 4]
+    est.delete_samples([4])
+    assert est.deletion_log_[-1].notes[0].startswith("the sample ids of the rows added without")
 
 
 def test_positions_then_given_ids_make_a_mixed_stream():

@@ -31,6 +31,7 @@ from numpy.typing import ArrayLike
 from ..exceptions import UnlearningError
 
 __all__ = [
+    "MIXED_NOTE",
     "POSITIONS_NOTE",
     "IdRequest",
     "as_id_list",
@@ -50,6 +51,13 @@ POSITIONS_NOTE = (
     "receive a pandas DataFrame (inside a Pipeline, an earlier step may have turned one "
     "into an array), so id k is the k-th row passed to fit / partial_fit (counting across "
     "calls), not a row label; pass sample_id= at fit to delete by your own ids"
+)
+
+#: The same note for a stream that began with row positions and then got sample_id.
+MIXED_NOTE = (
+    "the sample ids of the rows added without sample_id are row positions: id k is the "
+    "k-th row passed to fit / partial_fit (counting across calls), not a row label; the "
+    "rows added with sample_id have those ids"
 )
 
 
@@ -350,7 +358,8 @@ def requested_ids(X: Any, sample_id: ArrayLike | None) -> IdRequest:
 
 
 def sample_id_kind(estimator: Any) -> str | None:
-    """``"given"``, ``"index"`` or ``"positions"``: where a fitted estimator's ids came from."""
+    """``"given"``, ``"index"``, ``"positions"`` or ``"mixed"`` (positions, then
+    ``sample_id``): where a fitted estimator's ids came from."""
     registry = getattr(getattr(estimator, "unlearning_state_", None), "registry", None)
     if registry is not None:
         return getattr(registry, "id_kind", None)

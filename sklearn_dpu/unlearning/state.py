@@ -49,6 +49,17 @@ class VersionedState:
         self.__dict__.update(state)
 
 
+def _next_positions(ids: ArrayLike, n_seen: int) -> bool:
+    """Whether ``ids`` are the default ids a positional stream gives next:
+    ``n_seen, n_seen + 1, ...``."""
+    if isinstance(ids, PositionIds):
+        return ids.start == n_seen or len(ids) == 0
+    ids = np.asarray(ids)
+    return ids.dtype.kind in "iu" and bool(
+        np.array_equal(ids, np.arange(n_seen, n_seen + len(ids), dtype=np.int64))
+    )
+
+
 def _same_kind(a: np.dtype, b: np.dtype) -> bool:
     return a == b or (a.kind == b.kind and a.kind in "US")
 
@@ -171,12 +182,15 @@ class SampleRegistry(VersionedState):
 
     Attributes
     ----------
-    id_kind : {"given", "index", "positions"} or None
+    id_kind : {"given", "index", "positions", "mixed"} or None
         Where the ids of the stream's first call came from: ``sample_id``, a
         DataFrame's index labels, or row positions (see
         :mod:`sklearn_dpu.unlearning.ids`). Row positions continue across
         calls only in a stream that started with them, and index labels
         cannot follow them: mixing the two would let two people share an id.
+        ``"mixed"``: a positional stream that then received ``sample_id``
+        values other than the next positions; from then on it takes only
+        ``sample_id`` (a later position could repeat a given id).
     n_seen : int
         Rows ever added, deleted ones included: the next default id.
 
@@ -320,13 +334,17 @@ class SampleRegistry(VersionedState):
         request = ids if isinstance(ids, IdRequest) else requested_ids(None, ids)
         stream = self.id_kind
         if request.kind == "positions" and stream not in (None, "positions"):
-            source = "given as sample_id" if stream == "given" else "DataFrame index labels"
+            source = {
+                "given": "given as sample_id",
+                "index": "DataFrame index labels",
+                "mixed": "row positions, then given as sample_id",
+            }[stream]
             raise ValueError(
                 f"the ids of this estimator's rows were {source}; pass sample_id= (or a "
                 "DataFrame) for new rows too: numbering them by position could give two "
                 "people the same id"
             )
-        if request.kind == "index" and stream == "positions":
+        if request.kind == "index" and stream in ("positions", "mixed"):
             raise ValueError(
                 "the ids of this estimator's rows are row positions (no sample_id, array "
                 "input); the index labels of a DataFrame could repeat them: pass sample_id="
@@ -335,7 +353,8 @@ class SampleRegistry(VersionedState):
         if len(values) != n_rows:
             raise ValueError(f"sample_id has {len(values)} entries for {n_rows} rows")
         # Default positions start at n_seen, above every id of a positional
-        # stream: only given or index ids can clash.
+        # stream (other ids make it "mixed", see add): only given or index
+        # ids can clash.
         if self._n_live and request.values is not None:  # (PositionIds: never)
             present = self._lookup().any_of(values)
             if present.any():
@@ -356,6 +375,8 @@ class SampleRegistry(VersionedState):
         is zeroed in place by deletions).
         """
         start, stop = self.size, self.size + len(ids)
+        if self.id_kind == "positions" and not _next_positions(ids, self.n_seen):
+            self.id_kind = "mixed"  # given ids: later defaults could repeat one
         positions = self.id_kind == "positions" and self._ids is None and ids.dtype == np.int64
         if isinstance(ids, PositionIds):
             implicit = positions and (len(ids) == 0 or ids.start == start)
