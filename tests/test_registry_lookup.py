@@ -256,3 +256,29 @@ def test_a_linear_deletion_reads_the_chunks_of_its_rows_only(monkeypatch):
         2,
         2,
     ]
+
+
+def test_a_string_id_ending_in_nul_is_kept_exactly():
+    registry = _registry(np.array(["a\x00", "a", "b"], dtype=object).tolist())
+    assert registry.live()[1].tolist() == ["a\x00", "a", "b"]
+    assert registry.slots_of(["a\x00"]).tolist() == [0]
+    assert registry.slots_of(["a"]).tolist() == [1]
+
+
+@pytest.mark.parametrize("tz", [None, "Europe/Paris"])
+def test_datetime_index_ids_survive_skops_and_pickle(tmp_path, tz):
+    from sklearn_dpu import io as dpu_io
+
+    index = pd.date_range("2020-01-01", periods=8, freq="h", tz=tz)
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame(rng.uniform(-1, 1, (8, 2)), index=index)
+    y = rng.uniform(-1, 1, 8)
+    est = DPLinearRegression(feature_norm=2.0, target_bound=1.0, random_state=0).fit(X, y)
+    dpu_io.save(est, tmp_path / "m.skops")
+    for loaded in (dpu_io.load(tmp_path / "m.skops"), pickle.loads(pickle.dumps(est))):
+        ids = loaded.unlearning_state_.registry.live()[1]
+        assert ids.tolist() == list(index)
+        loaded.delete_samples([index[3]])
+        assert loaded.unlearning_state_.registry.live()[1].tolist() == [
+            t for i, t in enumerate(index) if i != 3
+        ]

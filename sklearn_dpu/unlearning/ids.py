@@ -147,6 +147,12 @@ def as_id_list(sample_ids: Any) -> list:
         if sample_ids.dtype == bool:
             return as_id_list(np.asarray(sample_ids, dtype=bool))  # refused as a mask
         return sample_ids.tolist()
+    if _is_pandas(sample_ids, "DataFrame"):
+        # Iterating a DataFrame yields its column labels, not its rows' ids.
+        raise TypeError(
+            "sample ids are a DataFrame: pass the ids of the rows to delete, e.g. "
+            "X_del.index (or their sample_id values), not the rows"
+        )
     if not isinstance(sample_ids, Iterable):
         return [sample_ids]
     values = list(sample_ids)
@@ -253,7 +259,13 @@ def _list_ids(values: list) -> np.ndarray:
             "cannot be ids next to numbers; pass the ids themselves"
         )
     if values and all(isinstance(v, str) for v in values):
-        return np.asarray(values, dtype=str)
+        array = np.asarray(values, dtype=str)
+        # NumPy drops trailing NULs ("a\x00" would be stored as "a"): such
+        # ids stay Python strings, compared exactly.
+        lengths = np.fromiter(map(len, values), dtype=np.int64, count=len(values))
+        if np.array_equal(np.char.str_len(array), lengths):
+            return array
+        return _object_ids(values)
     if all(isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_) for v in values):
         array = np.asarray(values)
         if array.dtype.kind in "iu":
@@ -262,6 +274,11 @@ def _list_ids(values: list) -> np.ndarray:
 
 
 def _object_ids(values: list) -> np.ndarray:
+    if any(isinstance(v, bool | np.bool_) for v in values):  # also in object arrays
+        raise TypeError(
+            "sample_id contains booleans: True == 1 and False == 0 in Python, so they "
+            "cannot be ids next to numbers; pass the ids themselves"
+        )
     out = np.empty(len(values), dtype=object)
     out[:] = values
     if not _all_self_equal(out):
@@ -364,3 +381,43 @@ def sample_id_kind(estimator: Any) -> str | None:
     if registry is not None:
         return getattr(registry, "id_kind", None)
     return getattr(estimator, "_sample_id_kind", None)
+
+
+def encode_datetime_ids(ids: np.ndarray) -> tuple[np.ndarray, tuple[str, str | None] | None]:
+    """Ids that are all ``pandas.Timestamp`` (a ``DatetimeIndex`` used as ids)
+    as int64 ticks and ``(unit, time zone)``, for files; other ids unchanged
+    and ``None``.
+
+    A saved registry holds its ids as an array; skops can store int64 ticks
+    but cannot rebuild ``Timestamp`` objects. The encoding is used only when
+    :func:`decode_datetime_ids` gives back ids equal to these, so a load
+    finds every person under the same id.
+    """
+    pandas = sys.modules.get("pandas")
+    if pandas is None or ids.dtype != object or not len(ids):
+        return ids, None
+    if not isinstance(ids[0], pandas.Timestamp):
+        return ids, None
+    index = pandas.Index(ids)  # a DatetimeIndex iff every id is a Timestamp of one zone
+    if not isinstance(index, pandas.DatetimeIndex):
+        return ids, None
+    encoding = (str(index.unit), None if index.tz is None else str(index.tz))
+    ticks = index.asi8.copy()
+    try:
+        same = np.array_equal(decode_datetime_ids(ticks, encoding), ids)
+    except (ValueError, TypeError, KeyError):  # a zone that its name does not rebuild
+        same = False
+    return (ticks, encoding) if same else (ids, None)
+
+
+def decode_datetime_ids(ticks: np.ndarray, encoding: tuple[str, str | None]) -> np.ndarray:
+    """The ``Timestamp`` ids that :func:`encode_datetime_ids` encoded."""
+    import pandas  # noqa: PLC0415  (the ids came from pandas)
+
+    unit, zone = encoding
+    index = pandas.DatetimeIndex(np.asarray(ticks, dtype=np.int64).view(f"M8[{unit}]"))
+    if zone is not None:
+        index = index.tz_localize("UTC").tz_convert(zone)
+    out = np.empty(len(index), dtype=object)
+    out[:] = list(index)
+    return out

@@ -19,7 +19,14 @@ from numpy.typing import ArrayLike
 
 from ..exceptions import StateVersionError, UnlearningError
 from ._id_index import IdIndex, _request_array
-from .ids import IdRequest, check_request, describe_ids, requested_ids
+from .ids import (
+    IdRequest,
+    check_request,
+    decode_datetime_ids,
+    describe_ids,
+    encode_datetime_ids,
+    requested_ids,
+)
 from .row_store import RowStore, active_directory
 
 __all__ = ["ChunkRuns", "PositionIds", "SampleRegistry", "VersionedState"]
@@ -216,12 +223,16 @@ class SampleRegistry(VersionedState):
     the sum of ``n_deleted`` over the estimator's ``deletion_log_`` since the
     last ``fit``, so it tells nothing the log does not; the largest live
     position bounds it from below. Ids, rows and chunks of deleted samples are
-    not kept. The pickled layout (live rows, ids and chunks) is format 2,
-    whatever the in-memory layout of the ids.
+    not kept. The pickled layout is the live rows, ids and chunks, whatever
+    the in-memory layout of the ids (``Timestamp`` ids, from a
+    ``DatetimeIndex``, as int64 ticks and their unit and zone: skops files
+    cannot hold ``Timestamp`` objects).
     """
 
-    # 2: id_kind; 3: the rows may be in a snapshot file (disk-backed).
-    FORMAT_VERSION = 3
+    # 2: id_kind; 3: the rows may be in a snapshot file (disk-backed); 4:
+    # id_kind "mixed", Timestamp ids as ticks (an older release would misread
+    # both).
+    FORMAT_VERSION = 4
 
     def __init__(self, n_columns: int, dtype=np.int16):
         self.rows = np.zeros((0, n_columns), dtype=dtype)
@@ -540,13 +551,16 @@ class SampleRegistry(VersionedState):
 
     def __getstate__(self):
         keep = self.live_slots()
+        ids, datetime_ids = encode_datetime_ids(self.ids_of(keep))
         state = {
-            "ids": self.ids_of(keep),
+            "ids": ids,
             "chunks": self._runs.expand(self.size)[keep],
             "id_kind": self.id_kind,
             # Only a positional stream needs it (the next default id); see Notes.
             "n_seen": self.n_seen if self.id_kind == "positions" else None,
         }
+        if datetime_ids is not None:
+            state["datetime_ids"] = datetime_ids
         state["_format_version"] = self.FORMAT_VERSION
         if self._store is None:
             return {"rows": self.rows[keep], **state}
@@ -591,10 +605,15 @@ class SampleRegistry(VersionedState):
             state.update(_format_version=2, id_kind="positions")
         if state.get("_format_version") == 2:  # format 3 without a snapshot file
             state["_format_version"] = 3
+        if state.get("_format_version") == 3:  # format 4 without its new cases
+            state["_format_version"] = 4
         store = None
         if state.get("_format_version") == self.FORMAT_VERSION and "row_file" in state:
             store, state["rows"] = RowStore.from_snapshot(state.pop("row_file"))
         ids = state.pop("ids", None)
+        datetime_ids = state.pop("datetime_ids", None)
+        if datetime_ids is not None:
+            ids = decode_datetime_ids(ids, datetime_ids)
         state_chunks = np.asarray(state.pop("chunks", np.zeros(0, dtype=np.int32)))
         super().__setstate__(state)
         self._store = store
