@@ -252,12 +252,8 @@ def check_id_array(ids: ArrayLike) -> np.ndarray:
 def _list_ids(values: list) -> np.ndarray:
     """Lists are not passed to ``np.asarray`` blindly, which would turn
     ``["a", 10]`` into ``["a", "10"]`` and make id ``10`` unfindable. Booleans
-    are refused: ``True == 1`` would make them collide with integer ids."""
-    if any(isinstance(v, bool | np.bool_) for v in values):
-        raise TypeError(
-            "sample_id contains booleans: True == 1 and False == 0 in Python, so they "
-            "cannot be ids next to numbers; pass the ids themselves"
-        )
+    are refused (by :func:`_object_ids`): ``True == 1`` would make them
+    collide with integer ids."""
     if values and all(isinstance(v, str) for v in values):
         array = np.asarray(values, dtype=str)
         # NumPy drops trailing NULs ("a\x00" would be stored as "a"): such
