@@ -360,3 +360,10 @@ def test_a_dataframe_is_not_a_list_of_ids():
 def test_booleans_are_refused_as_ids_in_any_container(ids):
     with pytest.raises(TypeError, match="booleans"):
         check_id_array(ids)
+
+
+def test_a_dataframe_is_not_a_sample_id_column():
+    frame = pd.DataFrame({"uid": [101, 102]})
+    with pytest.raises(TypeError, match="sample_id is a DataFrame"):
+        check_id_array(frame)
+    assert check_id_array(frame["uid"]).tolist() == [101, 102]

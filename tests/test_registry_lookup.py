@@ -282,3 +282,29 @@ def test_datetime_index_ids_survive_skops_and_pickle(tmp_path, tz):
         assert loaded.unlearning_state_.registry.live()[1].tolist() == [
             t for i, t in enumerate(index) if i != 3
         ]
+
+
+def test_a_format_3_positional_stream_with_a_given_id_above_n_seen_loads_as_mixed():
+    # Written before "mixed" existed: 3 positions, then sample_id=[4].
+    registry = _registry(None)
+    registry.add(
+        registry.check_new_ids(requested_ids(None, [60]), 1), np.zeros((1, 2), np.int16), chunk=2
+    )
+    state = {**registry.__getstate__(), "_format_version": 3, "id_kind": "positions"}
+    loaded = SampleRegistry.__new__(SampleRegistry)
+    loaded.__setstate__(state)
+    assert loaded.id_kind == "mixed"
+    with pytest.raises(ValueError, match="row positions, then given"):
+        loaded.check_new_ids(None, 11)
+    plain = SampleRegistry.__new__(SampleRegistry)
+    plain.__setstate__({**_registry(None).__getstate__(), "_format_version": 3})
+    assert plain.id_kind == "positions"
+
+
+def test_timestamps_are_not_merged_with_equal_datetime64_ids():
+    ids = np.empty(3, dtype=object)
+    ids[:] = [pd.Timestamp(0), np.datetime64(1, "ps"), pd.Timestamp(2)]
+    registry = _registry(ids.tolist())
+    loaded = pickle.loads(pickle.dumps(registry))
+    assert loaded.slots_of([pd.Timestamp(0)]).tolist() == [0]
+    assert loaded.slots_of([np.datetime64(1, "ps")]).tolist() == [1]

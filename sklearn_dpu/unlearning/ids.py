@@ -216,6 +216,8 @@ def check_id_array(ids: ArrayLike) -> np.ndarray:
     -------
     ndarray of shape (n_samples,)
     """
+    if _is_pandas(ids, "DataFrame"):  # iterating one gives its column labels
+        raise TypeError("sample_id is a DataFrame: pass one id per row, e.g. df.index or df['id']")
     if _is_pandas(ids, "Index") or _is_pandas(ids, "Series"):
         numeric = isinstance(ids.dtype, np.dtype) and ids.dtype.kind in "iuf"
         ids = ids.to_numpy() if numeric else np.asarray(ids.astype(object))
@@ -386,21 +388,26 @@ def encode_datetime_ids(ids: np.ndarray) -> tuple[np.ndarray, tuple[str, str | N
 
     A saved registry holds its ids as an array; skops can store int64 ticks
     but cannot rebuild ``Timestamp`` objects. The encoding is used only when
-    :func:`decode_datetime_ids` gives back ids equal to these, so a load
-    finds every person under the same id.
+    every id is a ``Timestamp`` (a ``datetime64`` equal to one hashes
+    differently: decoding would merge them) and :func:`decode_datetime_ids`
+    gives back the same instants with the same wall times (a zone that its
+    name rebuilds), so a load finds every person under the same id.
     """
     pandas = sys.modules.get("pandas")
     if pandas is None or ids.dtype != object or not len(ids):
         return ids, None
-    if not isinstance(ids[0], pandas.Timestamp):
+    if set(map(type, ids)) != {pandas.Timestamp}:
         return ids, None
-    index = pandas.Index(ids)  # a DatetimeIndex iff every id is a Timestamp of one zone
+    index = pandas.Index(ids)  # a DatetimeIndex iff the Timestamps share one zone
     if not isinstance(index, pandas.DatetimeIndex):
         return ids, None
     encoding = (str(index.unit), None if index.tz is None else str(index.tz))
     ticks = index.asi8.copy()
     try:
-        same = np.array_equal(decode_datetime_ids(ticks, encoding), ids)
+        decoded = pandas.DatetimeIndex(decode_datetime_ids(ticks, encoding))
+        same = np.array_equal(decoded.asi8, ticks) and np.array_equal(
+            decoded.tz_localize(None).asi8, index.tz_localize(None).asi8
+        )
     except (ValueError, TypeError, KeyError):  # a zone that its name does not rebuild
         same = False
     return (ticks, encoding) if same else (ids, None)

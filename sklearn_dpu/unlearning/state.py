@@ -67,6 +67,13 @@ def _next_positions(ids: ArrayLike, n_seen: int) -> bool:
     )
 
 
+def _below(ids: np.ndarray | None, n_seen: int) -> bool:
+    """Whether every id is an integer below ``n_seen`` (none can be a later
+    default position)."""
+    ids = np.zeros(0, dtype=np.int64) if ids is None else np.asarray(ids)
+    return ids.dtype.kind in "iu" and (len(ids) == 0 or int(ids.max()) < n_seen)
+
+
 def _same_kind(a: np.dtype, b: np.dtype) -> bool:
     return a == b or (a.kind == b.kind and a.kind in "US")
 
@@ -607,6 +614,12 @@ class SampleRegistry(VersionedState):
             state["_format_version"] = 3
         if state.get("_format_version") == 3:  # format 4 without its new cases
             state["_format_version"] = 4
+            ids, n_seen = state.get("ids"), state.get("n_seen")
+            n_seen = len(ids) if n_seen is None and ids is not None else n_seen or 0
+            if state.get("id_kind") == "positions" and not _below(ids, n_seen):
+                # Written before "mixed": a given id at or above n_seen could be
+                # repeated by the next default positions.
+                state["id_kind"] = "mixed"
         store = None
         if state.get("_format_version") == self.FORMAT_VERSION and "row_file" in state:
             store, state["rows"] = RowStore.from_snapshot(state.pop("row_file"))
