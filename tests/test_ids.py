@@ -341,3 +341,29 @@ def test_boolean_ids_are_refused_since_true_equals_one(name):
         with pytest.raises(TypeError, match="boolean"):
             est.delete_samples(request)
     assert pickle.dumps(est) == before
+
+
+def test_a_dataframe_is_not_a_list_of_ids():
+    # Iterating a DataFrame yields its column labels: deleting "the rows of
+    # X.loc[[4]]" would delete ids 0 and 1 (the columns) instead of id 4.
+    rows = pd.DataFrame({0: [1.0], 1: [2.0]}, index=[4])
+    with pytest.raises(TypeError, match="sample ids are a DataFrame"):
+        as_id_list(rows)
+    assert as_id_list(rows.index) == [4]
+
+
+@pytest.mark.parametrize(
+    "ids",
+    [np.array([True, 2, 3], dtype=object), pd.Index([True, 2, 3], dtype=object)],
+    ids=["object array", "Index"],
+)
+def test_booleans_are_refused_as_ids_in_any_container(ids):
+    with pytest.raises(TypeError, match="booleans"):
+        check_id_array(ids)
+
+
+def test_a_dataframe_is_not_a_sample_id_column():
+    frame = pd.DataFrame({"uid": [101, 102]})
+    with pytest.raises(TypeError, match="sample_id is a DataFrame"):
+        check_id_array(frame)
+    assert check_id_array(frame["uid"]).tolist() == [101, 102]

@@ -8,6 +8,7 @@ answer must be the one a ``dict`` from id to slot gives, as before.
 import pickle
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from sklearn_dpu.exceptions import UnlearningError
@@ -102,6 +103,98 @@ def test_positions_are_stored_implicitly_until_compaction():
     assert registry.slots_of([51]).tolist() == [21]
 
 
+def test_a_reload_keeps_positions_implicit_while_they_equal_the_slots():
+    registry = _registry(None)
+    loaded = pickle.loads(pickle.dumps(registry))
+    assert loaded._ids is None and loaded.nbytes() == registry.nbytes()
+    # The last rows deleted: the live ids still equal their slots, but the
+    # next default id is n_seen (50), never a deleted row's position.
+    registry.remove(registry.slots_of([48, 49]))
+    loaded = pickle.loads(pickle.dumps(registry))
+    assert loaded._ids is None and loaded.n_seen == 50
+    loaded.add(loaded.check_new_ids(None, 2), np.zeros((2, 2), np.int16), chunk=2)
+    assert loaded.live()[1].tolist() == [*range(48), 50, 51]
+    assert loaded.slots_of([50, 47]).tolist() == [48, 47]
+    with pytest.raises(UnlearningError, match="not in the training set"):
+        loaded.slots_of([49])
+    # A row deleted in the middle: the ids no longer equal the slots.
+    registry.remove(registry.slots_of([3]))
+    loaded = pickle.loads(pickle.dumps(registry))
+    assert loaded._ids is not None
+    assert loaded.slots_of([4]).tolist() == [3]
+
+
+@pytest.mark.parametrize("reload", [False, True])
+@pytest.mark.parametrize("given", [[50, 100, 52], [50, 52, 51, 53]])
+def test_given_ids_that_only_start_and_end_like_positions_are_stored(given, reload):
+    # After 50 positional rows, ids that begin at 50 and end at the last new
+    # slot are positions only if every one equals its slot: else id 51 would
+    # name the row of person 100 (or of person 52).
+    registry = _registry(None)
+    if reload:
+        registry = pickle.loads(pickle.dumps(registry))
+    ids = registry.check_new_ids(requested_ids(None, given), len(given))
+    registry.add(ids, np.zeros((len(given), 2), np.int16), chunk=2)
+    assert registry.live()[1].tolist()[50:] == given
+    assert registry.slots_of(given).tolist() == list(range(50, 50 + len(given)))
+    if 51 not in given:
+        with pytest.raises(UnlearningError, match="not in the training set"):
+            registry.slots_of([51])
+
+
+def test_deleting_a_given_id_after_positions_hits_that_row():
+    rng = np.random.default_rng(0)
+    X, y = rng.uniform(-1, 1, (43, 3)), rng.uniform(-1, 1, 43)
+    est = DPLinearRegression(feature_norm=2.0, target_bound=1.0, random_state=0).fit(X[:40], y[:40])
+    est.partial_fit(X[40:], y[40:], sample_id=[40, 100, 42])
+    est.delete_samples([100])
+    live = est.unlearning_state_.registry.live()[1].tolist()
+    assert live == [*range(40), 40, 42]
+    with pytest.raises(UnlearningError, match="not in the training set"):
+        est.delete_samples([41])
+
+
+def test_default_positions_never_repeat_a_given_id():
+    # Positions 0..49, then a person given id 51: the second next default
+    # position would be 51 again. Once given ids leave the positional
+    # numbering, the stream takes only sample_id.
+    registry = _registry(None)
+    registry.add(
+        registry.check_new_ids(requested_ids(None, [51]), 1), np.zeros((1, 2), np.int16), chunk=2
+    )
+    assert registry.id_kind == "mixed"
+    with pytest.raises(ValueError, match="row positions, then given as sample_id"):
+        registry.check_new_ids(None, 2)
+    with pytest.raises(ValueError, match="index labels"):
+        registry.check_new_ids(requested_ids(pd.DataFrame({"a": [1.0]}, index=[7]), None), 1)
+    loaded = pickle.loads(pickle.dumps(registry))
+    assert loaded.id_kind == "mixed" and loaded.live()[1].tolist() == [*range(50), 51]
+    with pytest.raises(ValueError, match="row positions, then given"):
+        loaded.check_new_ids(None, 1)
+
+
+def test_given_ids_equal_to_the_next_positions_keep_the_stream_positional():
+    registry = _registry(None)
+    ids = registry.check_new_ids(requested_ids(None, [50, 51]), 2)
+    registry.add(ids, np.zeros((2, 2), np.int16), chunk=2)
+    assert registry.id_kind == "positions" and registry._ids is None
+    registry.add(registry.check_new_ids(None, 1), np.zeros((1, 2), np.int16), chunk=3)
+    assert registry.live()[1].tolist() == list(range(53))
+
+
+def test_mixed_stream_estimator_refuses_positions_that_would_repeat_an_id():
+    rng = np.random.default_rng(0)
+    X, y = rng.uniform(-1, 1, (6, 2)), rng.uniform(-1, 1, 6)
+    est = DPLinearRegression(feature_norm=2.0, target_bound=1.0, random_state=0).fit(X[:3], y[:3])
+    est.partial_fit(X[3:4], y[3:4], sample_id=[4])
+    before = est.unlearning_state_.registry.live()[1].tolist()
+    with pytest.raises(ValueError, match="pass sample_id="):
+        est.partial_fit(X[4:6], y[4:6])
+    assert est.unlearning_state_.registry.live()[1].tolist() == before == [0, 1, 2, 4]
+    est.delete_samples([4])
+    assert est.deletion_log_[-1].notes[0].startswith("the sample ids of the rows added without")
+
+
 def test_positions_then_given_ids_make_a_mixed_stream():
     registry = _registry(None)
     registry.remove(registry.slots_of([3]))
@@ -163,3 +256,55 @@ def test_a_linear_deletion_reads_the_chunks_of_its_rows_only(monkeypatch):
         2,
         2,
     ]
+
+
+def test_a_string_id_ending_in_nul_is_kept_exactly():
+    registry = _registry(np.array(["a\x00", "a", "b"], dtype=object).tolist())
+    assert registry.live()[1].tolist() == ["a\x00", "a", "b"]
+    assert registry.slots_of(["a\x00"]).tolist() == [0]
+    assert registry.slots_of(["a"]).tolist() == [1]
+
+
+@pytest.mark.parametrize("tz", [None, "Europe/Paris"])
+def test_datetime_index_ids_survive_skops_and_pickle(tmp_path, tz):
+    from sklearn_dpu import io as dpu_io
+
+    index = pd.date_range("2020-01-01", periods=8, freq="h", tz=tz)
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame(rng.uniform(-1, 1, (8, 2)), index=index)
+    y = rng.uniform(-1, 1, 8)
+    est = DPLinearRegression(feature_norm=2.0, target_bound=1.0, random_state=0).fit(X, y)
+    dpu_io.save(est, tmp_path / "m.skops")
+    for loaded in (dpu_io.load(tmp_path / "m.skops"), pickle.loads(pickle.dumps(est))):
+        ids = loaded.unlearning_state_.registry.live()[1]
+        assert ids.tolist() == list(index)
+        loaded.delete_samples([index[3]])
+        assert loaded.unlearning_state_.registry.live()[1].tolist() == [
+            t for i, t in enumerate(index) if i != 3
+        ]
+
+
+def test_a_format_3_positional_stream_with_a_given_id_above_n_seen_loads_as_mixed():
+    # Written before "mixed" existed: 3 positions, then sample_id=[4].
+    registry = _registry(None)
+    registry.add(
+        registry.check_new_ids(requested_ids(None, [60]), 1), np.zeros((1, 2), np.int16), chunk=2
+    )
+    state = {**registry.__getstate__(), "_format_version": 3, "id_kind": "positions"}
+    loaded = SampleRegistry.__new__(SampleRegistry)
+    loaded.__setstate__(state)
+    assert loaded.id_kind == "mixed"
+    with pytest.raises(ValueError, match="row positions, then given"):
+        loaded.check_new_ids(None, 11)
+    plain = SampleRegistry.__new__(SampleRegistry)
+    plain.__setstate__({**_registry(None).__getstate__(), "_format_version": 3})
+    assert plain.id_kind == "positions"
+
+
+def test_timestamps_are_not_merged_with_equal_datetime64_ids():
+    ids = np.empty(3, dtype=object)
+    ids[:] = [pd.Timestamp(0), np.datetime64(1, "ps"), pd.Timestamp(2)]
+    registry = _registry(ids.tolist())
+    loaded = pickle.loads(pickle.dumps(registry))
+    assert loaded.slots_of([pd.Timestamp(0)]).tolist() == [0]
+    assert loaded.slots_of([np.datetime64(1, "ps")]).tolist() == [1]

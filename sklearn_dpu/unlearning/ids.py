@@ -31,6 +31,7 @@ from numpy.typing import ArrayLike
 from ..exceptions import UnlearningError
 
 __all__ = [
+    "MIXED_NOTE",
     "POSITIONS_NOTE",
     "IdRequest",
     "as_id_list",
@@ -50,6 +51,13 @@ POSITIONS_NOTE = (
     "receive a pandas DataFrame (inside a Pipeline, an earlier step may have turned one "
     "into an array), so id k is the k-th row passed to fit / partial_fit (counting across "
     "calls), not a row label; pass sample_id= at fit to delete by your own ids"
+)
+
+#: The same note for a stream that began with row positions and then got sample_id.
+MIXED_NOTE = (
+    "the sample ids of the rows added without sample_id are row positions: id k is the "
+    "k-th row passed to fit / partial_fit (counting across calls), not a row label; the "
+    "rows added with sample_id have those ids"
 )
 
 
@@ -139,6 +147,12 @@ def as_id_list(sample_ids: Any) -> list:
         if sample_ids.dtype == bool:
             return as_id_list(np.asarray(sample_ids, dtype=bool))  # refused as a mask
         return sample_ids.tolist()
+    if _is_pandas(sample_ids, "DataFrame"):
+        # Iterating a DataFrame yields its column labels, not its rows' ids.
+        raise TypeError(
+            "sample ids are a DataFrame: pass the ids of the rows to delete, e.g. "
+            "X_del.index (or their sample_id values), not the rows"
+        )
     if not isinstance(sample_ids, Iterable):
         return [sample_ids]
     values = list(sample_ids)
@@ -202,6 +216,8 @@ def check_id_array(ids: ArrayLike) -> np.ndarray:
     -------
     ndarray of shape (n_samples,)
     """
+    if _is_pandas(ids, "DataFrame"):  # iterating one gives its column labels
+        raise TypeError("sample_id is a DataFrame: pass one id per row, e.g. df.index or df['id']")
     if _is_pandas(ids, "Index") or _is_pandas(ids, "Series"):
         numeric = isinstance(ids.dtype, np.dtype) and ids.dtype.kind in "iuf"
         ids = ids.to_numpy() if numeric else np.asarray(ids.astype(object))
@@ -238,14 +254,16 @@ def check_id_array(ids: ArrayLike) -> np.ndarray:
 def _list_ids(values: list) -> np.ndarray:
     """Lists are not passed to ``np.asarray`` blindly, which would turn
     ``["a", 10]`` into ``["a", "10"]`` and make id ``10`` unfindable. Booleans
-    are refused: ``True == 1`` would make them collide with integer ids."""
-    if any(isinstance(v, bool | np.bool_) for v in values):
-        raise TypeError(
-            "sample_id contains booleans: True == 1 and False == 0 in Python, so they "
-            "cannot be ids next to numbers; pass the ids themselves"
-        )
+    are refused (by :func:`_object_ids`): ``True == 1`` would make them
+    collide with integer ids."""
     if values and all(isinstance(v, str) for v in values):
-        return np.asarray(values, dtype=str)
+        array = np.asarray(values, dtype=str)
+        # NumPy drops trailing NULs ("a\x00" would be stored as "a"): such
+        # ids stay Python strings, compared exactly.
+        lengths = np.fromiter(map(len, values), dtype=np.int64, count=len(values))
+        if np.array_equal(np.char.str_len(array), lengths):
+            return array
+        return _object_ids(values)
     if all(isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_) for v in values):
         array = np.asarray(values)
         if array.dtype.kind in "iu":
@@ -254,6 +272,11 @@ def _list_ids(values: list) -> np.ndarray:
 
 
 def _object_ids(values: list) -> np.ndarray:
+    if any(isinstance(v, bool | np.bool_) for v in values):  # also in object arrays
+        raise TypeError(
+            "sample_id contains booleans: True == 1 and False == 0 in Python, so they "
+            "cannot be ids next to numbers; pass the ids themselves"
+        )
     out = np.empty(len(values), dtype=object)
     out[:] = values
     if not _all_self_equal(out):
@@ -350,8 +373,54 @@ def requested_ids(X: Any, sample_id: ArrayLike | None) -> IdRequest:
 
 
 def sample_id_kind(estimator: Any) -> str | None:
-    """``"given"``, ``"index"`` or ``"positions"``: where a fitted estimator's ids came from."""
+    """``"given"``, ``"index"``, ``"positions"`` or ``"mixed"`` (positions, then
+    ``sample_id``): where a fitted estimator's ids came from."""
     registry = getattr(getattr(estimator, "unlearning_state_", None), "registry", None)
     if registry is not None:
         return getattr(registry, "id_kind", None)
     return getattr(estimator, "_sample_id_kind", None)
+
+
+def encode_datetime_ids(ids: np.ndarray) -> tuple[np.ndarray, tuple[str, str | None] | None]:
+    """Ids that are all ``pandas.Timestamp`` (a ``DatetimeIndex`` used as ids)
+    as int64 ticks and ``(unit, time zone)``, for files; other ids unchanged
+    and ``None``.
+
+    A saved registry holds its ids as an array; skops can store int64 ticks
+    but cannot rebuild ``Timestamp`` objects. The encoding is used only when
+    every id is a ``Timestamp`` (a ``datetime64`` equal to one hashes
+    differently: decoding would merge them) and :func:`decode_datetime_ids`
+    gives back the same instants with the same wall times (a zone that its
+    name rebuilds), so a load finds every person under the same id.
+    """
+    pandas = sys.modules.get("pandas")
+    if pandas is None or ids.dtype != object or not len(ids):
+        return ids, None
+    if set(map(type, ids)) != {pandas.Timestamp}:
+        return ids, None
+    index = pandas.Index(ids)  # a DatetimeIndex iff the Timestamps share one zone
+    if not isinstance(index, pandas.DatetimeIndex):
+        return ids, None
+    encoding = (str(index.unit), None if index.tz is None else str(index.tz))
+    ticks = index.asi8.copy()
+    try:
+        decoded = pandas.DatetimeIndex(decode_datetime_ids(ticks, encoding))
+        same = np.array_equal(decoded.asi8, ticks) and np.array_equal(
+            decoded.tz_localize(None).asi8, index.tz_localize(None).asi8
+        )
+    except (ValueError, TypeError, KeyError):  # a zone that its name does not rebuild
+        same = False
+    return (ticks, encoding) if same else (ids, None)
+
+
+def decode_datetime_ids(ticks: np.ndarray, encoding: tuple[str, str | None]) -> np.ndarray:
+    """The ``Timestamp`` ids that :func:`encode_datetime_ids` encoded."""
+    import pandas  # noqa: PLC0415  (the ids came from pandas)
+
+    unit, zone = encoding
+    index = pandas.DatetimeIndex(np.asarray(ticks, dtype=np.int64).view(f"M8[{unit}]"))
+    if zone is not None:
+        index = index.tz_localize("UTC").tz_convert(zone)
+    out = np.empty(len(index), dtype=object)
+    out[:] = list(index)
+    return out

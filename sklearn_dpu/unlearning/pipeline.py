@@ -170,7 +170,7 @@ def _check_ids_survived(estimator, deletable, positions: bool) -> None:
     lost = [
         path
         for path, step in deletable
-        if step is not first and sample_id_kind(step) == "positions"
+        if step is not first and sample_id_kind(step) in ("positions", "mixed")
     ]
     if not lost:
         return

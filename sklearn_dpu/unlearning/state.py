@@ -19,7 +19,14 @@ from numpy.typing import ArrayLike
 
 from ..exceptions import StateVersionError, UnlearningError
 from ._id_index import IdIndex, _request_array
-from .ids import IdRequest, check_request, describe_ids, requested_ids
+from .ids import (
+    IdRequest,
+    check_request,
+    decode_datetime_ids,
+    describe_ids,
+    encode_datetime_ids,
+    requested_ids,
+)
 from .row_store import RowStore, active_directory
 
 __all__ = ["ChunkRuns", "PositionIds", "SampleRegistry", "VersionedState"]
@@ -47,6 +54,24 @@ class VersionedState:
                 "sklearn_dpu release that wrote it, or refit."
             )
         self.__dict__.update(state)
+
+
+def _next_positions(ids: ArrayLike, n_seen: int) -> bool:
+    """Whether ``ids`` are the default ids a positional stream gives next:
+    ``n_seen, n_seen + 1, ...``."""
+    if isinstance(ids, PositionIds):
+        return ids.start == n_seen or len(ids) == 0
+    ids = np.asarray(ids)
+    return ids.dtype.kind in "iu" and bool(
+        np.array_equal(ids, np.arange(n_seen, n_seen + len(ids), dtype=np.int64))
+    )
+
+
+def _below(ids: np.ndarray | None, n_seen: int) -> bool:
+    """Whether every id is an integer below ``n_seen`` (none can be a later
+    default position)."""
+    ids = np.zeros(0, dtype=np.int64) if ids is None else np.asarray(ids)
+    return ids.dtype.kind in "iu" and (len(ids) == 0 or int(ids.max()) < n_seen)
 
 
 def _same_kind(a: np.dtype, b: np.dtype) -> bool:
@@ -171,12 +196,15 @@ class SampleRegistry(VersionedState):
 
     Attributes
     ----------
-    id_kind : {"given", "index", "positions"} or None
+    id_kind : {"given", "index", "positions", "mixed"} or None
         Where the ids of the stream's first call came from: ``sample_id``, a
         DataFrame's index labels, or row positions (see
         :mod:`sklearn_dpu.unlearning.ids`). Row positions continue across
         calls only in a stream that started with them, and index labels
         cannot follow them: mixing the two would let two people share an id.
+        ``"mixed"``: a positional stream that then received ``sample_id``
+        values other than the next positions; from then on it takes only
+        ``sample_id`` (a later position could repeat a given id).
     n_seen : int
         Rows ever added, deleted ones included: the next default id.
 
@@ -187,7 +215,8 @@ class SampleRegistry(VersionedState):
     ``fit`` / ``partial_fit`` call, not per row), one ``alive`` flag byte per
     slot from the first deletion on (none before), and the ids: none while the ids are row positions
     that still equal the slots (``id == slot``, until the first compaction,
-    which happens once half the rows are deleted), else one id per slot (8
+    which happens once half the rows are deleted; a pickle holds them, and
+    loading it makes them implicit again), else one id per slot (8
     bytes for integer ids). Lookups are vectorized
     (:class:`~sklearn_dpu.unlearning._id_index.IdIndex`: a sorted copy of the
     ids, or a dict for ``object`` ids), built on the first lookup and never
@@ -201,12 +230,16 @@ class SampleRegistry(VersionedState):
     the sum of ``n_deleted`` over the estimator's ``deletion_log_`` since the
     last ``fit``, so it tells nothing the log does not; the largest live
     position bounds it from below. Ids, rows and chunks of deleted samples are
-    not kept. The pickled layout (live rows, ids and chunks) is format 2,
-    whatever the in-memory layout of the ids.
+    not kept. The pickled layout is the live rows, ids and chunks, whatever
+    the in-memory layout of the ids (``Timestamp`` ids, from a
+    ``DatetimeIndex``, as int64 ticks and their unit and zone: skops files
+    cannot hold ``Timestamp`` objects).
     """
 
-    # 2: id_kind; 3: the rows may be in a snapshot file (disk-backed).
-    FORMAT_VERSION = 3
+    # 2: id_kind; 3: the rows may be in a snapshot file (disk-backed); 4:
+    # id_kind "mixed", Timestamp ids as ticks (an older release would misread
+    # both).
+    FORMAT_VERSION = 4
 
     def __init__(self, n_columns: int, dtype=np.int16):
         self.rows = np.zeros((0, n_columns), dtype=dtype)
@@ -319,13 +352,17 @@ class SampleRegistry(VersionedState):
         request = ids if isinstance(ids, IdRequest) else requested_ids(None, ids)
         stream = self.id_kind
         if request.kind == "positions" and stream not in (None, "positions"):
-            source = "given as sample_id" if stream == "given" else "DataFrame index labels"
+            source = {
+                "given": "given as sample_id",
+                "index": "DataFrame index labels",
+                "mixed": "row positions, then given as sample_id",
+            }[stream]
             raise ValueError(
                 f"the ids of this estimator's rows were {source}; pass sample_id= (or a "
                 "DataFrame) for new rows too: numbering them by position could give two "
                 "people the same id"
             )
-        if request.kind == "index" and stream == "positions":
+        if request.kind == "index" and stream in ("positions", "mixed"):
             raise ValueError(
                 "the ids of this estimator's rows are row positions (no sample_id, array "
                 "input); the index labels of a DataFrame could repeat them: pass sample_id="
@@ -334,7 +371,8 @@ class SampleRegistry(VersionedState):
         if len(values) != n_rows:
             raise ValueError(f"sample_id has {len(values)} entries for {n_rows} rows")
         # Default positions start at n_seen, above every id of a positional
-        # stream: only given or index ids can clash.
+        # stream (other ids make it "mixed", see add): only given or index
+        # ids can clash.
         if self._n_live and request.values is not None:  # (PositionIds: never)
             present = self._lookup().any_of(values)
             if present.any():
@@ -355,12 +393,16 @@ class SampleRegistry(VersionedState):
         is zeroed in place by deletions).
         """
         start, stop = self.size, self.size + len(ids)
+        if self.id_kind == "positions" and not _next_positions(ids, self.n_seen):
+            self.id_kind = "mixed"  # given ids: later defaults could repeat one
         positions = self.id_kind == "positions" and self._ids is None and ids.dtype == np.int64
         if isinstance(ids, PositionIds):
             implicit = positions and (len(ids) == 0 or ids.start == start)
         else:
+            # Every id, not only the ends: [40, 100, 42] after 40 rows must be
+            # stored, or id 41 would name the row of person 100.
             implicit = positions and bool(
-                len(ids) == 0 or (ids[0] == start and ids[-1] == stop - 1)
+                np.array_equal(ids, np.arange(start, stop, dtype=np.int64))
             )
         storage = (self.rows.dtype, self.rows.shape[1:])
         if (
@@ -516,18 +558,30 @@ class SampleRegistry(VersionedState):
 
     def __getstate__(self):
         keep = self.live_slots()
+        ids, datetime_ids = encode_datetime_ids(self.ids_of(keep))
         state = {
-            "ids": self.ids_of(keep),
+            "ids": ids,
             "chunks": self._runs.expand(self.size)[keep],
             "id_kind": self.id_kind,
             # Only a positional stream needs it (the next default id); see Notes.
             "n_seen": self.n_seen if self.id_kind == "positions" else None,
         }
+        if datetime_ids is not None:
+            state["datetime_ids"] = datetime_ids
         state["_format_version"] = self.FORMAT_VERSION
         if self._store is None:
             return {"rows": self.rows[keep], **state}
         # Disk-backed: the live rows in a snapshot file, checked on load.
         return {"row_file": self._store.snapshot(self.rows, keep), **state}
+
+    def _are_slots(self, ids: np.ndarray) -> bool:
+        """Whether ``ids`` are row positions equal to their slots ``0 .. size - 1``."""
+        return (
+            self.id_kind == "positions"
+            and ids.dtype == np.int64
+            and ids.ndim == 1
+            and bool(np.array_equal(ids, np.arange(len(ids), dtype=np.int64)))
+        )
 
     def __deepcopy__(self, memo):
         """A copy with its own rows (a new working file for disk-backed rows)."""
@@ -558,17 +612,32 @@ class SampleRegistry(VersionedState):
             state.update(_format_version=2, id_kind="positions")
         if state.get("_format_version") == 2:  # format 3 without a snapshot file
             state["_format_version"] = 3
+        if state.get("_format_version") == 3:  # format 4 without its new cases
+            state["_format_version"] = 4
+            ids, n_seen = state.get("ids"), state.get("n_seen")
+            n_seen = len(ids) if n_seen is None and ids is not None else n_seen or 0
+            if state.get("id_kind") == "positions" and not _below(ids, n_seen):
+                # Written before "mixed": a given id at or above n_seen could be
+                # repeated by the next default positions.
+                state["id_kind"] = "mixed"
         store = None
         if state.get("_format_version") == self.FORMAT_VERSION and "row_file" in state:
             store, state["rows"] = RowStore.from_snapshot(state.pop("row_file"))
         ids = state.pop("ids", None)
+        datetime_ids = state.pop("datetime_ids", None)
+        if datetime_ids is not None:
+            ids = decode_datetime_ids(ids, datetime_ids)
         state_chunks = np.asarray(state.pop("chunks", np.zeros(0, dtype=np.int32)))
         super().__setstate__(state)
         self._store = store
-        self._ids = np.zeros(0, dtype=np.int64) if ids is None else ids
+        ids = np.zeros(0, dtype=np.int64) if ids is None else ids
         if self.n_seen is None:
-            self.n_seen = len(self._ids)  # not used: positions cannot join this stream
-        self.size = self._n_live = len(self._ids)
+            self.n_seen = len(ids)  # not used: positions cannot join this stream
+        self.size = self._n_live = len(ids)
+        # Positions that equal their slots (no deletion, or only of the last
+        # rows, before the pickle) are kept implicit again, as after ``fit``:
+        # a reload does not cost 8 bytes a row.
+        self._ids = None if self._are_slots(ids) else ids
         self._runs = ChunkRuns.of(state_chunks)
         self._alive = None
         self._index = None
