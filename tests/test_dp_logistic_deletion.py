@@ -190,12 +190,14 @@ def test_noise_only_keeps_the_model_and_accumulates():
     assert report.cost["gradient_evaluations"] == 0
     assert report.rerelease_epsilon is None
     np.testing.assert_array_equal(est.coef_, before)
+    assert "noise only: the published model is kept" in report.summary().splitlines()[0]
     assert est.privacy_spent_.epsilon == pytest.approx(2.0)
     # A second deletion would double the group: past the target, the planner
     # moves on (fine-tune: cheaper than retraining) and re-releases.
     est.delete_samples([1])
     report = est.deletion_log_[-1]
     assert report.cost["action"] in ("noise_finetune", "retrain")
+    assert "the published model is kept" not in report.summary()
     assert "noise only would give" in report.reason
     assert report.rerelease_epsilon is not None
     assert est.privacy_spent_.epsilon > 2.0

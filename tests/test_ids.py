@@ -367,3 +367,27 @@ def test_a_dataframe_is_not_a_sample_id_column():
     with pytest.raises(TypeError, match="sample_id is a DataFrame"):
         check_id_array(frame)
     assert check_id_array(frame["uid"]).tolist() == [101, 102]
+
+
+def test_a_row_of_x_is_not_a_list_of_ids():
+    # Whole-number features: read as ids, the row {"age": 3, "orders": 2}
+    # would delete customers 3 and 2 instead of the row's own customer.
+    X = pd.DataFrame({"age": [3.0, 1.0, 2.0, 0.5] * 5, "orders": [2.0, 0.0, 1.0, 3.0] * 5})
+    y = np.arange(20) % 2
+    est = DPLogisticRegression(feature_norm=5.0, random_state=0).fit(X, y)
+    with pytest.raises(TypeError, match="a row of X"):
+        est.delete_samples(X.loc[0])
+    assert est.unlearning_state_.registry.n_samples == 20
+    est.delete_samples([X.loc[0].name])
+    assert est.unlearning_state_.registry.n_samples == 19
+
+
+def test_an_unknown_id_error_says_what_the_ids_are():
+    X, y = np.random.default_rng(0).uniform(-1, 1, (20, 2)), np.arange(20) % 2
+    est = DPLogisticRegression(feature_norm=2.0, random_state=0).fit(X, y)
+    with pytest.raises(UnlearningError, match="ids are row positions"):
+        est.delete_samples(["cust-3"])
+    given = DPLogisticRegression(feature_norm=2.0, random_state=0)
+    given.fit(X, y, sample_id=[f"c{i}" for i in range(20)])
+    with pytest.raises(UnlearningError, match="sample_id values or DataFrame index labels"):
+        given.delete_samples([3])

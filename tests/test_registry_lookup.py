@@ -163,7 +163,8 @@ def test_default_positions_never_repeat_a_given_id():
         registry.check_new_ids(requested_ids(None, [51]), 1), np.zeros((1, 2), np.int16), chunk=2
     )
     assert registry.id_kind == "mixed"
-    with pytest.raises(ValueError, match="row positions, then given as sample_id"):
+    # Not "(or a DataFrame)": index labels are refused in a mixed stream too.
+    with pytest.raises(ValueError, match="then given as sample_id; pass sample_id= for new"):
         registry.check_new_ids(None, 2)
     with pytest.raises(ValueError, match="index labels"):
         registry.check_new_ids(requested_ids(pd.DataFrame({"a": [1.0]}, index=[7]), None), 1)

@@ -25,7 +25,7 @@ from ..privacy.calibration import gaussian_noise_multiplier
 from ..privacy.clipping import MIN_NORM_BOUND
 from ..privacy.ledger import Release, ReleasePlan
 from ..privacy.random import release_generator
-from ..unlearning.ids import as_id_list, requested_ids
+from ..unlearning.ids import deletion_request, requested_ids
 from ..unlearning.report import DeletionOutcome, DeletionPlan
 from ..unlearning.state import SampleRegistry
 from ._correlated_rerelease import CorrelatedRerelease
@@ -544,7 +544,7 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         """
         check_is_fitted(self)
         with self._atomic():
-            return self._delete_samples(as_id_list(sample_ids))
+            return self._delete_samples(deletion_request(self, sample_ids))
 
     def _delete_samples(self, sample_ids):
         state = self.unlearning_state_

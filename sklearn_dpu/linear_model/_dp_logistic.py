@@ -29,7 +29,7 @@ from ..base import PrivateEstimatorMixin, PublicSizes
 from ..privacy.clipping import MIN_NORM_BOUND
 from ..privacy.ledger import ReleasePlan
 from ..privacy.random import release_generator
-from ..unlearning.ids import as_id_list, requested_ids
+from ..unlearning.ids import deletion_request, requested_ids
 from . import _auto_bounds as auto_bounds
 from . import _dask_sums as dask_sums
 from . import _langevin as langevin
@@ -573,7 +573,7 @@ class DPLogisticRegression(
         check_is_fitted(self)
         frozen = self.unlearning_state_.frozen_params  # not a later set_params
         with self._atomic(), self._frozen_params_in_effect(frozen):
-            return self._delete_samples(as_id_list(sample_ids))
+            return self._delete_samples(deletion_request(self, sample_ids))
 
     def _delete_samples(self, sample_ids):
         return updates.delete_samples(self, sample_ids, _SHARE, (_LABEL_SET_NOTE,))

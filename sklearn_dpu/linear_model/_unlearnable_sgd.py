@@ -15,7 +15,7 @@ from ..base import PublicSizes
 from ..exceptions import UnlearningError
 from ..privacy.clipping import MIN_NORM_BOUND
 from ..privacy.ledger import ReleasePlan
-from ..unlearning.ids import as_id_list, requested_ids
+from ..unlearning.ids import deletion_request, requested_ids
 from ..unlearning.report import DeletionPlan
 from ._auto_bounds import is_auto
 from ._coupled_sgd import InsertionRecord
@@ -649,7 +649,7 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
         """
         check_is_fitted(self)
         with self._atomic():
-            return self._delete(as_id_list(sample_ids))
+            return self._delete(deletion_request(self, sample_ids))
 
     def _check_deletable(self, sample_ids: list) -> None:
         """Every refusal of :meth:`delete_samples`, before anything changes

@@ -18,7 +18,7 @@ from ..privacy.accounting import epsilon_upper_bound
 from ..privacy.ledger import Release, ReleasePlan, worst_case_events
 from ..privacy.mechanisms import GeneralizedExponentialMechanism, PermuteAndFlip
 from ..privacy.random import release_generator
-from ..unlearning.ids import as_id_list, check_request, requested_ids
+from ..unlearning.ids import check_request, deletion_request, requested_ids
 from ..unlearning.report import DeletionCost, DeletionOutcome, DeletionPlan
 from . import _selection_methods as _methods
 from ._group_privacy import retained_privacy, search_guarantee
@@ -613,7 +613,7 @@ class PrivateGridSearch(
         """
         check_is_fitted(self)
         with self._atomic():
-            return self._delete(as_id_list(sample_ids))
+            return self._delete(deletion_request(self, sample_ids))
 
     def _check_deletable(self, sample_ids: list) -> None:
         """Refuse a request the search would refuse: no ids, repeated ids, or

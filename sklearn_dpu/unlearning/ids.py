@@ -37,6 +37,7 @@ __all__ = [
     "as_id_list",
     "check_id_array",
     "check_request",
+    "deletion_request",
     "describe_ids",
     "requested_ids",
     "sample_id_kind",
@@ -162,6 +163,33 @@ def as_id_list(sample_ids: Any) -> list:
             "id would name another sample; pass the ids themselves"
         )
     return values
+
+
+def deletion_request(estimator: Any, sample_ids: Any) -> list:
+    """:func:`as_id_list` for ``estimator.delete_samples``, refusing a row of
+    ``X`` passed as ids.
+
+    A row of a DataFrame (``X.loc[label]``) is a Series indexed by the
+    feature names: read as ids, its feature values would name other people
+    (a row ``{"age": 54, "orders": 22}`` would delete ids 54 and 22).
+
+    Raises
+    ------
+    TypeError
+        ``sample_ids`` is a Series indexed by ``estimator.feature_names_in_``.
+    """
+    names = getattr(estimator, "feature_names_in_", None)
+    if (
+        names is not None
+        and _is_pandas(sample_ids, "Series")
+        and len(sample_ids) == len(names)
+        and list(sample_ids.index) == list(names)
+    ):
+        raise TypeError(
+            "sample ids are a row of X (a Series indexed by the feature names): pass the "
+            "row's id, e.g. [row.name], not its values"
+        )
+    return as_id_list(sample_ids)
 
 
 def check_request(sample_ids: Any) -> list:

@@ -20,7 +20,7 @@ from sklearn.preprocessing import OneHotEncoder, OrdinalEncoder
 from sklearn.utils import get_tags
 
 from ..exceptions import IncompleteUnlearningWarning, UnlearningError
-from .ids import as_id_list, sample_id_kind
+from .ids import deletion_request, sample_id_kind
 
 __all__ = ["IncompleteUnlearningWarning", "delete_samples", "unlearnable_steps"]
 
@@ -258,7 +258,7 @@ def delete_samples(
     """
     if on_unlearnable not in ("raise", "warn"):
         raise ValueError(f"on_unlearnable must be 'raise' or 'warn', got {on_unlearnable!r}")
-    sample_ids = as_id_list(sample_ids)
+    sample_ids = deletion_request(estimator, sample_ids)
     deletable = [(p, s) for p, s in _walk(estimator, "") if hasattr(s, "delete_samples")]
     if not deletable:
         raise UnlearningError(f"no step of {type(estimator).__name__} can delete samples")

@@ -247,8 +247,14 @@ class DeletionReport:
         """One human-readable paragraph."""
         own = self.cost.get("wall_time_s")
         timing = f" in {1e3 * own:.3g} ms" if own else ""
+        kept = (
+            " (noise only: the published model is kept; as a private release it "
+            "already hides the deleted rows within the deletion epsilon)"
+            if self.cost.get("action") == "noise_only"
+            else ""
+        )
         lines = [
-            f"deleted {self.n_deleted} sample(s) by {self.method} unlearning{timing}",
+            f"deleted {self.n_deleted} sample(s) by {self.method} unlearning{timing}{kept}",
             f"guarantee: {self.guarantee}",
         ]
         for work in ("flops", "gradient_evaluations", "recomputed_steps"):

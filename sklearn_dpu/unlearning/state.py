@@ -67,6 +67,21 @@ def _next_positions(ids: ArrayLike, n_seen: int) -> bool:
     )
 
 
+# What the ids of a stream are, for "not in the training set" errors: how
+# the ids were given at fit (a fact about the calls, not about the data).
+_ID_KINDS = {
+    "positions": "This model's ids are row positions (0, 1, ... across fit and partial_fit "
+    "calls): no sample_id and no DataFrame was given at fit.",
+    "mixed": "This model's ids are row positions for the rows added without sample_id "
+    "and the sample_id values for the others.",
+    **dict.fromkeys(
+        ("index", "given"),
+        "This model's ids are the sample_id values or DataFrame index labels given at fit "
+        "and partial_fit.",
+    ),
+}
+
+
 def _below(ids: np.ndarray | None, n_seen: int) -> bool:
     """Whether every id is an integer below ``n_seen`` (none can be a later
     default position)."""
@@ -357,10 +372,10 @@ class SampleRegistry(VersionedState):
                 "index": "DataFrame index labels",
                 "mixed": "row positions, then given as sample_id",
             }[stream]
+            also = "" if stream == "mixed" else " (or a DataFrame)"  # mixed: index refused
             raise ValueError(
-                f"the ids of this estimator's rows were {source}; pass sample_id= (or a "
-                "DataFrame) for new rows too: numbering them by position could give two "
-                "people the same id"
+                f"the ids of this estimator's rows were {source}; pass sample_id={also} for "
+                "new rows too: numbering them by position could give two people the same id"
             )
         if request.kind == "index" and stream in ("positions", "mixed"):
             raise ValueError(
@@ -508,7 +523,8 @@ class SampleRegistry(VersionedState):
             raise UnlearningError(
                 f"{len(unknown)} of {len(requested)} sample id(s) are not in the training "
                 "set (never added, or already deleted): "
-                f"{describe_ids([requested[k] for k in unknown.tolist()])}"
+                f"{describe_ids([requested[k] for k in unknown.tolist()])}. "
+                + _ID_KINDS.get(self.id_kind, "")
             )
         if len(requested) >= self.n_samples:
             raise UnlearningError(
