@@ -268,9 +268,13 @@ def test_pipeline_that_lost_the_index_refuses_to_delete_labels():
     pipe = make_pipeline(PublicBoundsScaler(bounds=(-1, 1)), _make("linear"))
     pipe.fit(X_train, y_train)  # the scaler returns an array: the index is gone
     before = pickle.dumps(pipe)
-    with pytest.raises(UnlearningError, match="dropped the index"):
+    with pytest.raises(UnlearningError, match="dropped the index.*pass positions=True"):
         delete_samples(pipe, [int(X_train.index[0])])
     assert pickle.dumps(pipe) == before
+    # The caller who confirms that the ids are row positions is served.
+    delete_samples(pipe, [0], positions=True)
+    assert pipe[-1].deletion_log_[-1].n_deleted == 1
+    assert 0 not in _live_ids(pipe[-1])
 
 
 def test_pipeline_keeping_the_index_deletes_labels():

@@ -158,11 +158,11 @@ def _check_ids_survived(estimator, deletable, positions: bool) -> None:
 
     A transformer returning an array drops a DataFrame's index, so the
     deletable step falls back to row positions, and the labels the caller
-    holds would name other people. When the pipeline recorded string column
-    names it certainly saw a DataFrame: refuse. Otherwise (a DataFrame with
-    integer column labels records none) the step cannot tell whether the
-    pipeline saw an array or a DataFrame: the caller must confirm that the
-    ids are row positions (``positions=True``).
+    holds would name other people. Whether the pipeline recorded string
+    column names (it certainly saw a DataFrame) or not (a DataFrame with
+    integer column labels records none, and the step cannot tell it from an
+    array), the caller must confirm that the ids are row positions
+    (``positions=True``); the refusal says which case it is.
     """
     if not isinstance(estimator, Pipeline):
         return
@@ -179,11 +179,13 @@ def _check_ids_survived(estimator, deletable, positions: bool) -> None:
         "when no step outputs a sparse matrix, keep the index through the pipeline "
         "(pipe.set_output(transform='pandas'))."
     )
-    if hasattr(estimator, "feature_names_in_"):
+    if hasattr(estimator, "feature_names_in_") and not positions:
         raise UnlearningError(
             f"this pipeline was fitted on a DataFrame, but step(s) {', '.join(lost)} "
             "received an array (an earlier step dropped the index) and numbered the rows "
-            f"by position: deleting index labels would delete other rows. {fix}"
+            f"by position: deleting index labels would delete other rows. {fix} If the "
+            "ids are row positions of the DataFrame passed to fit (e.g. "
+            "np.flatnonzero(X.index.isin(labels)) for a single fit), pass positions=True."
         )
     if not positions:
         raise UnlearningError(
