@@ -277,6 +277,18 @@ def test_pipeline_that_lost_the_index_refuses_to_delete_labels():
     assert 0 not in _live_ids(pipe[-1])
 
 
+def test_positions_are_refused_where_a_step_knows_its_rows_by_label():
+    # Index 199 .. 0: position 0 is the row labelled 199.
+    X, y = _frame(n=200)
+    X.index = X.index[::-1]
+    pipe = make_pipeline(PublicBoundsScaler(bounds=(-1, 1)), _make("linear"))
+    pipe.set_output(transform="pandas").fit(X, y)
+    before = pickle.dumps(pipe)
+    with pytest.raises(UnlearningError, match="by DataFrame index labels or sample_id values"):
+        delete_samples(pipe, [0], positions=True)
+    assert pickle.dumps(pipe) == before
+
+
 def test_pipeline_keeping_the_index_deletes_labels():
     X, y = _frame()
     X_train, _, y_train, _ = train_test_split(X, y, test_size=0.3, random_state=0)
@@ -379,8 +391,12 @@ def test_a_row_of_x_is_not_a_list_of_ids():
     X = pd.DataFrame({"age": [3.0, 1.0, 2.0, 0.5] * 5, "orders": [2.0, 0.0, 1.0, 3.0] * 5})
     y = np.arange(20) % 2
     est = DPLogisticRegression(feature_norm=5.0, random_state=0).fit(X, y)
-    with pytest.raises(TypeError, match="a row of X"):
+    with pytest.raises(TypeError, match="as a row of X is"):
         est.delete_samples(X.loc[0])
+    # The same row from a frame that also holds the target, columns reordered.
+    with_target = X.assign(y=y)[["y", "orders", "age"]]
+    with pytest.raises(TypeError, match="as a row of X is"):
+        est.delete_samples(with_target.loc[0])
     assert est.unlearning_state_.registry.n_samples == 20
     est.delete_samples([X.loc[0].name])
     assert est.unlearning_state_.registry.n_samples == 19

@@ -176,18 +176,21 @@ def deletion_request(estimator: Any, sample_ids: Any) -> list:
     Raises
     ------
     TypeError
-        ``sample_ids`` is a Series indexed by ``estimator.feature_names_in_``.
+        ``sample_ids`` is a Series whose index holds every name of
+        ``estimator.feature_names_in_``.
     """
     names = getattr(estimator, "feature_names_in_", None)
     if (
         names is not None
         and _is_pandas(sample_ids, "Series")
-        and len(sample_ids) == len(names)
-        and list(sample_ids.index) == list(names)
+        and len(sample_ids) >= len(names)
+        # a row, in any column order, maybe with y beside the features
+        and bool(sys.modules["pandas"].Index(names).isin(sample_ids.index).all())
     ):
         raise TypeError(
-            "sample ids are a row of X (a Series indexed by the feature names): pass the "
-            "row's id, e.g. [row.name], not its values"
+            "sample ids are a Series indexed by the feature names, as a row of X is: "
+            "pass the row's id (e.g. [row.name]), or, if these values are ids, pass them "
+            "as a list or array (series.to_numpy())"
         )
     return as_id_list(sample_ids)
 

@@ -197,6 +197,22 @@ def _check_ids_survived(estimator, deletable, positions: bool) -> None:
         )
 
 
+def _check_positions_confirmed(deletable: list) -> None:
+    """Refuse ``positions=True`` when a step's ids are labels: there the same
+    numbers name other rows (position 0 is not the row labelled 0)."""
+    labelled = [
+        path or type(step).__name__
+        for path, step in deletable
+        if sample_id_kind(step) in ("index", "given")
+    ]
+    if labelled:
+        raise UnlearningError(
+            f"positions=True, but step(s) {', '.join(labelled)} know their rows by "
+            "DataFrame index labels or sample_id values, not by position: pass those ids "
+            "(without positions=True)"
+        )
+
+
 def _check_ids_known(deletable: list, sample_ids: list) -> None:
     """Refuse the request before any step deletes, if a step would refuse it
     (unknown, already deleted, repeated, or every sample): a step that stores
@@ -273,6 +289,8 @@ def delete_samples(
             "on_unlearnable='warn' to delete from the other steps."
         )
     _check_ids_survived(estimator, deletable, positions)
+    if positions:
+        _check_positions_confirmed(deletable)
     _check_ids_known(deletable, sample_ids)
     for _, step in deletable:
         step.delete_samples(sample_ids)
