@@ -10,9 +10,10 @@ that :meth:`delete_samples` needs. Treat the file as you treat the data.
 """
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import IO, Any
 
+import numpy as np
 import skops.io
 
 from .exceptions import PersistenceError, StateVersionError
@@ -70,6 +71,13 @@ def save(estimator: Any, file: str | os.PathLike | IO[bytes]) -> None:
     estimator : object
     file : str, os.PathLike or file-like
 
+    Raises
+    ------
+    PersistenceError
+        The model's sample ids include a type that a skops file cannot
+        rebuild (``pandas.Timedelta``; ``Timestamp`` ids mixed with other
+        kinds). Nothing is written.
+
     Notes
     -----
     A model whose deletion rows are on disk
@@ -80,8 +88,67 @@ def save(estimator: Any, file: str | os.PathLike | IO[bytes]) -> None:
     """
     from .unlearning.row_store import kept_snapshots  # noqa: PLC0415
 
+    _check_ids_persist(estimator)
     with kept_snapshots():
         skops.io.dump(estimator, file)
+
+
+def _check_ids_persist(estimator: Any) -> None:
+    """Refuse, before anything is written, sample ids that a skops file
+    cannot rebuild (e.g. ``pandas.Timedelta``, or ``Timestamp`` mixed with
+    other ids): :func:`load` would fail on the file, and its deletion
+    metadata would be lost. One id of each type is tried.
+    """
+    from .unlearning.ids import encode_datetime_ids  # noqa: PLC0415
+
+    for registry in _registries(estimator):
+        ids, _ = encode_datetime_ids(registry.ids_of(registry.live_slots()))
+        if ids.dtype != object:
+            continue
+        examples = {}
+        for value in ids.tolist():
+            examples.setdefault(type(value), value)
+        for kind, value in examples.items():
+            if not _round_trips(value):
+                raise PersistenceError(
+                    f"sample ids of type {kind.__module__}.{kind.__qualname__} cannot be "
+                    "saved in a skops file (skops cannot rebuild them): fit with sample_id "
+                    "as strings (e.g. X.index.astype(str)), or save with pickle or joblib "
+                    "(for files you trust only)"
+                )
+
+
+def _round_trips(value: Any) -> bool:
+    """Whether a skops file gives ``value`` back, equal, in an object array."""
+    array = np.empty(1, dtype=object)
+    array[0] = value
+    try:
+        blob = skops.io.dumps(array)
+        back = skops.io.loads(blob, trusted=skops.io.get_untrusted_types(data=blob))
+        return bool(back[0] == value) and type(back[0]) is type(value)
+    except Exception:  # noqa: BLE001  (any failure to rebuild is the answer)
+        return False
+
+
+def _registries(root: Any) -> Iterator[Any]:
+    """The sample registries reachable from ``root`` through the attributes,
+    lists, tuples and dicts of scikit-learn and sklearn_dpu objects."""
+    from .unlearning.state import SampleRegistry  # noqa: PLC0415
+
+    stack, seen = [root], set()
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, SampleRegistry):
+            yield obj
+        elif isinstance(obj, list | tuple):
+            stack.extend(obj)
+        elif isinstance(obj, dict):
+            stack.extend(obj.values())
+        elif type(obj).__module__.split(".")[0] in ("sklearn", "sklearn_dpu"):
+            stack.extend(getattr(obj, "__dict__", {}).values())
 
 
 def load(file: str | os.PathLike | IO[bytes], *, trusted: Sequence[str] = ()) -> Any:

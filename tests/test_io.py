@@ -3,6 +3,7 @@
 import pickle
 
 import numpy as np
+import pandas as pd
 import pytest
 import skops.io
 from sklearn.base import BaseEstimator, TransformerMixin, clone, is_classifier
@@ -240,3 +241,30 @@ def test_a_pickle_naming_the_format_2_logistic_record_is_refused_by_version():
     payload = b"csklearn_dpu.linear_model._logistic_releases\nChunkRecord\n."
     with pytest.raises(StateVersionError, match="format 2"):
         pickle.loads(payload)
+
+
+@pytest.mark.parametrize(
+    "ids",
+    [
+        pd.timedelta_range("1h", periods=20, freq="h"),
+        ["a", pd.Timestamp(0), *[f"r{i}" for i in range(18)]],
+    ],
+    ids=["Timedelta", "Timestamp among strings"],
+)
+def test_ids_a_skops_file_cannot_rebuild_are_refused_before_writing(tmp_path, ids):
+    rng = np.random.default_rng(0)
+    X, y = rng.uniform(-1, 1, (20, 2)), rng.uniform(-1, 1, 20)
+    est = DPLinearRegression(feature_norm=2.0, target_bound=1.0, random_state=0)
+    est.fit(X, y, sample_id=ids)
+    path = tmp_path / "m.skops"
+    with pytest.raises(PersistenceError, match="cannot be saved in a skops file"):
+        dpu_io.save(est, path)
+    assert not path.exists()
+    pipe = make_pipeline(PublicBoundsScaler(bounds=(-1, 1)), clone(est))
+    pipe.fit(X, y, dplinearregression__sample_id=ids)
+    with pytest.raises(PersistenceError, match="cannot be saved in a skops file"):
+        dpu_io.save(pipe, path)
+    # Ids of the same kinds as strings save and load.
+    strings = [str(v) for v in ids]
+    dpu_io.save(est.fit(X, y, sample_id=strings), path)
+    assert dpu_io.load(path).unlearning_state_.registry.live()[1].tolist() == strings
