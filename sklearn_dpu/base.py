@@ -48,7 +48,7 @@ from .privacy.ledger import (
     privacy_spent,
     worst_case_events,
 )
-from .unlearning.ids import MIXED_NOTE, POSITIONS_NOTE, sample_id_kind
+from .unlearning.ids import ID_KIND_NOTES, sample_id_kind
 from .unlearning.report import DeletionOutcome, DeletionPlan, DeletionReport
 
 __all__ = ["PrivateEstimatorMixin", "PublicSizes", "STATE_FORMAT_VERSION", "planned_fit"]
@@ -461,9 +461,9 @@ class PrivateEstimatorMixin:
         a report whose re-release could not be charged to the shared budget (or
         was charged past its cap) says that too."""
         notes = (*report.notes, *self.__dict__.pop("_budget_notes", ()))
-        first_note = {"positions": POSITIONS_NOTE, "mixed": MIXED_NOTE}
-        if not self.deletion_log_ and sample_id_kind(self) in first_note:
-            notes = (first_note[sample_id_kind(self)], *notes)
+        kind = sample_id_kind(self)
+        if not self.deletion_log_ and kind in ("positions", "mixed"):
+            notes = (ID_KIND_NOTES[kind], *notes)
         report = dataclasses.replace(
             report, remaining_epsilon=self.privacy_spent_.epsilon, notes=notes
         )

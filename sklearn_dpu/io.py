@@ -99,16 +99,12 @@ def _check_ids_persist(estimator: Any) -> None:
     other ids): :func:`load` would fail on the file, and its deletion
     metadata would be lost. One id of each type is tried.
     """
-    from .unlearning.ids import encode_datetime_ids  # noqa: PLC0415
-
     for registry in _registries(estimator):
-        ids, _ = encode_datetime_ids(registry.ids_of(registry.live_slots()))
+        ids, _ = registry.saved_ids()
         if ids.dtype != object:
             continue
-        examples = {}
-        for value in ids.tolist():
-            examples.setdefault(type(value), value)
-        for kind, value in examples.items():
+        values = ids.tolist()
+        for kind, value in dict(zip(map(type, values), values, strict=True)).items():
             if not _round_trips(value):
                 raise PersistenceError(
                     f"sample ids of type {kind.__module__}.{kind.__qualname__} cannot be "

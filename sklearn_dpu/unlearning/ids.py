@@ -31,6 +31,7 @@ from numpy.typing import ArrayLike
 from ..exceptions import UnlearningError
 
 __all__ = [
+    "ID_KIND_NOTES",
     "MIXED_NOTE",
     "POSITIONS_NOTE",
     "IdRequest",
@@ -60,6 +61,19 @@ MIXED_NOTE = (
     "k-th row passed to fit / partial_fit (counting across calls), not a row label; the "
     "rows added with sample_id have those ids"
 )
+
+#: What the ids are, by how they were given (``SampleRegistry.id_kind``: a
+#: fact about the calls, not the data). Positions and mixed streams' notes
+#: open their first deletion report; every note ends an unknown-id error.
+ID_KIND_NOTES = {
+    "positions": POSITIONS_NOTE,
+    "mixed": MIXED_NOTE,
+    **dict.fromkeys(
+        ("index", "given"),
+        "this model's ids are the sample_id values or DataFrame index labels given at fit "
+        "and partial_fit",
+    ),
+}
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from numpy.typing import ArrayLike
 from ..exceptions import StateVersionError, UnlearningError
 from ._id_index import IdIndex, _request_array
 from .ids import (
+    ID_KIND_NOTES,
     IdRequest,
     check_request,
     decode_datetime_ids,
@@ -56,36 +57,24 @@ class VersionedState:
         self.__dict__.update(state)
 
 
-def _next_positions(ids: ArrayLike, n_seen: int) -> bool:
-    """Whether ``ids`` are the default ids a positional stream gives next:
-    ``n_seen, n_seen + 1, ...``."""
+def _counts_from(ids: ArrayLike, start: int) -> bool:
+    """Whether ``ids`` are the integers ``start, start + 1, ...`` (an empty
+    request is): the default positions from ``start``, or slots."""
     if isinstance(ids, PositionIds):
-        return ids.start == n_seen or len(ids) == 0
+        return ids.start == start or len(ids) == 0
     ids = np.asarray(ids)
-    return ids.dtype.kind in "iu" and bool(
-        np.array_equal(ids, np.arange(n_seen, n_seen + len(ids), dtype=np.int64))
+    return (
+        ids.ndim == 1
+        and ids.dtype.kind in "iu"
+        and bool(np.array_equal(ids, np.arange(start, start + len(ids), dtype=np.int64)))
     )
 
 
-# What the ids of a stream are, for "not in the training set" errors: how
-# the ids were given at fit (a fact about the calls, not about the data).
-_ID_KINDS = {
-    "positions": "This model's ids are row positions (0, 1, ... across fit and partial_fit "
-    "calls): no sample_id and no DataFrame was given at fit.",
-    "mixed": "This model's ids are row positions for the rows added without sample_id "
-    "and the sample_id values for the others.",
-    **dict.fromkeys(
-        ("index", "given"),
-        "This model's ids are the sample_id values or DataFrame index labels given at fit "
-        "and partial_fit.",
-    ),
-}
-
-
-def _below(ids: np.ndarray | None, n_seen: int) -> bool:
+def _below(ids: np.ndarray | None, n_seen: int | None) -> bool:
     """Whether every id is an integer below ``n_seen`` (none can be a later
-    default position)."""
+    default position); ``n_seen=None`` (not recorded): below ``len(ids)``."""
     ids = np.zeros(0, dtype=np.int64) if ids is None else np.asarray(ids)
+    n_seen = len(ids) if n_seen is None else n_seen
     return ids.dtype.kind in "iu" and (len(ids) == 0 or int(ids.max()) < n_seen)
 
 
@@ -408,17 +397,12 @@ class SampleRegistry(VersionedState):
         is zeroed in place by deletions).
         """
         start, stop = self.size, self.size + len(ids)
-        if self.id_kind == "positions" and not _next_positions(ids, self.n_seen):
+        if self.id_kind == "positions" and not _counts_from(ids, self.n_seen):
             self.id_kind = "mixed"  # given ids: later defaults could repeat one
         positions = self.id_kind == "positions" and self._ids is None and ids.dtype == np.int64
-        if isinstance(ids, PositionIds):
-            implicit = positions and (len(ids) == 0 or ids.start == start)
-        else:
-            # Every id, not only the ends: [40, 100, 42] after 40 rows must be
-            # stored, or id 41 would name the row of person 100.
-            implicit = positions and bool(
-                np.array_equal(ids, np.arange(start, stop, dtype=np.int64))
-            )
+        # Every id, not only the ends: [40, 100, 42] after 40 rows must be
+        # stored, or id 41 would name the row of person 100.
+        implicit = positions and _counts_from(ids, start)
         storage = (self.rows.dtype, self.rows.shape[1:])
         if (
             adopt
@@ -523,8 +507,8 @@ class SampleRegistry(VersionedState):
             raise UnlearningError(
                 f"{len(unknown)} of {len(requested)} sample id(s) are not in the training "
                 "set (never added, or already deleted): "
-                f"{describe_ids([requested[k] for k in unknown.tolist()])}. "
-                + _ID_KINDS.get(self.id_kind, "")
+                f"{describe_ids([requested[k] for k in unknown.tolist()])}; "
+                + ID_KIND_NOTES.get(self.id_kind, "")
             )
         if len(requested) >= self.n_samples:
             raise UnlearningError(
@@ -572,32 +556,34 @@ class SampleRegistry(VersionedState):
         self._alive = None
         self._index = None
 
-    def __getstate__(self):
-        keep = self.live_slots()
-        ids, datetime_ids = encode_datetime_ids(self.ids_of(keep))
+    def saved_ids(self, keep: np.ndarray | None = None) -> tuple[np.ndarray, tuple | None]:
+        """The live ids (or those of the slots ``keep``) as a file holds them,
+        and their encoding (:func:`~sklearn_dpu.unlearning.ids.encode_datetime_ids`:
+        ``Timestamp`` ids as ticks)."""
+        return encode_datetime_ids(self.ids_of(self.live_slots() if keep is None else keep))
+
+    def _id_state(self, keep: np.ndarray) -> dict:
+        """What a pickle of the slots ``keep`` holds besides their rows."""
+        ids, datetime_ids = self.saved_ids(keep)
         state = {
             "ids": ids,
             "chunks": self._runs.expand(self.size)[keep],
             "id_kind": self.id_kind,
             # Only a positional stream needs it (the next default id); see Notes.
             "n_seen": self.n_seen if self.id_kind == "positions" else None,
+            "_format_version": self.FORMAT_VERSION,
         }
         if datetime_ids is not None:
             state["datetime_ids"] = datetime_ids
-        state["_format_version"] = self.FORMAT_VERSION
+        return state
+
+    def __getstate__(self):
+        keep = self.live_slots()
+        state = self._id_state(keep)
         if self._store is None:
             return {"rows": self.rows[keep], **state}
         # Disk-backed: the live rows in a snapshot file, checked on load.
         return {"row_file": self._store.snapshot(self.rows, keep), **state}
-
-    def _are_slots(self, ids: np.ndarray) -> bool:
-        """Whether ``ids`` are row positions equal to their slots ``0 .. size - 1``."""
-        return (
-            self.id_kind == "positions"
-            and ids.dtype == np.int64
-            and ids.ndim == 1
-            and bool(np.array_equal(ids, np.arange(len(ids), dtype=np.int64)))
-        )
 
     def __deepcopy__(self, memo):
         """A copy with its own rows (a new working file for disk-backed rows)."""
@@ -609,16 +595,8 @@ class SampleRegistry(VersionedState):
         store = RowStore(self._store.directory)
         keep = self.live_slots()
         rows = store.allocate(len(keep), self.rows.shape[1], self.rows.dtype, self.rows, keep)
-        new.__setstate__(
-            {
-                "rows": np.zeros((0, self.rows.shape[1]), self.rows.dtype),
-                "ids": copy.deepcopy(self.ids_of(keep), memo),
-                "chunks": self._runs.expand(self.size)[keep],
-                "id_kind": self.id_kind,
-                "n_seen": self.n_seen if self.id_kind == "positions" else None,
-                "_format_version": self.FORMAT_VERSION,
-            }
-        )
+        empty = np.zeros((0, self.rows.shape[1]), self.rows.dtype)
+        new.__setstate__({"rows": empty, **copy.deepcopy(self._id_state(keep), memo)})
         new.rows, new._store = rows, store
         return new
 
@@ -630,9 +608,9 @@ class SampleRegistry(VersionedState):
             state["_format_version"] = 3
         if state.get("_format_version") == 3:  # format 4 without its new cases
             state["_format_version"] = 4
-            ids, n_seen = state.get("ids"), state.get("n_seen")
-            n_seen = len(ids) if n_seen is None and ids is not None else n_seen or 0
-            if state.get("id_kind") == "positions" and not _below(ids, n_seen):
+            if state.get("id_kind") == "positions" and not _below(
+                state.get("ids"), state.get("n_seen")
+            ):
                 # Written before "mixed": a given id at or above n_seen could be
                 # repeated by the next default positions.
                 state["id_kind"] = "mixed"
@@ -653,7 +631,8 @@ class SampleRegistry(VersionedState):
         # Positions that equal their slots (no deletion, or only of the last
         # rows, before the pickle) are kept implicit again, as after ``fit``:
         # a reload does not cost 8 bytes a row.
-        self._ids = None if self._are_slots(ids) else ids
+        slots = self.id_kind == "positions" and ids.dtype == np.int64 and _counts_from(ids, 0)
+        self._ids = None if slots else ids
         self._runs = ChunkRuns.of(state_chunks)
         self._alive = None
         self._index = None
