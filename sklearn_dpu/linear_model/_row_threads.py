@@ -36,7 +36,7 @@ T = TypeVar("T")
 
 # A range must hold this many matrix entries (2 MiB of float64) for a
 # thread to pay for its dispatch (~50 us).
-_MIN_ENTRIES = 1 << 18
+_MIN_ENTRIES = 1 << 17
 
 
 class _State:
