@@ -153,18 +153,13 @@ class BinaryLogLossPass:
         theta = np.asarray(theta, dtype=float)
         if self._curvature_at is None or not np.array_equal(theta, self._curvature_at):
             self.value_and_grad(theta)
-        parts = self._ranges(self._hessian_range)
-        H = parts[0]
-        for part in parts[1:]:
-            H += part
-        return H
-
-    def _hessian_range(self, start, stop):
         p = self.A.shape[1]
         H = np.zeros((p, p))
-        scaled = np.empty((min(self._rows, stop - start), p))
-        (root,) = self._scratch(start, stop, 1)
-        for block, k in row_blocks(stop - start, self._rows, start):
+        scaled = np.empty((min(self._rows, self.A.shape[0]), p))
+        (root,) = self._scratch(0, self.A.shape[0], 1)
+        # Serial (not in row ranges): the rank-k updates are BLAS-bound, and
+        # BLAS threads them.
+        for block, k in row_blocks(self.A.shape[0], self._rows):
             np.sqrt(self._curvature[block], out=root[:k])
             # The same products as ``A * root[:, None]`` (one multiplication
             # each, so bit for bit), written by einsum's row-scaling loop:

@@ -37,7 +37,6 @@ import numpy as np
 
 from ._binary_pass import BinaryLogLossPass, block_rows, fused_pass, row_blocks
 from ._losses import LinearModelLoss, LogLoss
-from ._row_threads import map_row_ranges
 
 __all__ = ["MultinomialLogLossPass", "evaluation_pass", "gradient_function", "multinomial_pass"]
 
@@ -65,28 +64,23 @@ class MultinomialLogLossPass:
         self.n_classes = K = int(n_classes)
         self._y = np.asarray(y, dtype=np.intp)
         self._rows = block_rows(_BLOCK_BYTES, 8 * (p + 3 * K))
-        self._columns = np.arange(min(self._rows, n))
+        size = min(self._rows, n)
+        self._scores = np.empty(K * size)  # Z^T of a block, K rows of k values
+        self._other = np.empty(K * size)
+        self._row = [np.empty(size) for _ in range(3)]
+        self._columns = np.arange(size)
 
-    def _ranges(self, fn):
-        """``fn(start, stop)`` on the row ranges of :func:`._row_threads.map_row_ranges`."""
-        return map_row_ranges(fn, self.A.shape[0], self.A.shape[1] + 3 * self.n_classes)
+    def _blocks(self):
+        return row_blocks(self.A.shape[0], self._rows)
 
-    def _scratch(self, start, stop):
-        """A range's scratch: ``Z^T`` of a block (``K`` rows of ``k`` values),
-        its mask and three rows."""
-        size = min(self._rows, stop - start)
-        K = self.n_classes
-        return np.empty(K * size), np.empty(K * size), [np.empty(size) for _ in range(3)]
-
-    def _probabilities(self, block, k, Theta, with_value, scratch):
+    def _probabilities(self, block, k, Theta, with_value):
         """Fill the block's ``K x k`` scratch with ``p - e_y``; return the
         block's rows of ``A`` and, if asked, its summed loss."""
         K = self.n_classes
         A = self.A[block]
-        scores, other, rows = scratch
-        Z = scores[: K * k].reshape(K, k)
+        Z = self._scores[: K * k].reshape(K, k)
         np.matmul(Theta, A.T, out=Z)
-        top, total, ties = (row[:k] for row in rows)
+        top, total, ties = (row[:k] for row in self._row)
         np.maximum(Z[0], Z[1], out=top)
         for j in range(2, K):
             np.maximum(top, Z[j], out=top)
@@ -96,7 +90,7 @@ class MultinomialLogLossPass:
         value = 0.0
         if with_value:
             value = -float(Z.ravel()[true].sum())  # sum of c - z_y
-            other = other[: K * k].reshape(K, k)
+            other = self._other[: K * k].reshape(K, k)
             np.less(Z, 0.0, out=other)  # 1 off the largest scores, 0 on them
             np.sum(other, axis=0, out=ties)
             np.subtract(K, ties, out=ties)  # m: classes at the largest score
@@ -111,38 +105,29 @@ class MultinomialLogLossPass:
         Z.ravel()[true] -= 1.0
         return A, Z, value
 
-    def _range(self, Theta, weights, with_value, start, stop):
-        grad = np.zeros_like(Theta)
-        value = 0.0
-        scratch = self._scratch(start, stop)
-        for block, k in row_blocks(stop - start, self._rows, start):
-            A, D, total = self._probabilities(block, k, Theta, with_value, scratch)
-            value += total
-            if weights is not None:
-                np.multiply(D, weights[block], out=D)
-            grad += D @ A
-        return value, grad
-
-    def _summed(self, theta, weights, with_value):
-        Theta = np.asarray(theta, dtype=float).reshape(self.n_classes, -1)
-        parts = self._ranges(
-            lambda start, stop: self._range(Theta, weights, with_value, start, stop)
-        )
-        value, grad = parts[0]
-        for part_value, part_grad in parts[1:]:
-            value += part_value
-            grad += part_grad
-        return value, grad.ravel()
-
     def value_and_grad(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
         """Summed loss and its gradient (flattened ``K x p``) at ``theta``."""
-        return self._summed(theta, None, True)
+        Theta = np.asarray(theta, dtype=float).reshape(self.n_classes, -1)
+        grad = np.zeros_like(Theta)
+        value = 0.0
+        for block, k in self._blocks():
+            A, D, total = self._probabilities(block, k, Theta, True)
+            value += total
+            grad += D @ A
+        return value, grad.ravel()
 
     def gradient(self, theta: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
         """Gradient of the summed loss only (noisy GD's steps), or with
         ``weights`` (one per row) of ``sum_i w_i loss_i`` (the deletion
         fine-tune's, whose deleted rows weigh 0)."""
-        return self._summed(theta, weights, False)[1]
+        Theta = np.asarray(theta, dtype=float).reshape(self.n_classes, -1)
+        grad = np.zeros_like(Theta)
+        for block, k in self._blocks():
+            A, D, _ = self._probabilities(block, k, Theta, False)
+            if weights is not None:
+                np.multiply(D, weights[block], out=D)
+            grad += D @ A
+        return grad.ravel()
 
 
 def multinomial_pass(loss: LinearModelLoss, A: Any, y: np.ndarray) -> MultinomialLogLossPass | None:

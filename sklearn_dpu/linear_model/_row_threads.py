@@ -1,33 +1,39 @@
-"""Passes over rows on the cores the caller lets BLAS use.
+"""Passes over rows on as many threads as the caller lets BLAS use.
 
-The fused passes (:mod:`._binary_pass`, :mod:`._multinomial_pass`) and the
-clip of :func:`~._logistic_solvers.normalized_rows` walk the rows in blocks
-of a few hundred, so that a block is read from memory once and reused from
-cache. NumPy's BLAS threads each product, but a product on one block is too
-small for its threads to pay, and the element-wise work between products
-runs on one core. Splitting the *rows* instead does pay: each thread walks a
-contiguous range of rows with one BLAS thread, and the partial results are
-combined at the end. Measured at ``n = 1e5``, ``p = 501`` on 2 cores: a
-gradient pass took 40 ms with 2 BLAS threads and 24-26 ms as two row ranges;
-the clip took 122 ms and 72 ms.
+The fused gradient passes (:mod:`._binary_pass`), the clips of
+:func:`~._logistic_solvers.normalized_rows` and of
+:class:`~sklearn_dpu.linear_model.UnlearnableSGDClassifier`, and the latter's
+batch gathers and gradients walk their rows in blocks small enough to stay in
+cache. A threaded BLAS does not pay on such blocks, and the element-wise work
+between the products runs on one core. Splitting the *rows* does pay: each
+thread walks a contiguous range of rows with one BLAS thread, and the partial
+results are combined at the end. Measured at ``n = 1e5``, ``p = 501`` on 2
+cores: a gradient pass took 40 ms with 2 BLAS threads and 24-26 ms as two row
+ranges; the clip 122 ms and 72 ms.
 
 :func:`map_row_ranges` runs a function on ``k`` contiguous ranges, ``k`` the
 BLAS thread count the caller allows (``threadpoolctl.threadpool_limits``,
 ``OMP_NUM_THREADS``, a joblib worker's limit), never more ranges than rows
-make worth a thread; ``k = 1`` is one call on all the rows, the serial pass
-unchanged. While the ranges run, BLAS is held at one thread (restored after
-the last concurrent pass ends). The partial results are returned in range
-order, so a combined result depends only on the data and ``k``, as a threaded
-BLAS product's rounding does. Sums over rows are mathematically unchanged by
+make worth a thread. While the ranges run, BLAS is held at one thread (as
+scikit-learn's ``KMeans`` holds it around its own threads) and restored after.
+That setting is process-wide, and a BLAS library may ignore it when it comes
+from another thread than the main one (the OpenBLAS of NumPy's wheels does):
+ranges are therefore used only on the main thread, and a pass called from any
+other thread (a joblib ``threading`` worker, a user's thread pool) is one call
+on all the rows, the serial pass unchanged. The partial results are returned in
+range order, so a combined result depends only on the data and ``k``; it
+differs from the serial pass's by rounding only. The ranges run under the
+caller's ``numpy.errstate``. Sums over rows are mathematically unchanged by
 the split: nothing here touches privacy.
 """
 
 import os
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import TypeVar
 
+import numpy as np
 from threadpoolctl import ThreadpoolController
 
 __all__ = ["blas_threads", "map_row_ranges", "row_ranges"]
@@ -40,55 +46,59 @@ T = TypeVar("T")
 # SGDClassifier on 2 cores; 2^16 was no better, 2^18 left them whole).
 _MIN_ENTRIES = 1 << 17
 
-
-class _State:
-    """Process-wide: the BLAS libraries, the thread counts to restore, the pool."""
-
-    lock = threading.Lock()
-    libraries = None  # threadpoolctl controllers, found once (after numpy loads)
-    depth = 0  # passes running ranges now
-    saved: list[int] | None = None  # the counts to restore when depth returns to 0
-    pool: ThreadPoolExecutor | None = None
-    pool_size = 0
-    local = threading.local()  # .inside: this thread runs a range
+_lock = threading.Lock()
+_pools: dict[int, ThreadPoolExecutor] = {}  # by size; made once, never shut down
+_local = threading.local()  # .inside: this thread runs a range
+_libraries = None  # threadpoolctl's BLAS controllers
 
 
 def _reset_after_fork() -> None:
-    # A forked child has none of the parent's threads: a new lock, no pool.
-    _State.lock = threading.Lock()
-    _State.depth, _State.saved, _State.pool, _State.pool_size = 0, None, None, 0
-    _State.local = threading.local()
+    # A forked child has none of the parent's threads: a new lock, no pools.
+    global _lock, _local
+    _lock = threading.Lock()
+    _pools.clear()
+    _local = threading.local()
 
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_reset_after_fork)
 
 
-def _controllers() -> list:
-    if _State.libraries is None:
-        _State.libraries = ThreadpoolController().select(user_api="blas").lib_controllers
-    return _State.libraries
-
-
 def blas_threads() -> int:
-    """The BLAS thread count the caller allows: the largest over the BLAS
-    libraries loaded (1 inside a range of :func:`map_row_ranges`).
+    """The BLAS thread count the caller allows.
 
+    Returns
+    -------
+    int
+        The largest ``num_threads`` over the BLAS libraries loaded (read
+        through threadpoolctl; at least 1).
+
+    Examples
+    --------
     >>> blas_threads() >= 1
     True
     """
-    if getattr(_State.local, "inside", False):
-        return 1
-    with _State.lock:
-        if _State.saved is not None:  # another pass holds BLAS at one thread
-            return max(_State.saved, default=1)
-    return max((lib.num_threads for lib in _controllers()), default=1)
+    return max([1, *(lib.num_threads for lib in _controllers())])
 
 
 def row_ranges(n: int, parts: int) -> list[tuple[int, int]]:
-    """``parts`` contiguous ``(start, stop)`` ranges covering ``0 .. n``,
-    sizes differing by at most one.
+    """Contiguous ranges covering rows ``0 .. n - 1``.
 
+    Parameters
+    ----------
+    n : int
+        Rows.
+    parts : int
+        Ranges, at least 1.
+
+    Returns
+    -------
+    list of (int, int)
+        ``parts`` pairs ``(start, stop)``, in order, sizes differing by at
+        most one.
+
+    Examples
+    --------
     >>> row_ranges(10, 3)
     [(0, 4), (4, 7), (7, 10)]
     """
@@ -101,48 +111,52 @@ def row_ranges(n: int, parts: int) -> list[tuple[int, int]]:
 
 def _parts(n: int, row_entries: int) -> int:
     worth = (n * max(row_entries, 1)) // _MIN_ENTRIES
-    if worth < 2:
+    if worth < 2 or getattr(_local, "inside", False):  # ranges do not nest
         return 1
+    if threading.current_thread() is not threading.main_thread():
+        return 1  # the BLAS hold may not take from here (see the module's docstring)
     return max(1, min(blas_threads(), worth, n))
 
 
-def _enter_serial_blas() -> None:
-    with _State.lock:
-        if _State.depth == 0:
-            libraries = _controllers()
-            _State.saved = [lib.num_threads for lib in libraries]
-            for lib in libraries:
-                lib.set_num_threads(1)
-        _State.depth += 1
-
-
-def _exit_serial_blas() -> None:
-    with _State.lock:
-        _State.depth -= 1
-        if _State.depth == 0:
-            for lib, count in zip(_controllers(), _State.saved, strict=True):
-                lib.set_num_threads(count)
-            _State.saved = None
-
-
 def _pool(size: int) -> ThreadPoolExecutor:
-    with _State.lock:
-        if _State.pool is None or _State.pool_size < size:
-            if _State.pool is not None:
-                _State.pool.shutdown(wait=False)
-            _State.pool = ThreadPoolExecutor(size, thread_name_prefix="sklearn_dpu_rows")
-            _State.pool_size = size
-        return _State.pool
+    with _lock:
+        pool = _pools.get(size)
+        if pool is None:
+            pool = _pools[size] = ThreadPoolExecutor(size, thread_name_prefix="sklearn_dpu_rows")
+        return pool
 
 
-def _inside(fn: Callable[[int, int], T], start: int, stop: int) -> T:
-    local = _State.local
-    outer = getattr(local, "inside", False)
-    local.inside = True
+def _controllers() -> list:
+    """threadpoolctl's controllers of the BLAS libraries, found once (1.4 ms;
+    NumPy's and SciPy's are loaded with the package)."""
+    global _libraries
+    if _libraries is None:
+        _libraries = ThreadpoolController().select(user_api="blas").lib_controllers
+    return _libraries
+
+
+def _hold() -> list[int]:
+    """Set BLAS to one thread; return the counts to restore."""
+    libraries = _controllers()
+    counts = [lib.num_threads for lib in libraries]
+    for lib in libraries:
+        lib.set_num_threads(1)
+    return counts
+
+
+def _restore(counts: list[int]) -> None:
+    for lib, count in zip(_controllers(), counts, strict=True):
+        lib.set_num_threads(count)
+
+
+def _inside(fn: Callable[[int, int], T], errors: dict, start: int, stop: int) -> T:
+    outer = getattr(_local, "inside", False)
+    _local.inside = True
     try:
-        return fn(start, stop)
+        with np.errstate(**errors):  # the caller's, in every range
+            return fn(start, stop)
     finally:
-        local.inside = outer
+        _local.inside = outer
 
 
 def map_row_ranges(fn: Callable[[int, int], T], n: int, row_entries: int) -> list[T]:
@@ -151,9 +165,9 @@ def map_row_ranges(fn: Callable[[int, int], T], n: int, row_entries: int) -> lis
     Parameters
     ----------
     fn : callable
-        ``fn(start, stop)`` processes rows ``start .. stop - 1``; it may call
-        BLAS (held at one thread) and must write only to its own rows or
-        scratch.
+        ``fn(start, stop)`` processes rows ``start .. stop - 1``. It must
+        write only to its own rows or scratch: the ranges run concurrently
+        (each with BLAS on one thread).
     n : int
         Rows.
     row_entries : int
@@ -163,8 +177,8 @@ def map_row_ranges(fn: Callable[[int, int], T], n: int, row_entries: int) -> lis
     Returns
     -------
     list
-        The results in range order; one result, ``fn(0, n)``, when one range
-        is used.
+        The results in range order; one result, ``fn(0, n)`` called on the
+        caller's thread, when one range is used (always, off the main thread).
 
     Examples
     --------
@@ -177,13 +191,17 @@ def map_row_ranges(fn: Callable[[int, int], T], n: int, row_entries: int) -> lis
     if parts == 1:
         return [fn(0, n)]
     ranges = row_ranges(n, parts)
+    errors = np.geterr()
     pool = _pool(parts - 1)
-    _enter_serial_blas()
-    futures = []
+    futures: list[Future] = []
+    counts = _hold()
     try:
-        futures = [pool.submit(_inside, fn, start, stop) for start, stop in ranges[1:]]
-        first = _inside(fn, *ranges[0])
-        return [first] + [future.result() for future in futures]
+        try:
+            for start, stop in ranges[1:]:
+                futures.append(pool.submit(_inside, fn, errors, start, stop))
+            first = _inside(fn, errors, *ranges[0])
+            return [first] + [future.result() for future in futures]
+        finally:
+            wait(futures)  # no range outlives the call (or its BLAS setting)
     finally:
-        wait(futures)  # no range outlives the call (or its BLAS setting)
-        _exit_serial_blas()
+        _restore(counts)  # even when the wait is interrupted
