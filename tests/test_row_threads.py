@@ -1,6 +1,7 @@
 """Passes over row ranges on threads (``_row_threads``): the same sums as the
-serial pass, every row once, BLAS's thread counts never touched, no nesting,
-the caller's errstate, the same bits from whichever thread calls."""
+serial pass, every row once, BLAS held at one thread and always restored
+(errors, interrupts), serial off the main thread, no nesting, the caller's
+errstate and error callback in every range."""
 
 import threading
 
@@ -198,3 +199,57 @@ def test_fits_from_threads_give_the_serial_bits_and_leave_blas_alone():
             np.testing.assert_array_equal(got, expected)
     for got, expected in zip(main, serial, strict=True):  # ranges: rounding only
         np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-12)
+
+
+def test_the_callers_error_callback_reaches_every_range(ranges):
+    ranges(2)
+    calls = []
+
+    def fn(start, stop):
+        return np.array([1e308]) * 10.0  # overflows in every range
+
+    with np.errstate(over="call", call=lambda kind, flag: calls.append(kind)):
+        _row_threads.map_row_ranges(fn, 4, 1)
+    assert calls == ["overflow", "overflow"]
+
+
+class _Interrupting:
+    """A BLAS controller whose first setting to 1 is interrupted (a Ctrl-C
+    arriving while the hold is being set)."""
+
+    def __init__(self, lib):
+        self.lib, self.interrupted = lib, False
+
+    @property
+    def num_threads(self):
+        return self.lib.num_threads
+
+    def set_num_threads(self, count):
+        if count == 1 and not self.interrupted:
+            self.interrupted = True
+            raise KeyboardInterrupt
+        self.lib.set_num_threads(count)
+
+
+def test_an_interrupted_hold_still_restores_every_library(ranges, monkeypatch):
+    ranges(2)
+    with threadpool_limits(2):
+        before = _blas_counts()
+        libraries = _row_threads._controllers()
+        monkeypatch.setattr(_row_threads, "_libraries", [_Interrupting(lib) for lib in libraries])
+        with pytest.raises(KeyboardInterrupt):
+            _row_threads.map_row_ranges(lambda a, b: _blas_counts(), 4, 1)
+        assert _blas_counts() == before
+        assert _row_threads._held is None
+
+
+def test_ranges_run_on_the_callers_thread_when_the_pool_takes_no_work(ranges, monkeypatch):
+    class Closed:
+        def submit(self, *args):
+            raise RuntimeError("cannot schedule new futures after interpreter shutdown")
+
+    ranges(3)
+    monkeypatch.setattr(_row_threads, "_pool", lambda size: Closed())
+    threads = _row_threads.map_row_ranges(lambda a, b: (a, b, threading.get_ident()), 9, 1)
+    assert [t[:2] for t in threads] == [(0, 3), (3, 6), (6, 9)]
+    assert {t[2] for t in threads} == {threading.get_ident()}

@@ -21,10 +21,14 @@ from another thread than the main one (the OpenBLAS of NumPy's wheels does):
 ranges are therefore used only on the main thread, and a pass called from any
 other thread (a joblib ``threading`` worker, a user's thread pool) is one call
 on all the rows, the serial pass unchanged. The partial results are returned in
-range order, so a combined result depends only on the data and ``k``; it
-differs from the serial pass's by rounding only. The ranges run under the
-caller's ``numpy.errstate``. Sums over rows are mathematically unchanged by
-the split: nothing here touches privacy.
+range order, so on the main thread a combined result depends only on the data
+and ``k``; it differs from the serial pass's by rounding only. (The hold
+applies to the BLAS calls of every thread, so a computation another thread
+runs meanwhile may round differently: some BLAS products' rounding depends on
+their thread count.) The ranges run under the caller's ``numpy.errstate``,
+its callback included. The hold is undone however the call ends, a
+``KeyboardInterrupt`` included, and in a child forked during it. Sums over
+rows are mathematically unchanged by the split: nothing here touches privacy.
 """
 
 import os
@@ -46,18 +50,24 @@ T = TypeVar("T")
 # SGDClassifier on 2 cores; 2^16 was no better, 2^18 left them whole).
 _MIN_ENTRIES = 1 << 17
 
-_lock = threading.Lock()
+_lock = threading.RLock()
 _pools: dict[int, ThreadPoolExecutor] = {}  # by size; made once, never shut down
 _local = threading.local()  # .inside: this thread runs a range
 _libraries = None  # threadpoolctl's BLAS controllers
+_held: list[int] | None = None  # the counts a hold will restore, while it lasts
 
 
 def _reset_after_fork() -> None:
-    # A forked child has none of the parent's threads: a new lock, no pools.
-    global _lock, _local
-    _lock = threading.Lock()
+    # A forked child has none of the parent's threads: a new lock, no pools,
+    # and no hold (a fork made by another thread during one would otherwise
+    # leave the child's BLAS at one thread for good).
+    global _lock, _local, _held
+    _lock = threading.RLock()
     _pools.clear()
     _local = threading.local()
+    if _held is not None:
+        held, _held = _held, None
+        _restore(held)
 
 
 if hasattr(os, "register_at_fork"):
@@ -135,28 +145,48 @@ def _controllers() -> list:
     return _libraries
 
 
-def _hold() -> list[int]:
-    """Set BLAS to one thread; return the counts to restore."""
-    libraries = _controllers()
-    counts = [lib.num_threads for lib in libraries]
-    for lib in libraries:
-        lib.set_num_threads(1)
-    return counts
+def _set_all(counts: list[int]) -> None:
+    """Set each BLAS library's thread count, every one even if a
+    ``KeyboardInterrupt`` arrives in between (re-raised at the end): a count
+    left at 1 would slow, and change the rounding of, every later pass."""
+    interrupted = None
+    for lib, count in zip(_controllers(), counts, strict=True):
+        while True:
+            try:
+                lib.set_num_threads(count)
+                break
+            except KeyboardInterrupt as error:
+                interrupted = error
+    if interrupted is not None:
+        raise interrupted
 
 
 def _restore(counts: list[int]) -> None:
-    for lib, count in zip(_controllers(), counts, strict=True):
-        lib.set_num_threads(count)
+    global _held
+    _set_all(counts)
+    _held = None
 
 
-def _inside(fn: Callable[[int, int], T], errors: dict, start: int, stop: int) -> T:
+def _inside(fn: Callable[[int, int], T], errors: tuple, start: int, stop: int) -> T:
     outer = getattr(_local, "inside", False)
     _local.inside = True
+    modes, call = errors
     try:
-        with np.errstate(**errors):  # the caller's, in every range
+        with np.errstate(call=call, **modes):  # the caller's, in every range
             return fn(start, stop)
     finally:
         _local.inside = outer
+
+
+def _submit(pool: ThreadPoolExecutor, *args) -> Future:
+    """``pool.submit(_inside, *args)``, or the range run here when the pool
+    takes no more work (at interpreter exit)."""
+    try:
+        return pool.submit(_inside, *args)
+    except RuntimeError:
+        done: Future = Future()
+        done.set_result(_inside(*args))
+        return done
 
 
 def map_row_ranges(fn: Callable[[int, int], T], n: int, row_entries: int) -> list[T]:
@@ -191,17 +221,19 @@ def map_row_ranges(fn: Callable[[int, int], T], n: int, row_entries: int) -> lis
     if parts == 1:
         return [fn(0, n)]
     ranges = row_ranges(n, parts)
-    errors = np.geterr()
+    errors = (np.geterr(), np.geterrcall())
     pool = _pool(parts - 1)
     futures: list[Future] = []
-    counts = _hold()
+    global _held
+    counts = _held = [lib.num_threads for lib in _controllers()]
     try:
+        _set_all([1] * len(counts))  # the hold
         try:
             for start, stop in ranges[1:]:
-                futures.append(pool.submit(_inside, fn, errors, start, stop))
+                futures.append(_submit(pool, fn, errors, start, stop))
             first = _inside(fn, errors, *ranges[0])
             return [first] + [future.result() for future in futures]
         finally:
             wait(futures)  # no range outlives the call (or its BLAS setting)
     finally:
-        _restore(counts)  # even when the wait is interrupted
+        _restore(counts)  # even when the hold or the wait is interrupted
