@@ -177,7 +177,7 @@ def _masked_select_value_and_grad(fused, theta, inverted=False):
     block by block as the pass: the reference its select must equal."""
     grad, value = np.zeros(fused.A.shape[1]), 0.0
     curvature = np.empty(fused.A.shape[0])
-    for block, _ in fused._blocks():
+    for block, _ in _binary_pass.row_blocks(fused.A.shape[0], fused._rows):
         A, s = fused.A[block], fused._signs[block]
         m = (A @ theta) * s
         e = np.exp(-np.abs(m))

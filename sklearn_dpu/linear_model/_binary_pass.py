@@ -37,6 +37,7 @@ import numpy as np
 from scipy.special import expit
 
 from ._losses import LinearModelLoss, LogLoss
+from ._row_threads import map_row_ranges
 
 __all__ = ["BinaryLogLossPass", "ZeroHessianCache", "fused_pass", "fuses"]
 
@@ -52,11 +53,16 @@ def block_rows(block_bytes: int, row_bytes: int) -> int:
     return int(np.clip(block_bytes // max(row_bytes, 1), _MIN_ROWS, _MAX_ROWS))
 
 
-def row_blocks(n: int, rows: int) -> Iterator[tuple[slice, int]]:
-    """``(slice, length)`` of the consecutive blocks of ``rows`` rows of ``n``."""
+def row_blocks(n: int, rows: int, offset: int = 0) -> Iterator[tuple[slice, int]]:
+    """``(slice, length)`` of the consecutive blocks of ``rows`` rows of ``n``,
+    the slices shifted by ``offset`` (the blocks of a row range).
+
+    >>> list(row_blocks(5, 2, offset=10))
+    [(slice(10, 12, None), 2), (slice(12, 14, None), 2), (slice(14, 15, None), 1)]
+    """
     for start in range(0, n, rows):
         stop = min(start + rows, n)
-        yield slice(start, stop), stop - start
+        yield slice(offset + start, offset + stop), stop - start
 
 
 class BinaryLogLossPass:
@@ -77,23 +83,24 @@ class BinaryLogLossPass:
         self._signs = np.where(np.asarray(y) == 1, 1.0, -1.0)
         self._negated = -self._signs
         self._rows = block_rows(_BLOCK_BYTES, 8 * p)
-        size = min(self._rows, n)
-        self._m, self._e, self._w = (np.empty(size) for _ in range(3))
-        self._negative = np.empty(size)  # 1.0 where m < 0, else 0.0
         # Curvatures expit(m) expit(-m) of the last value_and_grad, for a
         # Hessian at the same point without recomputing the margins.
         self._curvature = np.empty(n)
         self._curvature_at = None
 
-    def _blocks(self):
-        return row_blocks(self.A.shape[0], self._rows)
+    def _ranges(self, fn):
+        """``fn(start, stop)`` on the row ranges of :func:`._row_threads.map_row_ranges`."""
+        return map_row_ranges(fn, self.A.shape[0], self.A.shape[1])
 
-    def _block(self, block, k, theta):
+    def _scratch(self, start, stop, count):
+        return [np.empty(min(self._rows, stop - start)) for _ in range(count)]
+
+    def _block(self, block, k, theta, scratch):
         """Fill ``w`` with ``expit(-m)`` of the block's margins ``m``, return
         the block's summed loss and keep the block's curvatures
         ``expit(m) expit(-m) = e / (1 + e)^2``."""
         A, s = self.A[block], self._signs[block]
-        m, e, w, negative = self._m[:k], self._e[:k], self._w[:k], self._negative[:k]
+        m, e, w, negative = (array[:k] for array in scratch)
         np.matmul(A, theta, out=m)
         np.multiply(m, s, out=m)
         np.abs(m, out=e)
@@ -115,15 +122,24 @@ class BinaryLogLossPass:
         np.multiply(w, s, out=w)  # -dl/dz
         return A, w, total
 
-    def value_and_grad(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
-        """Summed loss and its gradient at ``theta``."""
+    def _value_and_grad_range(self, theta, start, stop):
         grad = np.zeros(self.A.shape[1])
         value = 0.0
-        self._curvature_at = None
-        for block, k in self._blocks():
-            A, w, total = self._block(block, k, theta)
+        scratch = self._scratch(start, stop, 4)
+        for block, k in row_blocks(stop - start, self._rows, start):
+            A, w, total = self._block(block, k, theta, scratch)
             value += total
             grad -= w @ A
+        return value, grad
+
+    def value_and_grad(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
+        """Summed loss and its gradient at ``theta``."""
+        self._curvature_at = None
+        parts = self._ranges(lambda start, stop: self._value_and_grad_range(theta, start, stop))
+        value, grad = parts[0]
+        for part_value, part_grad in parts[1:]:
+            value += part_value
+            grad += part_grad
         self._curvature_at = np.array(theta, dtype=float)
         return value, grad
 
@@ -140,8 +156,10 @@ class BinaryLogLossPass:
         p = self.A.shape[1]
         H = np.zeros((p, p))
         scaled = np.empty((min(self._rows, self.A.shape[0]), p))
-        root = self._w
-        for block, k in self._blocks():
+        (root,) = self._scratch(0, self.A.shape[0], 1)
+        # Serial (not in row ranges): the rank-k updates are BLAS-bound, and
+        # BLAS threads them.
+        for block, k in row_blocks(self.A.shape[0], self._rows):
             np.sqrt(self._curvature[block], out=root[:k])
             # The same products as ``A * root[:, None]`` (one multiplication
             # each, so bit for bit), written by einsum's row-scaling loop:
@@ -150,17 +168,25 @@ class BinaryLogLossPass:
             H += W.T @ W
         return H
 
-    def gradient(self, theta: np.ndarray) -> np.ndarray:
-        """Gradient of the summed loss only: ``expit`` of the margins, no
-        loss value, no curvature (noisy GD's steps)."""
+    def _gradient_range(self, theta, start, stop):
         grad = np.zeros(self.A.shape[1])
-        for block, k in self._blocks():
-            A, s, m = self.A[block], self._signs[block], self._m[:k]
+        (m_all,) = self._scratch(start, stop, 1)
+        for block, k in row_blocks(stop - start, self._rows, start):
+            A, s, m = self.A[block], self._signs[block], m_all[:k]
             np.matmul(A, theta, out=m)
             np.multiply(m, self._negated[block], out=m)
             expit(m, out=m)  # expit(-s z): one call, no loss value
             np.multiply(m, s, out=m)  # -dl/dz
             grad -= m @ A
+        return grad
+
+    def gradient(self, theta: np.ndarray) -> np.ndarray:
+        """Gradient of the summed loss only: ``expit`` of the margins, no
+        loss value, no curvature (noisy GD's steps)."""
+        parts = self._ranges(lambda start, stop: self._gradient_range(theta, start, stop))
+        grad = parts[0]
+        for part in parts[1:]:
+            grad += part
         return grad
 
 

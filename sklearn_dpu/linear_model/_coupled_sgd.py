@@ -55,6 +55,7 @@ References
 """
 
 from dataclasses import dataclass, fields
+from functools import partial
 
 import numpy as np
 
@@ -69,6 +70,7 @@ from ..unlearning.coupling import (
 )
 from ..unlearning.state import VersionedState
 from ._losses import MarginLoss, get_loss
+from ._row_threads import map_row_ranges
 from ._sgd_plan import SGDSchedule
 from ._sparse_rows import take_rows
 
@@ -376,9 +378,7 @@ class CoupledSGDState(VersionedState):
             for s in range(first, last):
                 e = self._eval_point(s)
                 a, b = ptr[s] - offset, ptr[s + 1] - offset
-                Xb = X[a:b]
-                D = loss.dz(Xb @ e.T, y[a:b])
-                g = (D.T @ Xb) / m
+                g = _batch_gradient_sum(loss, X[a:b], y[a:b], e) / m
                 nu = g + noise[s - start, 0]
                 xi = nu + noise[s - start, 1]
                 self.grad[s], self.coupled[s], self.noisy[s] = g, nu, xi
@@ -415,18 +415,25 @@ class CoupledSGDState(VersionedState):
         capacity = int(np.max(ptr[lasts] - ptr[firsts]))
         raw = np.empty((capacity, rows.shape[1]), dtype=rows.dtype)
         X = np.empty((capacity, self.n_coef))
+        width = rows.shape[1] if self.fit_intercept else d
+
+        def gather(slots, start, stop):
+            take_rows(rows, slots[start:stop], out=raw[start:stop])  # unbuffered (dense)
+            # The label column sits where the intercept feature goes (it is
+            # read, then overwritten, below).
+            X[start:stop] = raw[start:stop, :width]
+
+        dense = isinstance(rows, np.ndarray)  # other storages gather in one call
         for first, last in zip(firsts.tolist(), lasts.tolist(), strict=True):
             slots = self.batch_slots[ptr[first] : ptr[last]]
             k = len(slots)
-            take_rows(rows, slots, out=raw[:k])  # unbuffered (dense storage)
-            if self.fit_intercept:
-                # The label column sits where the intercept feature goes.
-                X[:k] = raw[:k]
-                y = X[:k, d].astype(np.intp)
-                X[:k, d] = self.feature_norm
+            if dense:
+                map_row_ranges(partial(gather, slots), k, width)
             else:
-                X[:k] = raw[:k, :d]
-                y = raw[:k, d].astype(np.intp)
+                gather(slots, 0, k)
+            y = raw[:k, d].astype(np.intp)
+            if self.fit_intercept:
+                X[:k, d] = self.feature_norm
             yield first, last, X[:k], y
 
     def _replay(self, start: int, stop: int) -> None:
@@ -636,3 +643,18 @@ _LEGACY_BOOKKEEPING = (
     "counters",
     "reserve_charged",
 )
+
+
+def _batch_gradient_sum(loss, X: np.ndarray, y: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """``sum_i dl/dz_i x_i`` of a batch at ``e`` (``(K, p)``), its rows split
+    across threads (:func:`~._row_threads.map_row_ranges`) when they pay."""
+
+    def part(start, stop):
+        Xb = X[start:stop]
+        return loss.dz(Xb @ e.T, y[start:stop]).T @ Xb
+
+    parts = map_row_ranges(part, X.shape[0], X.shape[1])
+    total = parts[0]
+    for other in parts[1:]:
+        total += other
+    return total

@@ -45,6 +45,7 @@ from ._logistic_releases import (
 )
 from ._losses import LinearModelLoss
 from ._noisy_gd_glm import dp_sgd_pass, noisy_projected_gd_glm, released_preconditioner
+from ._row_threads import map_row_ranges
 from ._sparse_rows import is_sparse, sparse_normalized_rows
 
 __all__ = ["normalized_rows", "batch_model", "private_fit", "private_sgd_pass", "sgd_model"]
@@ -263,12 +264,19 @@ def _clip_divide_into(X: ArrayLike, norm_bound: float, out: np.ndarray) -> None:
     the others gives the values of the whole-array computation, bit for
     bit, with one read of ``X`` (the block stays in cache from its norms to
     its division) and one write of ``out``, instead of a norm pass, a copy
-    and a division pass over ``out``.
+    and a division pass over ``out``. Row ranges run on threads
+    (:func:`~._row_threads.map_row_ranges`; each row is written by one).
     """
     X = np.asarray(X)
     n, d = out.shape
     step = max(1, _CLIP_BLOCK_BYTES // (8 * max(d, 1)))
-    for block, _ in row_blocks(n, step):
+    map_row_ranges(
+        lambda start, stop: _clip_divide_range(X, norm_bound, out, step, start, stop), n, d
+    )
+
+
+def _clip_divide_range(X, norm_bound, out, step, start, stop):
+    for block, _ in row_blocks(stop - start, step, start):
         Xb = np.asarray(X[block], dtype=np.float64)
         ob = out[block]
         scale = clip_scales(Xb, norm_bound)

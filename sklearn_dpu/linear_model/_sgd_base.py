@@ -27,6 +27,7 @@ from ..privacy.ledger import PrivacySpent, Release, privacy_spent
 from ..privacy.random import release_generator
 from ._auto_bounds import draw_bound, is_auto, kept_bound_outcome, norm_bound_mechanism
 from ._losses import get_loss
+from ._row_threads import map_row_ranges
 from ._scores import ScoresToLabelsMixin
 from ._sgd_dask import WorkerRows
 from ._sgd_edits import SGDEditLedger, start_run
@@ -103,13 +104,19 @@ class BaseUnlearnableSGD(
         codes = np.searchsorted(classes_, y)
         if is_sparse(X):  # the same values, in sparse storage
             return sparse_clipped_rows(X, codes, feature_norm * _STORAGE_MARGIN, np.float32)
+        X = np.asarray(X)
         rows = np.empty((X.shape[0], X.shape[1] + 1), dtype=np.float32)
-        # Clipped in float64, rounded once into the float32 rows (no float64 copy).
-        clip_rows_l2(
-            np.asarray(X, dtype=np.float64),
-            feature_norm * _STORAGE_MARGIN,
-            out=rows[:, :-1],
-        )
+        bound = feature_norm * _STORAGE_MARGIN
+
+        def clip_range(start, stop):
+            # Clipped in float64, rounded once into the float32 rows (no
+            # float64 copy); a row's clip depends on that row only, so the
+            # ranges write the whole-array values.
+            clip_rows_l2(
+                np.asarray(X[start:stop], dtype=np.float64), bound, out=rows[start:stop, :-1]
+            )
+
+        map_row_ranges(clip_range, X.shape[0], X.shape[1])
         rows[:, -1] = codes
         return rows
 

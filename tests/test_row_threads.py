@@ -1,0 +1,255 @@
+"""Passes over row ranges on threads (``_row_threads``): the same sums as the
+serial pass, every row once, BLAS held at one thread and always restored
+(errors, interrupts), serial off the main thread, no nesting, the caller's
+errstate and error callback in every range."""
+
+import threading
+
+import numpy as np
+import pytest
+from threadpoolctl import threadpool_info, threadpool_limits
+
+from sklearn_dpu.linear_model import _binary_pass, _logistic_solvers, _row_threads
+from sklearn_dpu.linear_model._binary_pass import BinaryLogLossPass
+
+
+@pytest.fixture
+def ranges(monkeypatch):
+    """Row ranges however small the problem, on ``parts`` threads."""
+
+    def use(parts):
+        monkeypatch.setattr(_row_threads, "_MIN_ENTRIES", 1)
+        monkeypatch.setattr(_row_threads, "blas_threads", lambda: parts)
+
+    return use
+
+
+def _blas_counts():
+    return [info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"]
+
+
+@pytest.mark.parametrize("n, parts", [(10, 3), (7, 7), (100, 1), (5, 2), (0, 3)])
+def test_row_ranges_cover_every_row_once(n, parts):
+    ranges = _row_threads.row_ranges(n, parts)
+    assert len(ranges) == parts
+    covered = np.concatenate([np.arange(start, stop) for start, stop in ranges])
+    np.testing.assert_array_equal(covered, np.arange(n))
+    sizes = [stop - start for start, stop in ranges]
+    assert max(sizes) - min(sizes) <= 1
+
+
+def test_ranges_run_on_threads(ranges):
+    ranges(3)
+    seen = []
+
+    def fn(start, stop):
+        seen.append((start, stop, threading.get_ident()))
+        return stop - start
+
+    assert _row_threads.map_row_ranges(fn, 30, 4) == [10, 10, 10]
+    assert sorted(s[:2] for s in seen) == [(0, 10), (10, 20), (20, 30)]
+    assert len({s[2] for s in seen}) > 1  # not all on the caller's thread
+
+
+def test_a_failing_range_raises_after_every_range_ends_and_blas_is_restored(ranges):
+    ranges(4)
+    before = _blas_counts()
+    finished = []
+
+    def fn(start, stop):
+        if start == 0:
+            raise ValueError("range 0")
+        finished.append(start)
+        return start
+
+    with pytest.raises(ValueError, match="range 0"):
+        _row_threads.map_row_ranges(fn, 8, 1)
+    assert sorted(finished) == [2, 4, 6]
+    assert _blas_counts() == before
+
+
+def test_every_range_runs_under_the_callers_errstate(ranges):
+    ranges(2)
+    tiny = np.array([1e-300])
+
+    def fn(start, stop):
+        if start > 0:  # the range a worker thread runs
+            return tiny * 1e-300  # underflows
+        return tiny
+
+    with np.errstate(under="raise"):
+        with pytest.raises(FloatingPointError):
+            _row_threads.map_row_ranges(fn, 4, 1)
+    with np.errstate(under="ignore"):
+        _row_threads.map_row_ranges(fn, 4, 1)  # no error
+
+
+def test_blas_is_held_at_one_thread_in_the_ranges_and_restored(ranges):
+    ranges(2)
+    with threadpool_limits(2):
+        before = _blas_counts()
+        seen = _row_threads.map_row_ranges(lambda a, b: _blas_counts(), 4, 1)
+        assert seen == [[1] * len(before)] * 2
+        assert _blas_counts() == before
+
+
+def test_off_the_main_thread_a_pass_is_one_call_and_blas_untouched(ranges):
+    from concurrent.futures import ThreadPoolExecutor
+
+    ranges(2)
+    with threadpool_limits(2):
+        before = _blas_counts()
+        with ThreadPoolExecutor(1) as pool:
+            calls = pool.submit(_row_threads.map_row_ranges, lambda a, b: (a, b), 10, 1).result()
+        assert calls == [(0, 10)]
+        assert _blas_counts() == before
+
+
+def test_a_pass_inside_a_range_is_serial():
+    # The real thread count (not the fixture): a nested call must not wait
+    # on the pool its caller occupies.
+    def inner(start, stop):
+        return _row_threads.map_row_ranges(lambda a, b: (a, b), stop - start, 1 << 20)
+
+    with threadpool_limits(2):
+        if _row_threads.blas_threads() < 2:
+            pytest.skip("BLAS runs on one thread here")
+        outer = _row_threads.map_row_ranges(inner, 1000, 1 << 20)
+    assert outer == [[(0, 500)], [(0, 500)]]
+
+
+def test_one_thread_is_one_call_on_all_rows():
+    with threadpool_limits(1):
+        calls = _row_threads.map_row_ranges(lambda a, b: (a, b), 10**6, 1000)
+    assert calls == [(0, 10**6)]
+
+
+def _rows(n=3001, p=7, seed=0):
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((n, p + 1))[:, :p]  # a strided view, as the solvers read
+    return A, rng
+
+
+def test_binary_pass_on_ranges_equals_the_serial_pass(ranges, monkeypatch):
+    monkeypatch.setattr(_binary_pass, "_MIN_ROWS", 64)
+    A, rng = _rows()
+    y = rng.integers(0, 2, A.shape[0])
+    theta = rng.standard_normal(A.shape[1])
+    with threadpool_limits(1):
+        serial = BinaryLogLossPass(A, y)
+        value, grad = serial.value_and_grad(theta)
+        hessian, gradient = serial.hessian(theta), serial.gradient(theta)
+        curvature = serial._curvature.copy()
+    ranges(3)
+    split = BinaryLogLossPass(A, y)
+    split_value, split_grad = split.value_and_grad(theta)
+    np.testing.assert_allclose(split_value, value, rtol=1e-13)
+    np.testing.assert_allclose(split_grad, grad, rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(split._curvature, curvature)  # row by row
+    np.testing.assert_allclose(split.hessian(theta), hessian, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(split.gradient(theta), gradient, rtol=1e-12, atol=1e-12)
+    # A negative control: a pass that dropped a range is detected.
+    monkeypatch.setattr(
+        _row_threads, "row_ranges", lambda n, parts: [(0, n // 2), (n // 2, n // 2)]
+    )
+    assert not np.allclose(split.gradient(theta), gradient)
+
+
+def test_clip_on_ranges_writes_every_row_bit_for_bit(ranges):
+    A, rng = _rows(n=2000, p=5)
+    X = A * rng.choice([0.1, 10.0], size=(A.shape[0], 1))  # some rows clipped
+    with threadpool_limits(1):
+        serial = _logistic_solvers.normalized_rows(X, None, 2.0, True)
+    ranges(3)
+    np.testing.assert_array_equal(_logistic_solvers.normalized_rows(X, None, 2.0, True), serial)
+
+
+def test_fits_from_threads_give_the_serial_bits_and_leave_blas_alone():
+    from concurrent.futures import ThreadPoolExecutor
+
+    from sklearn_dpu.linear_model import DPLogisticRegression, UnlearnableSGDClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((6000, 60))  # 366k entries: two ranges on 2 threads
+    y = (X[:, 0] + 0.5 * rng.standard_normal(6000) > 0).astype(int)
+
+    def fits():
+        return [
+            DPLogisticRegression(solver=s, feature_norm=8.0, random_state=0).fit(X, y).coef_
+            for s in ("output", "noisy_gd")
+        ] + [
+            UnlearnableSGDClassifier(max_iter=5, batch_size=1200, feature_norm=8.0, random_state=0)
+            .fit(X, y)
+            .coef_
+        ]
+
+    with threadpool_limits(2):
+        before = _blas_counts()
+        main = fits()
+        np.testing.assert_array_equal(
+            np.concatenate(main, axis=None), np.concatenate(fits(), axis=None)
+        )
+        with ThreadPoolExecutor(3) as pool:
+            together = [f.result() for f in [pool.submit(fits) for _ in range(3)]]
+        assert _blas_counts() == before
+    with threadpool_limits(1):
+        serial = fits()
+    for run in together:  # off the main thread: the serial pass
+        for got, expected in zip(run, serial, strict=True):
+            np.testing.assert_array_equal(got, expected)
+    for got, expected in zip(main, serial, strict=True):  # ranges: rounding only
+        np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-12)
+
+
+def test_the_callers_error_callback_reaches_every_range(ranges):
+    ranges(2)
+    calls = []
+
+    def fn(start, stop):
+        return np.array([1e308]) * 10.0  # overflows in every range
+
+    with np.errstate(over="call", call=lambda kind, flag: calls.append(kind)):
+        _row_threads.map_row_ranges(fn, 4, 1)
+    assert calls == ["overflow", "overflow"]
+
+
+class _Interrupting:
+    """A BLAS controller whose first setting to 1 is interrupted (a Ctrl-C
+    arriving while the hold is being set)."""
+
+    def __init__(self, lib):
+        self.lib, self.interrupted = lib, False
+
+    @property
+    def num_threads(self):
+        return self.lib.num_threads
+
+    def set_num_threads(self, count):
+        if count == 1 and not self.interrupted:
+            self.interrupted = True
+            raise KeyboardInterrupt
+        self.lib.set_num_threads(count)
+
+
+def test_an_interrupted_hold_still_restores_every_library(ranges, monkeypatch):
+    ranges(2)
+    with threadpool_limits(2):
+        before = _blas_counts()
+        libraries = _row_threads._controllers()
+        monkeypatch.setattr(_row_threads, "_libraries", [_Interrupting(lib) for lib in libraries])
+        with pytest.raises(KeyboardInterrupt):
+            _row_threads.map_row_ranges(lambda a, b: _blas_counts(), 4, 1)
+        assert _blas_counts() == before
+        assert _row_threads._held is None
+
+
+def test_ranges_run_on_the_callers_thread_when_the_pool_takes_no_work(ranges, monkeypatch):
+    class Closed:
+        def submit(self, *args):
+            raise RuntimeError("cannot schedule new futures after interpreter shutdown")
+
+    ranges(3)
+    monkeypatch.setattr(_row_threads, "_pool", lambda size: Closed())
+    threads = _row_threads.map_row_ranges(lambda a, b: (a, b, threading.get_ident()), 9, 1)
+    assert [t[:2] for t in threads] == [(0, 3), (3, 6), (6, 9)]
+    assert {t[2] for t in threads} == {threading.get_ident()}
