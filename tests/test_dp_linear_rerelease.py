@@ -290,3 +290,24 @@ def test_streams_and_noisy_gd_refuse_correlation_clearly():
     assert est.unlearning_state_.n_chunks == 1
     with pytest.raises(ValueError):
         DPLinearRegression(feature_norm=1.0, target_bound=1.0, rerelease_correlation=1.0).fit(X, y)
+
+
+def test_summary_says_whom_the_deletion_epsilon_describes():
+    """A correlated re-release's deletion epsilon is each deleted sample's
+    exposure through everything published, not a per-call cost; a certified
+    deletion's is the distance from a retrain."""
+    from sklearn_dpu.unlearning.report import DeletionReport
+
+    X, y = _data()
+    est = DPLinearRegression(
+        feature_norm=1.0, target_bound=1.0, rerelease_correlation=0.9, random_state=0
+    ).fit(X, y)
+    report = est.delete_samples([0]).deletion_log_[-1]
+    assert report.method == "exact" and report.deletion_epsilon is not None
+    assert "everything published, before and after this call, shows each of them" in (
+        report.summary()
+    )
+    certified = DeletionReport(1, "certified", "g", deletion_epsilon=0.1, deletion_delta=1e-6)
+    assert "deleted samples: within (eps, delta) = (0.1, 1e-06) of a retrain" in (
+        certified.summary()
+    )

@@ -265,9 +265,14 @@ class DeletionReport:
                 )
                 break
         if self.deletion_epsilon is not None:
-            lines.append(
-                f"deletion (eps, delta) = ({self.deletion_epsilon:.4g}, {self.deletion_delta:g})"
-            )
+            pair = f"(eps, delta) = ({self.deletion_epsilon:.4g}, {self.deletion_delta:g})"
+            if self.method == "exact":  # DPLinearRegression's correlated re-release
+                lines.append(
+                    f"deleted samples: everything published, before and after this call, "
+                    f"shows each of them at {pair}"
+                )
+            else:
+                lines.append(f"deleted samples: within {pair} of a retrain without them")
         if self.rerelease_epsilon is not None:
             lines.append(
                 f"re-release cost to remaining samples: eps = {self.rerelease_epsilon:.4g}"
