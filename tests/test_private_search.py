@@ -119,6 +119,21 @@ def test_deletion_through_the_search():
     assert pickle.dumps(search) == before
 
 
+def test_an_unknown_id_error_describes_the_searchs_ids():
+    from sklearn_dpu.unlearning.ids import ID_KIND_NOTES
+
+    X, y = _data(400)
+    search = _search(random_state=0, refit=True).fit(X, y)  # row positions
+    with pytest.raises(UnlearningError) as error:
+        search.delete_samples([10**6])
+    message = str(error.value)
+    assert message.endswith(ID_KIND_NOTES["positions"])
+    assert ID_KIND_NOTES["given"] not in message  # the selected model's own ids
+    given = _search(random_state=0, refit=True).fit(X, y, sample_id=[f"u{i}" for i in range(400)])
+    with pytest.raises(UnlearningError, match="sample_id values or DataFrame index"):
+        given.delete_samples(["nobody"])
+
+
 def test_deletion_through_a_pipeline_and_after_reload(tmp_path):
     X, y = _data(300)
     pipe = make_pipeline(PublicBoundsScaler(), _search(random_state=0)).fit(X, y)
