@@ -18,7 +18,7 @@ from ..privacy.accounting import epsilon_upper_bound
 from ..privacy.ledger import Release, ReleasePlan, worst_case_events
 from ..privacy.mechanisms import GeneralizedExponentialMechanism, PermuteAndFlip
 from ..privacy.random import release_generator
-from ..unlearning.ids import ID_KIND_NOTES, check_request, deletion_request, requested_ids
+from ..unlearning.ids import check_request, deletion_request, requested_ids, restated_for
 from ..unlearning.report import DeletionCost, DeletionOutcome, DeletionPlan
 from . import _selection_methods as _methods
 from ._group_privacy import retained_privacy, search_guarantee
@@ -620,18 +620,11 @@ class PrivateGridSearch(
         training ids the selected model does not know (or all of them)."""
         sample_ids = check_request(sample_ids)
         in_train = [i for i in sample_ids if i not in self._validation_ids]
-        if not in_train:
-            return
-        try:
-            self.best_estimator_._check_deletable(in_train)
+        try:  # the selected model was given the search's ids as sample_id
+            if in_train:
+                self.best_estimator_._check_deletable(in_train)
         except UnlearningError as error:
-            # The selected model was given the search's ids as sample_id: its
-            # note would describe them as given; say what they are here.
-            message, kind = str(error), getattr(self, "_sample_id_kind", None)
-            inner = next((n for n in ID_KIND_NOTES.values() if message.endswith(n)), None)
-            if inner is None or kind not in ID_KIND_NOTES:
-                raise
-            raise UnlearningError(message[: -len(inner)] + ID_KIND_NOTES[kind]) from None
+            raise restated_for(error, getattr(self, "_sample_id_kind", None)) from None
 
     def _delete(self, sample_ids):
         self._check_deletable(sample_ids)

@@ -41,6 +41,7 @@ __all__ = [
     "deletion_request",
     "describe_ids",
     "requested_ids",
+    "restated_for",
     "sample_id_kind",
 ]
 
@@ -74,6 +75,19 @@ ID_KIND_NOTES = {
         "and partial_fit",
     ),
 }
+
+
+def restated_for(error: UnlearningError, kind: str | None) -> UnlearningError:
+    """``error`` (an unknown-id error) with its closing note describing ids of
+    ``kind`` (an :data:`ID_KIND_NOTES` key): for a model that was given
+    another estimator's ids as ``sample_id`` (a search's selected model),
+    whose own note would call them given. Unchanged when it has no such note
+    or ``kind`` is unknown (a model saved before kinds were kept)."""
+    message = str(error)
+    note = next((n for n in ID_KIND_NOTES.values() if message.endswith(n)), None)
+    if note is None or kind not in ID_KIND_NOTES:
+        return error
+    return UnlearningError(message[: -len(note)] + ID_KIND_NOTES[kind])
 
 
 @dataclass(frozen=True)
