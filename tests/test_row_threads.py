@@ -235,7 +235,7 @@ def test_an_interrupted_hold_still_restores_every_library(ranges, monkeypatch):
     ranges(2)
     with threadpool_limits(2):
         before = _blas_counts()
-        libraries = _row_threads._controllers()
+        libraries = _row_threads.blas_controllers()
         monkeypatch.setattr(_row_threads, "_libraries", [_Interrupting(lib) for lib in libraries])
         with pytest.raises(KeyboardInterrupt):
             _row_threads.map_row_ranges(lambda a, b: _blas_counts(), 4, 1)

@@ -37,7 +37,7 @@ import numpy as np
 from scipy.special import expit
 
 from ._losses import LinearModelLoss, LogLoss
-from ._row_threads import map_row_ranges
+from ._row_threads import sum_over_row_ranges
 
 __all__ = ["BinaryLogLossPass", "ZeroHessianCache", "fused_pass", "fuses"]
 
@@ -88,9 +88,10 @@ class BinaryLogLossPass:
         self._curvature = np.empty(n)
         self._curvature_at = None
 
-    def _ranges(self, fn):
-        """``fn(start, stop)`` on the row ranges of :func:`._row_threads.map_row_ranges`."""
-        return map_row_ranges(fn, self.A.shape[0], self.A.shape[1])
+    def _summed(self, fn):
+        """``fn(start, stop)`` summed over the row ranges of
+        :func:`._row_threads.sum_over_row_ranges`."""
+        return sum_over_row_ranges(fn, self.A.shape[0], self.A.shape[1])
 
     def _scratch(self, start, stop, count):
         return [np.empty(min(self._rows, stop - start)) for _ in range(count)]
@@ -135,11 +136,9 @@ class BinaryLogLossPass:
     def value_and_grad(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
         """Summed loss and its gradient at ``theta``."""
         self._curvature_at = None
-        parts = self._ranges(lambda start, stop: self._value_and_grad_range(theta, start, stop))
-        value, grad = parts[0]
-        for part_value, part_grad in parts[1:]:
-            value += part_value
-            grad += part_grad
+        value, grad = self._summed(
+            lambda start, stop: self._value_and_grad_range(theta, start, stop)
+        )
         self._curvature_at = np.array(theta, dtype=float)
         return value, grad
 
@@ -183,11 +182,7 @@ class BinaryLogLossPass:
     def gradient(self, theta: np.ndarray) -> np.ndarray:
         """Gradient of the summed loss only: ``expit`` of the margins, no
         loss value, no curvature (noisy GD's steps)."""
-        parts = self._ranges(lambda start, stop: self._gradient_range(theta, start, stop))
-        grad = parts[0]
-        for part in parts[1:]:
-            grad += part
-        return grad
+        return self._summed(lambda start, stop: self._gradient_range(theta, start, stop))
 
 
 class ZeroHessianCache:

@@ -33,11 +33,11 @@ from numpy.typing import ArrayLike
 from scipy.linalg import cho_factor, cho_solve
 from scipy.optimize import minimize
 from scipy.sparse.linalg import LinearOperator, cg
-from threadpoolctl import ThreadpoolController
 
 from ._binary_pass import ZeroHessianCache, fused_pass
 from ._losses import LinearModelLoss
 from ._multinomial_pass import multinomial_pass
+from ._row_threads import blas_controllers, set_blas_threads
 from ._sparse_rows import squared_frobenius
 
 __all__ = [
@@ -263,35 +263,28 @@ class _SerialOptimizer:
     them, which costs milliseconds per iteration when the cores are busy
     (more than an objective evaluation on 1e5 rows). The objective itself
     (products with the data) keeps the caller's thread counts, so its
-    values, hence the iterates, are unchanged.
+    values, hence the iterates, are unchanged. The libraries and the
+    interrupt-safe setting are :mod:`._row_threads`' (whose row ranges hold
+    BLAS the same way).
     """
 
-    _libraries = None  # the BLAS libraries, found once (after numpy and scipy load)
-
     def __enter__(self):
-        if _SerialOptimizer._libraries is None:
-            _SerialOptimizer._libraries = ThreadpoolController().select(user_api="blas")
-        self._controllers = _SerialOptimizer._libraries.lib_controllers
-        self._threads = [lib.num_threads for lib in self._controllers]
-        self._set([1] * len(self._controllers))
+        self._threads = [lib.num_threads for lib in blas_controllers()]
+        set_blas_threads([1] * len(self._threads))
         return self
 
     def __exit__(self, *exc):
-        self._set(self._threads)
-
-    def _set(self, counts):
-        for lib, count in zip(self._controllers, counts, strict=True):
-            lib.set_num_threads(count)
+        set_blas_threads(self._threads)
 
     def threaded(self, fun):
         """``fun`` run with the caller's thread counts."""
 
         def call(theta):
-            self._set(self._threads)
+            set_blas_threads(self._threads)
             try:
                 return fun(theta)
             finally:
-                self._set([1] * len(self._controllers))
+                set_blas_threads([1] * len(self._threads))
 
         return call
 

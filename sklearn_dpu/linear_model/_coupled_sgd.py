@@ -70,7 +70,7 @@ from ..unlearning.coupling import (
 )
 from ..unlearning.state import VersionedState
 from ._losses import MarginLoss, get_loss
-from ._row_threads import map_row_ranges
+from ._row_threads import map_row_ranges, sum_over_row_ranges
 from ._sgd_plan import SGDSchedule
 from ._sparse_rows import take_rows
 
@@ -653,8 +653,4 @@ def _batch_gradient_sum(loss, X: np.ndarray, y: np.ndarray, e: np.ndarray) -> np
         Xb = X[start:stop]
         return loss.dz(Xb @ e.T, y[start:stop]).T @ Xb
 
-    parts = map_row_ranges(part, X.shape[0], X.shape[1])
-    total = parts[0]
-    for other in parts[1:]:
-        total += other
-    return total
+    return sum_over_row_ranges(part, X.shape[0], X.shape[1])

@@ -40,7 +40,14 @@ from typing import TypeVar
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
-__all__ = ["blas_threads", "map_row_ranges", "row_ranges"]
+__all__ = [
+    "blas_controllers",
+    "blas_threads",
+    "map_row_ranges",
+    "row_ranges",
+    "set_blas_threads",
+    "sum_over_row_ranges",
+]
 
 T = TypeVar("T")
 
@@ -88,7 +95,7 @@ def blas_threads() -> int:
     >>> blas_threads() >= 1
     True
     """
-    return max([1, *(lib.num_threads for lib in _controllers())])
+    return max([1, *(lib.num_threads for lib in blas_controllers())])
 
 
 def row_ranges(n: int, parts: int) -> list[tuple[int, int]]:
@@ -136,21 +143,34 @@ def _pool(size: int) -> ThreadPoolExecutor:
         return pool
 
 
-def _controllers() -> list:
+def blas_controllers() -> list:
     """threadpoolctl's controllers of the BLAS libraries, found once (1.4 ms;
-    NumPy's and SciPy's are loaded with the package)."""
+    NumPy's and SciPy's are loaded with the package).
+
+    Returns
+    -------
+    list
+        ``threadpoolctl`` library controllers (``num_threads``,
+        ``set_num_threads``).
+    """
     global _libraries
     if _libraries is None:
         _libraries = ThreadpoolController().select(user_api="blas").lib_controllers
     return _libraries
 
 
-def _set_all(counts: list[int]) -> None:
+def set_blas_threads(counts: list[int]) -> None:
     """Set each BLAS library's thread count, every one even if a
     ``KeyboardInterrupt`` arrives in between (re-raised at the end): a count
-    left at 1 would slow, and change the rounding of, every later pass."""
+    left at 1 would slow, and change the rounding of, every later pass.
+
+    Parameters
+    ----------
+    counts : list of int
+        One count per library of :func:`blas_controllers`, in its order.
+    """
     interrupted = None
-    for lib, count in zip(_controllers(), counts, strict=True):
+    for lib, count in zip(blas_controllers(), counts, strict=True):
         while True:
             try:
                 lib.set_num_threads(count)
@@ -163,7 +183,7 @@ def _set_all(counts: list[int]) -> None:
 
 def _restore(counts: list[int]) -> None:
     global _held
-    _set_all(counts)
+    set_blas_threads(counts)
     _held = None
 
 
@@ -225,9 +245,9 @@ def map_row_ranges(fn: Callable[[int, int], T], n: int, row_entries: int) -> lis
     pool = _pool(parts - 1)
     futures: list[Future] = []
     global _held
-    counts = _held = [lib.num_threads for lib in _controllers()]
+    counts = _held = [lib.num_threads for lib in blas_controllers()]
     try:
-        _set_all([1] * len(counts))  # the hold
+        set_blas_threads([1] * len(counts))  # the hold
         try:
             for start, stop in ranges[1:]:
                 futures.append(_submit(pool, fn, errors, start, stop))
@@ -237,3 +257,33 @@ def map_row_ranges(fn: Callable[[int, int], T], n: int, row_entries: int) -> lis
             wait(futures)  # no range outlives the call (or its BLAS setting)
     finally:
         _restore(counts)  # even when the hold or the wait is interrupted
+
+
+def sum_over_row_ranges(fn: Callable[[int, int], T], n: int, row_entries: int) -> T:
+    """The sum of :func:`map_row_ranges`' results, in range order.
+
+    Parameters
+    ----------
+    fn, n, row_entries
+        As :func:`map_row_ranges`. ``fn`` returns an array, or a tuple of
+        numbers and arrays (summed element by element).
+
+    Returns
+    -------
+    The first range's result plus the others', left to right.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> A = np.arange(12.0).reshape(6, 2)
+    >>> sum_over_row_ranges(lambda i, j: (float(j - i), A[i:j].sum(axis=0)), 6, 2)
+    (6.0, array([30., 36.]))
+    """
+    parts = map_row_ranges(fn, n, row_entries)
+    total = parts[0]
+    for part in parts[1:]:
+        if isinstance(total, tuple):
+            total = tuple(a + b for a, b in zip(total, part, strict=True))
+        else:
+            total = total + part
+    return total
