@@ -8,6 +8,7 @@ from sklearn.metrics import r2_score
 from sklearn.model_selection import train_test_split
 
 from sklearn_dpu.linear_model import DPLinearRegression
+from sklearn_dpu.linear_model import _sufficient_statistics as ss
 from sklearn_dpu.linear_model._sufficient_statistics import (
     noise_spectral_bound,
     solve_noisy_gram,
@@ -34,6 +35,29 @@ def test_the_intercept_is_eliminated_exactly_and_not_lifted():
     lifted = solve_noisy_gram(gram, 4, np.zeros(4), sigma, fit_intercept=False)
     lift = noise_spectral_bound(sigma, 4)
     assert lifted[3] < 0.6 * len(t) / (len(t) + 0.5 * lift)
+
+
+def _noise_dominated_system(q=300, seed=4):
+    # Gram of a few hundred rows plus symmetric noise far above it: indefinite,
+    # so the lift is active and read off the Lanczos path (q > 64).
+    rng = np.random.default_rng(seed)
+    U = rng.uniform(-1, 1, size=(4 * q, q)) / np.sqrt(q)
+    noise = rng.normal(size=(q, q))
+    return U.T @ U + (noise + noise.T), rng.normal(size=q)
+
+
+def test_the_lift_puts_the_smallest_eigenvalue_at_the_floor_not_below():
+    A, b = _noise_dominated_system()
+    floor = 30.0
+    lowest = float(np.linalg.eigvalsh(A)[0])
+    assert lowest < floor  # the lift is active
+    w = ss._lifted_solve(A.copy(), b, floor, lambda: A.copy())
+    # the solve is (A + lift I)^{-1} b; recover lift from it exactly
+    lift = float((b - A @ w) @ w / (w @ w))
+    lifted_lowest = lowest + lift
+    assert lifted_lowest >= floor
+    assert lifted_lowest <= floor + 2 * ss._LANCZOS_TOL * abs(lowest)
+    np.testing.assert_allclose((A + lift * np.eye(len(A))) @ w, b, rtol=1e-9, atol=1e-9)
 
 
 def test_without_noise_the_solve_is_least_squares():
