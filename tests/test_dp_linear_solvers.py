@@ -3,12 +3,12 @@ lifted with the slopes, and the defaults fit raw data."""
 
 import numpy as np
 import pytest
+import scipy.linalg
 from sklearn.datasets import load_diabetes
 from sklearn.metrics import r2_score
 from sklearn.model_selection import train_test_split
 
-from sklearn_dpu.linear_model import DPLinearRegression
-from sklearn_dpu.linear_model import _sufficient_statistics as ss
+from sklearn_dpu.linear_model import DPLinearRegression, _lifted_solve
 from sklearn_dpu.linear_model._sufficient_statistics import (
     noise_spectral_bound,
     solve_noisy_gram,
@@ -51,13 +51,62 @@ def test_the_lift_puts_the_smallest_eigenvalue_at_the_floor_not_below():
     floor = 30.0
     lowest = float(np.linalg.eigvalsh(A)[0])
     assert lowest < floor  # the lift is active
-    w = ss._lifted_solve(A.copy(), b, floor, lambda: A.copy())
+    w = _lifted_solve.lifted_solve(A.copy(), b, floor, lambda: A.copy())
     # the solve is (A + lift I)^{-1} b; recover lift from it exactly
     lift = float((b - A @ w) @ w / (w @ w))
     lifted_lowest = lowest + lift
     assert lifted_lowest >= floor
-    assert lifted_lowest <= floor + 2 * ss._LANCZOS_TOL * abs(lowest)
+    assert lifted_lowest <= floor + 2 * _lifted_solve._LANCZOS_TOL * abs(lowest)
     np.testing.assert_allclose((A + lift * np.eye(len(A))) @ w, b, rtol=1e-9, atol=1e-9)
+
+
+def _counting_products(monkeypatch):
+    calls = {"products": 0, "factorizations": 0}
+    make_product, factor = _lifted_solve._symmetric_product, scipy.linalg.cho_factor
+
+    def counted_product(A):
+        product = make_product(A)
+
+        def count(x):
+            calls["products"] += 1
+            return product(x)
+
+        return count
+
+    def counted_factor(*args, **kwargs):
+        calls["factorizations"] += 1
+        return factor(*args, **kwargs)
+
+    monkeypatch.setattr(_lifted_solve, "_symmetric_product", counted_product)
+    monkeypatch.setattr(_lifted_solve.scipy.linalg, "cho_factor", counted_factor)
+    return calls
+
+
+def test_a_well_conditioned_lifted_system_is_solved_by_conjugate_gradients(monkeypatch):
+    A, b = _noise_dominated_system(q=400)
+    floor = 60.0  # condition number about 2.5 once lifted
+    lift = floor - _lifted_solve.smallest_eigenvalue_lower_bound(A)
+    factor = scipy.linalg.cho_factor(A + lift * np.eye(400))
+    expected = scipy.linalg.cho_solve(factor, b)
+    calls = _counting_products(monkeypatch)
+    w = _lifted_solve.lifted_solve(A.copy(), b, floor, lambda: A.copy())
+    assert calls["factorizations"] == 0
+    # the factorization's solution, to about the condition number times 1e-13
+    assert np.linalg.norm(w - expected) <= 1e-12 * np.linalg.norm(expected)
+
+
+def test_an_ill_conditioned_system_goes_to_the_factorization_after_the_probe(monkeypatch):
+    rng = np.random.default_rng(0)
+    U = rng.normal(size=(2000, 400)) * np.logspace(0, 3, 400)  # condition number ~1e6
+    A, b = U.T @ U, rng.normal(size=400)
+    calls = _counting_products(monkeypatch)
+    w = _lifted_solve.lifted_solve(A.copy(), b, 1.0, lambda: A.copy())
+    lanczos = calls["products"] - _lifted_solve._CG_PROBE
+    assert calls["factorizations"] == 1
+    calls["products"] = 0
+    _lifted_solve.smallest_eigenvalue_lower_bound(A)
+    assert lanczos == calls["products"]  # conjugate gradients stopped at the probe
+    np.testing.assert_allclose(A @ w, b, rtol=1e-6, atol=1e-8 * np.linalg.norm(b))
 
 
 def test_without_noise_the_solve_is_least_squares():

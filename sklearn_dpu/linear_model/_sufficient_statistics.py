@@ -22,12 +22,10 @@ References
    ICML 2017.
 """
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.linalg
-import scipy.sparse.linalg
 from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_array, validate_data
@@ -35,6 +33,7 @@ from sklearn.utils.validation import check_array, validate_data
 from .._validation import is_dask_collection, is_scratch
 from ..privacy.clipping import _INSIDE, FIXED_POINT_BITS, clip_rows_l2, clip_scales, to_fixed_point
 from ..unlearning.row_store import active_directory, gather_blocks
+from ._lifted_solve import lifted_solve
 
 if TYPE_CHECKING:
     import dask.array as da
@@ -480,7 +479,8 @@ def solve_noisy_gram(
     high-probability margin and cannot blow up. This is AdaSSP's
     eigenvalue-floor rule [Wang18]_, with the smallest eigenvalue read off the
     released matrix (post-processing) instead of paying for a separate
-    release.
+    release; how the lifted system is solved:
+    :mod:`sklearn_dpu.linear_model._lifted_solve`.
 
     With an intercept (the column of ones, after the features), the intercept
     is eliminated exactly first and is never penalized: with ``s`` the
@@ -551,91 +551,10 @@ def solve_noisy_gram(
             A = scipy.linalg.blas.dger(-1.0, scaled, scaled, a=A.T, overwrite_a=True).T
         return A
 
-    w = _lifted_solve(slopes_matrix(), b, floor, slopes_matrix) if n_slopes else np.zeros(0)
+    w = lifted_solve(slopes_matrix(), b, floor, slopes_matrix) if n_slopes else np.zeros(0)
     if not fit_intercept:
         return w
     return np.append(w, (total - sums @ w) / count)
-
-
-# Relative residual tolerance of the Lanczos iterations. A converged Ritz
-# value theta has a residual of norm at most _LANCZOS_TOL * |theta|, so an
-# eigenvalue lies within that distance of it (Bauer-Fike for symmetric
-# matrices), and a Ritz value is never below the smallest eigenvalue: with
-# convergence to the smallest, lambda_min lies in [theta (1 - tol), theta]
-# for theta > 0 (likewise below). The floor's lift uses the lower end, so the
-# lifted matrix's smallest eigenvalue is never below the floor and exceeds it
-# by at most 2 tol |theta| (0.2% of |lambda_min| at 1e-3), far inside the
-# noise the floor stands for.
-# Measured at d = 1000 on a deletion's released matrix: 61 products against
-# 91 at 1e-6 (6.4 ms against 10.3 ms; theta off by 9e-4 on -465).
-_LANCZOS_TOL = 1e-3
-
-
-def _smallest_eigenvalue_lower_bound(A: np.ndarray) -> float:
-    """A lower bound on the smallest eigenvalue of the symmetric ``A``, tight to
-    ``_LANCZOS_TOL`` relative: exact (dense) for small ``d``, else Lanczos
-    iterations (ARPACK, from a fixed start vector, so the result is
-    deterministic) to a relative residual ``_LANCZOS_TOL``, with a dense
-    fallback.
-
-    Each Lanczos step multiplies by ``A`` with BLAS ``symv``, which reads one
-    triangle of ``A`` only: at d = 1000 the matrix does not fit in cache, and
-    half the memory traffic makes the iterations about 1.6 times faster than
-    with ``A @ x``. (The products differ from ``A @ x`` by rounding only, so
-    the eigenvalue does too.)
-    """
-    q = len(A)
-    if q <= 64:
-        return float(np.linalg.eigvalsh(A)[0])
-    symv = scipy.linalg.blas.get_blas_funcs("symv", (A,))
-    upper = A.T  # Fortran-ordered view of A (= A): symv reads its upper triangle
-
-    def product(x: np.ndarray) -> np.ndarray:
-        return symv(1.0, upper, np.ravel(x))
-
-    operator = scipy.sparse.linalg.LinearOperator((q, q), matvec=product, dtype=np.float64)
-    try:
-        values = scipy.sparse.linalg.eigsh(
-            operator, k=1, which="SA", v0=np.ones(q), tol=_LANCZOS_TOL, return_eigenvectors=False
-        )
-    except scipy.sparse.linalg.ArpackError:  # pragma: no cover - no convergence
-        return float(scipy.linalg.eigh(A, subset_by_index=[0, 0], eigvals_only=True)[0])
-    ritz = float(values[0])
-    return ritz - _LANCZOS_TOL * abs(ritz)
-
-
-def _lifted_solve(
-    A: np.ndarray, b: np.ndarray, floor: float, rebuild: Callable[[], np.ndarray]
-) -> np.ndarray:
-    """``(A + lam I)^{-1} b`` with ``lam = max(0, floor - lambda_min(A))``.
-
-    The smallest eigenvalue alone (a lower bound within 0.1%,
-    :func:`_smallest_eigenvalue_lower_bound`), then one
-    Cholesky solve: ``d^3 / 3`` flops instead of a full eigendecomposition's
-    ``~9 d^3``, about 4 times faster at d = 1000 (the re-release of every
-    deletion). The system is
-    then positive definite with smallest eigenvalue at least ``floor`` (above
-    it by at most 0.2% of ``|lambda_min(A)|``); when it is not
-    (``floor = 0`` and a singular ``A``, public data only), the minimum-norm
-    solution over the positive eigenvalues, as before.
-
-    ``A`` (exactly symmetric, owned) is lifted and factored in place: its
-    Fortran-ordered view ``A.T`` is ``A`` itself, so LAPACK works on the
-    buffer without the copy it makes of a C-ordered array. ``rebuild()``
-    gives ``A`` again for the eigendecomposition fallback.
-    """
-    lift = max(0.0, floor - _smallest_eigenvalue_lower_bound(A))
-    if floor > 0.0:
-        A.flat[:: len(A) + 1] += lift
-        try:
-            factor = scipy.linalg.cho_factor(A.T, check_finite=False, overwrite_a=True)
-            return scipy.linalg.cho_solve(factor, b, check_finite=False)
-        except np.linalg.LinAlgError:  # pragma: no cover - lifted to floor > 0
-            A = rebuild()
-    eigenvalues, eigenvectors = np.linalg.eigh(A)
-    shifted = eigenvalues + lift
-    safe = np.where(shifted > 0, shifted, np.inf)  # only when sigma = 0 and A is singular
-    return eigenvectors @ ((eigenvectors.T @ b) / safe)
 
 
 def validate_training_data(
