@@ -109,6 +109,63 @@ def test_an_ill_conditioned_system_goes_to_the_factorization_after_the_probe(mon
     np.testing.assert_allclose(A @ w, b, rtol=1e-6, atol=1e-8 * np.linalg.norm(b))
 
 
+def _spectrum(eigenvalues, seed=0):
+    rng = np.random.default_rng(seed)
+    Q, _ = np.linalg.qr(rng.normal(size=(len(eigenvalues), len(eigenvalues))))
+    A = (Q * eigenvalues) @ Q.T
+    return (A + A.T) / 2, Q
+
+
+def test_slow_lanczos_iterations_stop_near_q_products_for_the_dense_solver(monkeypatch):
+    # Eigenvalues log-spread over 1..1e4: Lanczos crawls to the smallest (on
+    # an uncapped run at q = 1000, 30,000 products, 20 times a dense solver).
+    A, _ = _spectrum(np.logspace(0, 4, 200))
+    calls = _counting_products(monkeypatch)
+    bound = _lifted_solve.smallest_eigenvalue_lower_bound(A)
+    assert calls["products"] <= 200 + _lifted_solve._LANCZOS_VECTORS
+    assert bound == pytest.approx(1.0, rel=1e-9)  # the dense solver's
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e-12, 1e-14])
+def test_the_bound_is_below_lambda_min_at_any_scale(scale):
+    # ARPACK's test is relative to max(eps^(2/3), |theta|): below ~4e-11 a
+    # margin of tol |theta| alone would leave the "bound" above lambda_min.
+    A, _ = _noise_dominated_system(q=300)
+    A = A * scale
+    assert _lifted_solve.smallest_eigenvalue_lower_bound(A) <= np.linalg.eigvalsh(A)[0]
+
+
+def test_conjugate_gradients_are_as_accurate_as_the_factorization_when_ill_conditioned():
+    # Noise plus one large eigenvalue along the ones (raw features, no
+    # intercept, large n), b mostly along it: a residual small relative to
+    # ||b|| says little about the small eigenvalues' part of the solution.
+    q, spike = 800, 1e10
+    A, b = _noise_dominated_system(q=q)
+    ones = np.ones(q) / np.sqrt(q)
+    A = A + spike * np.outer(ones, ones)
+    b = b + 1e9 * ones
+    floor = 60.0
+    lift = floor - _lifted_solve.smallest_eigenvalue_lower_bound(A)
+    base = A - spike * np.outer(ones, ones) + lift * np.eye(q)  # Sherman-Morrison
+    solve = lambda v: scipy.linalg.cho_solve(scipy.linalg.cho_factor(base), v)  # noqa: E731
+    u, y = solve(ones), solve(b)
+    exact = y - u * (spike * (ones @ y)) / (1.0 + spike * (ones @ u))
+    factored = scipy.linalg.cho_solve(scipy.linalg.cho_factor(A + lift * np.eye(q)), b)
+    w = _lifted_solve.lifted_solve(A.copy(), b, floor, lambda: A.copy())
+    assert np.linalg.norm(w - exact) <= 3 * np.linalg.norm(factored - exact)
+
+
+def test_without_noise_a_singular_gram_gives_the_minimum_norm_solution():
+    rng = np.random.default_rng(0)
+    for d, n in [(100, 40), (300, 100)]:
+        Z = rng.uniform(-1, 1, size=(n, d)) / np.sqrt(d)
+        t = 0.5 * Z[:, 0]
+        M = np.c_[Z, t]
+        w = solve_noisy_gram(M.T @ M, d, np.zeros(d), 0.0, fit_intercept=False)
+        expected = np.linalg.lstsq(Z, t, rcond=None)[0]
+        assert np.linalg.norm(w - expected) <= 1e-10 * np.linalg.norm(expected)
+
+
 def test_without_noise_the_solve_is_least_squares():
     gram, Z, t = _gram()
     w = solve_noisy_gram(gram, 4, np.zeros(4), 0.0, fit_intercept=True)
