@@ -15,17 +15,14 @@ ARPACK's estimate of the residual falls below ``_LANCZOS_TOL max(eps^(2/3),
 eigenvalue within that residual of it [Par98]_. When that eigenvalue is the
 smallest, ``theta`` less the residual bound is below ``lambda_min``, and the
 lifted system's smallest eigenvalue is at least ``floor`` and above it by at
-most twice the bound (0.2% of ``|lambda_min|``, or of ``eps^(2/3)`` = 3.7e-11
-when that is larger). Lanczos iterations do not certify that they found the
+most twice the bound. Lanczos iterations do not certify that they found the
 smallest eigenvalue: on a matrix whose two smallest eigenvalues are closer
-than the tolerance, or whose smallest eigenvector is nearly absent from the
-start vector (a nearly singular Gram matrix at an epsilon so large that the
-noise vanishes), the Ritz value can belong to the next eigenvalue, and the
-lift then falls short of the floor by up to their gap. On released matrices (a
-Gram matrix plus its noise, collinear features included) no such case was
-found in 760 trials; on adversarial spectra, 7 in 300, short by at most 0.5%.
-The iterations are capped at about the cost of a dense eigenvalue solver,
-which runs instead when they do not converge.
+than the tolerance, or whose smallest eigenvector is (nearly) absent from the
+start vector, the Ritz value can belong to the next eigenvalue, and the lift
+then falls short of the floor by up to their gap (on released matrices, a
+Gram matrix plus its noise, collinear features included, none was found in
+760 trials). The iterations stop after about ``0.55 q`` to ``0.75 q``
+products (a dense eigenvalue solver's cost) for the dense solver.
 
 The system is solved by conjugate gradients [HS52]_ when they converge fast,
 else by a Cholesky factorization. The lift makes the system well conditioned
@@ -33,10 +30,12 @@ exactly when the noise dominates the bottom of the spectrum (at n = 1e5,
 d = 1000 in the benchmarks, a condition number of 2.8): then about 25
 products by ``A`` (2 ms) replace a ``d^3 / 3`` factorization (6-12 ms), the
 largest single cost of a deletion's re-release. Conjugate gradients stop when
-the residual guarantees a relative error below ``_CG_RTOL`` (the system's
-smallest eigenvalue is at least ``floor``, or the eigenvalue bound when that
-is above it), so their solution is
-as accurate as the factorization's whatever the conditioning. Every
+the residual guarantees a relative error below ``_CG_RTOL`` given that the
+system's smallest eigenvalue is at least ``floor`` (or the eigenvalue bound
+when that is above it): as accurate as the factorization's whatever the
+conditioning, as long as the Lanczos bound holds (when it does not, the error
+can exceed the claim by the ratio of the floor to the true smallest
+eigenvalue). Every
 ``_CG_PROBE`` products the convergence rate so far predicts the products still
 needed; beyond the budget (about the factorization's cost) they stop and the
 factorization runs. An ill-conditioned system is usually recognized at the
@@ -64,11 +63,12 @@ import scipy.sparse.linalg
 
 __all__ = ["lifted_solve", "smallest_eigenvalue_lower_bound"]
 
-# Relative residual tolerance of the Lanczos iterations. Measured at d = 1000 on
-# a deletion's released matrix: 41-61 products against 81-91 at 1e-6 (7 ms
-# against 12), theta off lambda_min by 9e-4 on -465 (the bound's margin,
-# 0.47, is what the lift overshoots by at most, twice: 0.2% of |lambda_min|).
-_LANCZOS_TOL = 1e-3
+# Relative residual tolerance of the Lanczos iterations. ARPACK keeps a
+# process-wide random state (for the restart vectors it draws), so two calls on
+# the same matrix can stop at different Ritz values: at 1e-6 they agree to about
+# 1e-13, at 1e-3 only to 1e-5 (a released model that changed with the calls made
+# before it), which is why the looser tolerance, 30% fewer products, is not used.
+_LANCZOS_TOL = 1e-6
 # ARPACK's convergence test is residual <= tol * max(_ARPACK_FLOOR, |theta|).
 _ARPACK_FLOOR = np.finfo(np.float64).eps ** (2.0 / 3.0)
 # Lanczos vectors kept between restarts (ARPACK's default for one eigenvalue).
@@ -116,7 +116,8 @@ def smallest_eigenvalue_lower_bound(A: np.ndarray) -> float:
         return float(np.linalg.eigvalsh(A)[0])
     product = _symmetric_product(A)
     operator = scipy.sparse.linalg.LinearOperator((q, q), matvec=product, dtype=np.float64)
-    # Each restart adds _LANCZOS_VECTORS - 1 products: stop near q of them.
+    # At most about _LANCZOS_VECTORS - 1 products per restart: stop before q of
+    # them (measured: 0.55 q to 0.75 q).
     restarts = max(1, q // (_LANCZOS_VECTORS - 1))
     try:
         values = scipy.sparse.linalg.eigsh(
@@ -130,9 +131,10 @@ def smallest_eigenvalue_lower_bound(A: np.ndarray) -> float:
             return_eigenvectors=False,
         )
     except scipy.sparse.linalg.ArpackError:  # no convergence within the cap
-        return float(scipy.linalg.eigh(A, subset_by_index=[0, 0], eigvals_only=True)[0])
-    ritz = float(values[0])
-    return ritz - _LANCZOS_TOL * max(_ARPACK_FLOOR, abs(ritz))
+        # the same margin: a matrix near the cap gives the same bound either way
+        values = scipy.linalg.eigh(A, subset_by_index=[0, 0], eigvals_only=True)
+    value = float(values[0])
+    return value - _LANCZOS_TOL * max(_ARPACK_FLOOR, abs(value))
 
 
 def _symmetric_product(A: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
@@ -200,12 +202,12 @@ def lifted_solve(
 ) -> np.ndarray:
     """``(A + lam I)^{-1} b`` with ``lam = max(0, floor - lambda_min(A))``.
 
-    ``lambda_min`` as a lower bound within 0.1%
+    ``lambda_min`` as a lower bound within ``1e-6`` relative
     (:func:`smallest_eigenvalue_lower_bound`), then conjugate gradients, or
     one Cholesky solve when they would be slower (``d^3 / 3`` flops instead
     of a full eigendecomposition's ``~9 d^3``). The system is then positive
     definite with smallest eigenvalue at least ``floor`` (above it by at
-    most 0.2% of ``|lambda_min(A)|``; below it when the Lanczos iterations
+    most ``2e-6 |lambda_min(A)|``; below it when the Lanczos iterations
     missed the smallest eigenvalue, see the module's docstring); when it is
     not (``floor = 0`` and a singular ``A``, public data only), the
     minimum-norm solution over the eigenvalues above rounding.
@@ -227,9 +229,9 @@ def lifted_solve(
     -------
     ndarray of shape (q,)
     """
-    lowest = smallest_eigenvalue_lower_bound(A)
-    lift = max(0.0, floor - lowest)
     if floor > 0.0:
+        lowest = smallest_eigenvalue_lower_bound(A)
+        lift = max(0.0, floor - lowest)
         solution = _conjugate_gradients(A, lift, b, smallest=max(floor, lowest))
         if solution is not None:
             return solution
@@ -240,9 +242,12 @@ def lifted_solve(
         except np.linalg.LinAlgError:  # pragma: no cover - lifted to floor > 0
             A = rebuild()
     eigenvalues, eigenvectors = np.linalg.eigh(A)
-    shifted = eigenvalues + lift
-    # Only when sigma = 0 and A is singular: eigenvalues below lstsq's default
-    # cutoff (q eps times the largest) are rounding, not signal, and dropped.
-    cutoff = len(A) * np.finfo(np.float64).eps * max(float(np.abs(shifted).max()), 0.0)
+    if floor > 0.0:  # pragma: no cover - the factorization of a lifted system failed
+        shifted = eigenvalues + lift
+    else:  # no noise (public data): the pseudo-inverse, lstsq's default cutoff
+        shifted = eigenvalues
+    # Eigenvalues below q eps times the largest are taken as rounding of zero
+    # and dropped (on the Gram matrix, a coarser cutoff than lstsq's on X).
+    cutoff = len(A) * np.finfo(np.float64).eps * float(np.abs(shifted).max())
     safe = np.where(shifted > cutoff, shifted, np.inf)
     return eigenvectors @ ((eigenvectors.T @ b) / safe)
