@@ -3,11 +3,12 @@ lifted with the slopes, and the defaults fit raw data."""
 
 import numpy as np
 import pytest
+import scipy.linalg
 from sklearn.datasets import load_diabetes
 from sklearn.metrics import r2_score
 from sklearn.model_selection import train_test_split
 
-from sklearn_dpu.linear_model import DPLinearRegression
+from sklearn_dpu.linear_model import DPLinearRegression, _lifted_solve
 from sklearn_dpu.linear_model._sufficient_statistics import (
     noise_spectral_bound,
     solve_noisy_gram,
@@ -34,6 +35,155 @@ def test_the_intercept_is_eliminated_exactly_and_not_lifted():
     lifted = solve_noisy_gram(gram, 4, np.zeros(4), sigma, fit_intercept=False)
     lift = noise_spectral_bound(sigma, 4)
     assert lifted[3] < 0.6 * len(t) / (len(t) + 0.5 * lift)
+
+
+def _noise_dominated_system(q=300, seed=4):
+    # Gram of a few hundred rows plus symmetric noise far above it: indefinite,
+    # so the lift is active and read off the Lanczos path (q > 64).
+    rng = np.random.default_rng(seed)
+    U = rng.uniform(-1, 1, size=(4 * q, q)) / np.sqrt(q)
+    noise = rng.normal(size=(q, q))
+    return U.T @ U + (noise + noise.T), rng.normal(size=q)
+
+
+def test_the_lift_puts_the_smallest_eigenvalue_at_the_floor_not_below():
+    A, b = _noise_dominated_system()
+    floor = 30.0
+    lowest = float(np.linalg.eigvalsh(A)[0])
+    assert lowest < floor  # the lift is active
+    w = _lifted_solve.lifted_solve(A.copy(), b, floor, lambda: A.copy())
+    # the solve is (A + lift I)^{-1} b; recover lift from it exactly
+    lift = float((b - A @ w) @ w / (w @ w))
+    lifted_lowest = lowest + lift
+    assert lifted_lowest >= floor
+    assert lifted_lowest <= floor + 2 * _lifted_solve._LANCZOS_TOL * abs(lowest)
+    np.testing.assert_allclose((A + lift * np.eye(len(A))) @ w, b, rtol=1e-9, atol=1e-9)
+
+
+def _counting_products(monkeypatch):
+    calls = {"products": 0, "factorizations": 0}
+    make_product, factor = _lifted_solve._symmetric_product, scipy.linalg.cho_factor
+
+    def counted_product(A):
+        product = make_product(A)
+
+        def count(x):
+            calls["products"] += 1
+            return product(x)
+
+        return count
+
+    def counted_factor(*args, **kwargs):
+        calls["factorizations"] += 1
+        return factor(*args, **kwargs)
+
+    monkeypatch.setattr(_lifted_solve, "_symmetric_product", counted_product)
+    monkeypatch.setattr(_lifted_solve.scipy.linalg, "cho_factor", counted_factor)
+    return calls
+
+
+def test_a_well_conditioned_lifted_system_is_solved_by_conjugate_gradients(monkeypatch):
+    A, b = _noise_dominated_system(q=400)
+    floor = 60.0  # condition number about 2.5 once lifted
+    lift = floor - _lifted_solve.smallest_eigenvalue_lower_bound(A)
+    factor = scipy.linalg.cho_factor(A + lift * np.eye(400))
+    expected = scipy.linalg.cho_solve(factor, b)
+    calls = _counting_products(monkeypatch)
+    w = _lifted_solve.lifted_solve(A.copy(), b, floor, lambda: A.copy())
+    assert calls["factorizations"] == 0
+    # the factorization's solution, to about the condition number times 1e-13
+    assert np.linalg.norm(w - expected) <= 1e-12 * np.linalg.norm(expected)
+
+
+def test_an_ill_conditioned_system_goes_to_the_factorization_after_the_probe(monkeypatch):
+    rng = np.random.default_rng(0)
+    U = rng.normal(size=(2000, 400)) * np.logspace(0, 3, 400)  # condition number ~1e6
+    A, b = U.T @ U, rng.normal(size=400)
+    calls = _counting_products(monkeypatch)
+    w = _lifted_solve.lifted_solve(A.copy(), b, 1.0, lambda: A.copy())
+    lanczos = calls["products"] - _lifted_solve._CG_PROBE
+    assert calls["factorizations"] == 1
+    calls["products"] = 0
+    _lifted_solve.smallest_eigenvalue_lower_bound(A)
+    assert lanczos == calls["products"]  # conjugate gradients stopped at the probe
+    np.testing.assert_allclose(A @ w, b, rtol=1e-6, atol=1e-8 * np.linalg.norm(b))
+
+
+def _spectrum(eigenvalues, seed=0):
+    rng = np.random.default_rng(seed)
+    Q, _ = np.linalg.qr(rng.normal(size=(len(eigenvalues), len(eigenvalues))))
+    A = (Q * eigenvalues) @ Q.T
+    return (A + A.T) / 2, Q
+
+
+def test_slow_lanczos_iterations_stop_near_q_products_for_the_dense_solver(monkeypatch):
+    # Eigenvalues log-spread over 1..1e4: Lanczos crawls to the smallest (on
+    # an uncapped run at q = 1000, 30,000 products, 20 times a dense solver).
+    A, _ = _spectrum(np.logspace(0, 4, 200))
+    calls = _counting_products(monkeypatch)
+    bound = _lifted_solve.smallest_eigenvalue_lower_bound(A)
+    assert calls["products"] <= 200 + _lifted_solve._LANCZOS_VECTORS
+    assert bound == pytest.approx(1.0 - _lifted_solve._LANCZOS_TOL, rel=1e-9)  # dense, same margin
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e-12, 1e-14])
+def test_the_bound_is_below_lambda_min_at_any_scale(scale):
+    # ARPACK's test is relative to max(eps^(2/3), |theta|): below ~4e-11 a
+    # margin of tol |theta| alone would leave the "bound" above lambda_min.
+    A, _ = _noise_dominated_system(q=300)
+    A = A * scale
+    assert _lifted_solve.smallest_eigenvalue_lower_bound(A) <= np.linalg.eigvalsh(A)[0]
+
+
+def test_conjugate_gradients_are_as_accurate_as_the_factorization_when_ill_conditioned():
+    # Noise plus one large eigenvalue along the ones (raw features, no
+    # intercept, large n), b mostly along it: a residual small relative to
+    # ||b|| says little about the small eigenvalues' part of the solution.
+    q, spike = 800, 1e10
+    A, b = _noise_dominated_system(q=q)
+    ones = np.ones(q) / np.sqrt(q)
+    A = A + spike * np.outer(ones, ones)
+    b = b + 1e9 * ones
+    floor = 60.0
+    lift = floor - _lifted_solve.smallest_eigenvalue_lower_bound(A)
+    base = A - spike * np.outer(ones, ones) + lift * np.eye(q)  # Sherman-Morrison
+    solve = lambda v: scipy.linalg.cho_solve(scipy.linalg.cho_factor(base), v)  # noqa: E731
+    u, y = solve(ones), solve(b)
+    exact = y - u * (spike * (ones @ y)) / (1.0 + spike * (ones @ u))
+    factored = scipy.linalg.cho_solve(scipy.linalg.cho_factor(A + lift * np.eye(q)), b)
+    w = _lifted_solve.lifted_solve(A.copy(), b, floor, lambda: A.copy())
+    assert np.linalg.norm(w - exact) <= 3 * np.linalg.norm(factored - exact)
+
+
+def test_repeated_solves_of_one_system_agree():
+    # ARPACK draws restart vectors from a process-wide random state: the bound,
+    # and the model, must not depend on the calls made before (at a tolerance
+    # of 1e-3, 2e-7 relative apart on this matrix; at 1e-6, 2e-13).
+    rng = np.random.default_rng(1)
+    q, m = 65, 260
+    F = rng.normal(size=(m, 5)) @ (rng.normal(size=(5, q)) * np.linspace(3, 0.1, 5)[:, None])
+    X = F + 0.05 * rng.normal(size=(m, q)) + 0.5
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    noise = rng.normal(size=(q, q)) / np.sqrt(2)
+    A = (X.T @ X) * (1e5 / m) + noise + noise.T
+    b = X.T @ np.clip(X @ rng.normal(size=q) / np.sqrt(q), -1, 1) * (1e5 / m)
+    floor = noise_spectral_bound(1.0, q)
+    solutions = [
+        _lifted_solve.lifted_solve(A.copy(), b, floor, lambda: A.copy()) for _ in range(10)
+    ]
+    for w in solutions[1:]:
+        assert np.linalg.norm(w - solutions[0]) <= 1e-10 * np.linalg.norm(solutions[0])
+
+
+def test_without_noise_a_singular_gram_gives_the_minimum_norm_solution():
+    rng = np.random.default_rng(0)
+    for d, n in [(100, 40), (300, 100)]:
+        Z = rng.uniform(-1, 1, size=(n, d)) / np.sqrt(d)
+        t = 0.5 * Z[:, 0]
+        M = np.c_[Z, t]
+        w = solve_noisy_gram(M.T @ M, d, np.zeros(d), 0.0, fit_intercept=False)
+        expected = np.linalg.lstsq(Z, t, rcond=None)[0]
+        assert np.linalg.norm(w - expected) <= 1e-10 * np.linalg.norm(expected)
 
 
 def test_without_noise_the_solve_is_least_squares():
