@@ -253,3 +253,35 @@ def test_ranges_run_on_the_callers_thread_when_the_pool_takes_no_work(ranges, mo
     threads = _row_threads.map_row_ranges(lambda a, b: (a, b, threading.get_ident()), 9, 1)
     assert [t[:2] for t in threads] == [(0, 3), (3, 6), (6, 9)]
     assert {t[2] for t in threads} == {threading.get_ident()}
+
+
+@pytest.mark.parametrize("fit_intercept", [True, False])
+@pytest.mark.parametrize("parts", [2, 3])
+def test_the_encoding_on_ranges_gives_the_same_codes_and_gram_bit_for_bit(
+    ranges, parts, fit_intercept
+):
+    from sklearn_dpu.linear_model import _sufficient_statistics as ss
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(1001, 7)) * np.linspace(0.1, 3, 7)
+    y = rng.normal(size=1001) * 3
+    args = (X, y, 2.0, 0.1, 2.5, fit_intercept)
+    assert ss._ENCODE_MIN_ROWS < 1001 // parts  # several blocks per range
+    codes, gram = ss.encode_with_gram(*args)
+    ranges(parts)
+    split_codes, split_gram = ss.encode_with_gram(*args)
+    np.testing.assert_array_equal(split_codes, codes)
+    np.testing.assert_array_equal(split_gram, gram)
+    # and both are the reference encoding's
+    np.testing.assert_array_equal(codes, ss.encode_rows(X, y, 2.0, 0.1, 2.5))
+    np.testing.assert_array_equal(gram, ss.gram_of_codes(codes, fit_intercept))
+
+
+def test_a_non_finite_row_in_a_later_range_raises(ranges):
+    from sklearn_dpu.linear_model import _sufficient_statistics as ss
+
+    X = np.ones((1000, 3)) * 0.1
+    X[-1, 0] = np.nan
+    ranges(2)
+    with pytest.raises(ss.NonFiniteInputError):
+        ss.encode_with_gram(X, np.zeros(1000), 1.0, 0.0, 1.0, True)

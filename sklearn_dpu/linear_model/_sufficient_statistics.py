@@ -34,6 +34,7 @@ from .._validation import is_dask_collection, is_scratch
 from ..privacy.clipping import _INSIDE, FIXED_POINT_BITS, clip_rows_l2, clip_scales, to_fixed_point
 from ..unlearning.row_store import active_directory, gather_blocks
 from ._lifted_solve import lifted_solve
+from ._row_threads import sum_over_row_ranges
 
 if TYPE_CHECKING:
     import dask.array as da
@@ -218,7 +219,10 @@ def encode_with_gram(
     is the constant ``_ONE``, so its entries are sums times ``_ONE``), all
     added into int64 totals; the block's int16 codes are written once. The
     result is bit-identical to :func:`encode_rows` followed by
-    :func:`gram_of_codes`.
+    :func:`gram_of_codes`. The blocks run on as many contiguous row ranges as
+    the caller lets BLAS use threads (:mod:`._row_threads`); their totals are
+    exact integers, so the split changes no bit (measured at n = 1e6 on 2
+    cores: d = 100 0.65 s -> 0.49 s, d = 20 0.091 s -> 0.087 s).
 
     Returns
     -------
@@ -230,39 +234,49 @@ def encode_with_gram(
     rows = int(np.clip(_ENCODE_BYTES // (8 * (d + 2)), _ENCODE_MIN_ROWS, _ENCODE_MAX_ROWS))
     rows = min(rows, max(n, 1))
     codes = np.empty((n, d + 1), dtype=np.int16)
-    # Exact integer blocks of the Gram matrix: features, their products with
-    # the target, their sums, and the target's square and sum.
-    features_gram = np.zeros((d, d), dtype=np.int64)
-    with_target = np.zeros(d, dtype=np.int64)
-    sums = np.zeros(d, dtype=np.int64)
-    target_square = target_sum = 0
-    features_buffer = np.empty((rows, d), dtype=np.float64)
-    scratch = np.empty((rows, d), dtype=np.float64)
-    target_buffer = np.empty(rows, dtype=np.float64)
-    ones = np.ones(rows)
-    for start in range(0, n, rows):
-        stop = min(n, start + rows)
-        features, target = features_buffer[: stop - start], target_buffer[: stop - start]
-        rows_x = np.asarray(X[start:stop], dtype=np.float64)
-        _encode_block_into(
-            rows_x,
-            y[start:stop],
-            feature_norm,
-            center,
-            half_range,
-            features,
-            target,
-            scratch[: stop - start],
-        )
-        np.copyto(codes[start:stop, :d], features, casting="unsafe")
-        codes[start:stop, d] = target
-        # Exact integers: products (or sums) of codes over fewer than 2**25
-        # rows, one syrk and two gemv.
-        np.add(features_gram, features.T @ features, out=features_gram, casting="unsafe")
-        np.add(with_target, features.T @ target, out=with_target, casting="unsafe")
-        np.add(sums, features.T @ ones[: stop - start], out=sums, casting="unsafe")
-        target_square += int(target @ target)
-        target_sum += int(target.sum())
+
+    def encode_range(first: int, last: int) -> tuple:
+        # Exact integer blocks of the Gram matrix over rows first .. last - 1:
+        # features, their products with the target, their sums, and the
+        # target's square and sum.
+        features_gram = np.zeros((d, d), dtype=np.int64)
+        with_target = np.zeros(d, dtype=np.int64)
+        sums = np.zeros(d, dtype=np.int64)
+        target_square = target_sum = 0
+        features_buffer = np.empty((rows, d), dtype=np.float64)
+        scratch = np.empty((rows, d), dtype=np.float64)
+        target_buffer = np.empty(rows, dtype=np.float64)
+        ones = np.ones(rows)
+        for start in range(first, last, rows):
+            stop = min(last, start + rows)
+            features, target = features_buffer[: stop - start], target_buffer[: stop - start]
+            rows_x = np.asarray(X[start:stop], dtype=np.float64)
+            _encode_block_into(
+                rows_x,
+                y[start:stop],
+                feature_norm,
+                center,
+                half_range,
+                features,
+                target,
+                scratch[: stop - start],
+            )
+            np.copyto(codes[start:stop, :d], features, casting="unsafe")
+            codes[start:stop, d] = target
+            # Exact integers: products (or sums) of codes over fewer than 2**25
+            # rows, one syrk and two gemv.
+            np.add(features_gram, features.T @ features, out=features_gram, casting="unsafe")
+            np.add(with_target, features.T @ target, out=with_target, casting="unsafe")
+            np.add(sums, features.T @ ones[: stop - start], out=sums, casting="unsafe")
+            target_square += int(target @ target)
+            target_sum += int(target.sum())
+        return features_gram, with_target, sums, target_square, target_sum
+
+    # On as many row ranges as the caller lets BLAS use threads: the sums are
+    # exact integers, so the split changes no bit of the result.
+    features_gram, with_target, sums, target_square, target_sum = sum_over_row_ranges(
+        encode_range, n, d + 2
+    )
     width = d + 1 + fit_intercept  # [features, (intercept), target]
     gram = np.empty((width, width), dtype=np.int64)
     gram[:d, :d] = features_gram
