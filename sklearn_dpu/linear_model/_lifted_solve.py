@@ -35,9 +35,8 @@ system's smallest eigenvalue is at least ``floor`` (or the eigenvalue bound
 when that is above it): as accurate as the factorization's whatever the
 conditioning, as long as the Lanczos bound holds (when it does not, the error
 can exceed the claim by the ratio of the floor to the true smallest
-eigenvalue). Every
-``_CG_PROBE`` products the convergence rate so far predicts the products still
-needed; beyond the budget (about the factorization's cost) they stop and the
+eigenvalue). Every ``_CG_PROBE`` products the convergence rate so far predicts
+the products still needed; beyond the budget (about the factorization's cost) they stop and the
 factorization runs. An ill-conditioned system is usually recognized at the
 first check; a right-hand side concentrated on a few eigenvectors can look
 fast at first, and then costs up to the budget before the factorization.
@@ -90,11 +89,13 @@ def smallest_eigenvalue_lower_bound(A: np.ndarray) -> float:
     ``_LANCZOS_TOL`` relative.
 
     Exact (dense) for small ``d``, else Lanczos iterations (ARPACK, from a
-    fixed start vector, so the result is deterministic) to a relative
-    residual ``_LANCZOS_TOL``, less that residual bound; when the iterations
-    have not converged after about ``q`` products (what a dense solver costs),
-    the dense solver. A lower bound when the iterations converge to the
-    smallest eigenvalue (see the module's docstring).
+    fixed start vector; its restarts draw from a process-wide random state,
+    so repeated calls agree to about 1e-13, see ``_LANCZOS_TOL``) to a
+    relative residual ``_LANCZOS_TOL``, less that residual bound; when the
+    iterations have not converged after 0.55 ``q`` to 0.75 ``q`` products
+    (about what a dense solver costs), the dense solver with the same
+    margin. A lower bound when the iterations converge to the smallest
+    eigenvalue (see the module's docstring).
 
     Each Lanczos step multiplies by ``A`` with BLAS ``symv``, which reads one
     triangle of ``A`` only: at d = 1000 the matrix does not fit in cache, and
@@ -208,8 +209,8 @@ def lifted_solve(
     of a full eigendecomposition's ``~9 d^3``). The system is then positive
     definite with smallest eigenvalue at least ``floor`` (above it by at
     most ``2e-6 |lambda_min(A)|``; below it when the Lanczos iterations
-    missed the smallest eigenvalue, see the module's docstring); when it is
-    not (``floor = 0`` and a singular ``A``, public data only), the
+    missed the smallest eigenvalue, see the module's docstring). With
+    ``floor = 0`` (no noise, public data only) there is no lift: the
     minimum-norm solution over the eigenvalues above rounding.
 
     Parameters
