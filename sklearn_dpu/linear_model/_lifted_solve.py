@@ -9,20 +9,23 @@ no noise, no sensitivity, no guarantee, only how fast and how exactly the
 released model is computed from them.
 
 ``lambda_min`` is read as a lower bound
-(:func:`smallest_eigenvalue_lower_bound`): Lanczos iterations stopped when
-ARPACK's estimate of the residual falls below ``_LANCZOS_TOL max(eps^(2/3),
-|theta|)`` give a Ritz value ``theta``, never below ``lambda_min``, with an
-eigenvalue within that residual of it [Par98]_. When that eigenvalue is the
-smallest, ``theta`` less the residual bound is below ``lambda_min``, and the
+(:func:`smallest_eigenvalue_lower_bound`): Lanczos iterations with full
+reorthogonalization, from a fixed start vector, give a Ritz vector ``y``
+whose Rayleigh quotient ``rho`` and residual ``r`` are computed in float64; a
+symmetric matrix has an eigenvalue within ``r`` of ``rho`` [Par98]_, and they
+stop when ``r`` is below ``_LANCZOS_TOL max(|rho|, floor)``. When that
+eigenvalue is the smallest, ``rho - r`` is below ``lambda_min``, and the
 lifted system's smallest eigenvalue is at least ``floor`` and above it by at
-most twice the bound. Lanczos iterations do not certify that they found the
-smallest eigenvalue: on a matrix whose two smallest eigenvalues are closer
-than the tolerance, or whose smallest eigenvector is (nearly) absent from the
-start vector, the Ritz value can belong to the next eigenvalue, and the lift
-then falls short of the floor by up to their gap (on released matrices, a
-Gram matrix plus its noise, collinear features included, none was found in
-760 trials). The iterations stop after about ``0.55 q`` to ``0.75 q``
-products (a dense eigenvalue solver's cost) for the dense solver.
+most ``2 r``. Lanczos iterations do not certify that they found the smallest
+eigenvalue: on a matrix whose two smallest eigenvalues are closer than the
+tolerance, or whose smallest eigenvector is (nearly) absent from the start
+vector, the Ritz value can belong to the next eigenvalue, and the lift then
+falls short of the floor by up to their gap (on released matrices, a Gram
+matrix plus its noise, collinear features included, none was found in 760
+trials of the ARPACK iterations used before). The iterations run in float32
+(half the memory traffic), then in float64 from their Ritz vector when
+float32 rounding keeps the residual above the tolerance; after ``q / 2``
+steps (a dense eigenvalue solver's cost) the dense solver runs.
 
 The system is solved by conjugate gradients [HS52]_ when they converge fast,
 else by a Cholesky factorization. The lift makes the system well conditioned
@@ -48,7 +51,9 @@ References
    Algorithm 2 (AdaSSP).
 .. [Par98] B. N. Parlett, "The symmetric eigenvalue problem", SIAM 1998,
    Section 4.5 (residual bounds: a symmetric matrix has an eigenvalue within
-   ``||A y - theta y||`` of the Rayleigh quotient ``theta`` of a unit ``y``).
+   ``||A y - theta y||`` of the Rayleigh quotient ``theta`` of a unit ``y``),
+   Section 6.9 (Kahan's "twice is enough" reorthogonalization) and Chapter 13
+   (the Lanczos algorithm, with full reorthogonalization).
 .. [HS52] M. R. Hestenes and E. Stiefel, "Methods of conjugate gradients for
    solving linear systems", Journal of Research of the National Bureau of
    Standards 49(6), 1952.
@@ -58,55 +63,75 @@ from collections.abc import Callable
 
 import numpy as np
 import scipy.linalg
-import scipy.sparse.linalg
 
 __all__ = ["lifted_solve", "smallest_eigenvalue_lower_bound"]
 
-# Relative residual tolerance of the Lanczos iterations. ARPACK keeps a
-# process-wide random state (for the restart vectors it draws), so two calls on
-# the same matrix can stop at different Ritz values: at 1e-6 they agree to about
-# 1e-13, at 1e-3 only to 1e-5 (a released model that changed with the calls made
-# before it), which is why the looser tolerance, 30% fewer products, is not used.
-_LANCZOS_TOL = 1e-6
-# ARPACK's convergence test is residual <= tol * max(_ARPACK_FLOOR, |theta|).
-_ARPACK_FLOOR = np.finfo(np.float64).eps ** (2.0 / 3.0)
-# Lanczos vectors kept between restarts (ARPACK's default for one eigenvalue).
-_LANCZOS_VECTORS = 20
+# Relative tolerance of the eigenvalue bound: the Lanczos iterations stop when
+# the residual of their smallest Ritz pair, recomputed in float64 from the
+# Ritz vector, is below _LANCZOS_TOL max(|theta|, floor). The bound is theta
+# less that residual, so the lifted system's smallest eigenvalue exceeds the
+# floor by at most 2 _LANCZOS_TOL max(|lambda_min|, floor): a ridge larger
+# by a relative 2e-4 at most, against 9-10 ms more for 1e-6 at d = 1000
+# (72-88 products instead of 44-68).
+_LANCZOS_TOL = 1e-4
+# The floor of that scale when theta and the floor are both 0 (ARPACK's).
+_EIGENVALUE_FLOOR = np.finfo(np.float64).eps ** (2.0 / 3.0)
+# Lanczos steps between two looks at the smallest Ritz pair.
+_LANCZOS_CHECK = 4
+# Lanczos steps at most, per row of A: with full reorthogonalization step k
+# costs a product and 4 k q flops, so q / 2 steps cost about what the dense
+# solver does (4 q^3 / 3 flops).
+_LANCZOS_STEPS_PER_ROW = 0.5
+# Residual estimates below _ROUNDING_REACH sqrt(q) eps ||A|| are rounding: the
+# iterations have refined their Ritz vector as far as their precision allows.
+_ROUNDING_REACH = 4.0
+# The start vector: a fixed pseudo-random direction, so that a structured
+# matrix (a Gram matrix whose null space holds the ones vector) does not hide
+# its smallest eigenvector from it, and the same matrix gives the same bound.
+_START_SEED = 20_181_017
 # Relative error (in the 2-norm) of the conjugate gradients' solution: they
 # stop when the residual over the system's smallest eigenvalue bound proves it.
 _CG_RTOL = 1e-12
 # Products between two checks of the conjugate gradients' convergence rate.
 _CG_PROBE = 8
 # Products conjugate gradients may take, per row of A: a product reads the
-# matrix once (about 0.1 ms at d = 1000), a Cholesky factorization costs
-# about as much as d / 16 of them (measured 6-12 ms at d = 1000). Below
-# _CG_PROBE * 16 rows the factorization is always cheaper.
+# matrix once (about 0.06 ms at d = 1000 on 2 cores), a Cholesky
+# factorization costs about as much as d / 16 of them (measured 6-12 ms at
+# d = 1000). Below _CG_PROBE * 16 rows the factorization is always cheaper.
 _CG_ROWS_PER_PRODUCT = 16
 
 
-def smallest_eigenvalue_lower_bound(A: np.ndarray) -> float:
+def smallest_eigenvalue_lower_bound(A: np.ndarray, floor: float = 0.0) -> float:
     """A lower bound on the smallest eigenvalue of the symmetric ``A``, tight to
-    ``_LANCZOS_TOL`` relative.
+    ``_LANCZOS_TOL max(|lambda_min|, floor)``.
 
-    Exact (dense) for small ``d``, else Lanczos iterations (ARPACK, from a
-    fixed start vector; its restarts draw from a process-wide random state,
-    so repeated calls agree to about 1e-13, see ``_LANCZOS_TOL``) to a
-    relative residual ``_LANCZOS_TOL``, less that residual bound; when the
-    iterations have not converged after 0.55 ``q`` to 0.75 ``q`` products
-    (about what a dense solver costs), the dense solver with the same
-    margin. A lower bound when the iterations converge to the smallest
-    eigenvalue (see the module's docstring).
+    Exact (dense) for small ``d``. Else Lanczos iterations with full
+    reorthogonalization from a fixed start vector (so the same matrix always
+    gives the same bound): every ``_LANCZOS_CHECK`` steps the smallest
+    eigenpair ``(theta, s)`` of the tridiagonal matrix; when its residual
+    estimate is within the tolerance, the Ritz vector ``y`` is formed and
+    its Rayleigh quotient ``rho`` and residual ``r = ||A y - rho y||`` are
+    computed in float64. A symmetric matrix has an eigenvalue within ``r``
+    of ``rho`` [Par98]_; when that eigenvalue is the smallest (see the
+    module's docstring), ``rho - r``, less an allowance for the rounding of
+    the product, is below ``lambda_min``.
 
-    Each Lanczos step multiplies by ``A`` with BLAS ``symv``, which reads one
-    triangle of ``A`` only: at d = 1000 the matrix does not fit in cache, and
-    half the memory traffic makes the iterations about 1.6 times faster than
-    with ``A @ x``. (The products differ from ``A @ x`` by rounding only, so
-    the eigenvalue does too.)
+    The iterations run in float32 first: a product by ``A`` (BLAS ``symv``,
+    one triangle read) then reads 4 bytes an entry instead of 8 (at d = 1000
+    on 2 cores 0.056 ms a step against 0.158 ms). Their precision limits
+    only the residual the Ritz vector can reach, and that residual is
+    checked in float64: when it is above the tolerance (the floor far below
+    ``||A||``), float64 iterations go on from that Ritz vector. Whichever
+    iterations have not converged after ``q / 2`` steps (about what a dense
+    solver costs) give way to the dense solver, with the tolerance as margin.
 
     Parameters
     ----------
     A : ndarray of shape (q, q)
         Exactly symmetric.
+    floor : float, default=0.0
+        The scale of the tolerance when it exceeds ``|lambda_min|`` (the
+        lift's floor: what the bound's error is compared to).
 
     Returns
     -------
@@ -115,27 +140,100 @@ def smallest_eigenvalue_lower_bound(A: np.ndarray) -> float:
     q = len(A)
     if q <= 64:
         return float(np.linalg.eigvalsh(A)[0])
-    product = _symmetric_product(A)
-    operator = scipy.sparse.linalg.LinearOperator((q, q), matvec=product, dtype=np.float64)
-    # At most about _LANCZOS_VECTORS - 1 products per restart: stop before q of
-    # them (measured: 0.55 q to 0.75 q).
-    restarts = max(1, q // (_LANCZOS_VECTORS - 1))
-    try:
-        values = scipy.sparse.linalg.eigsh(
-            operator,
-            k=1,
-            which="SA",
-            v0=np.ones(q),
-            ncv=_LANCZOS_VECTORS,
-            maxiter=restarts,
-            tol=_LANCZOS_TOL,
-            return_eigenvectors=False,
-        )
-    except scipy.sparse.linalg.ArpackError:  # no convergence within the cap
-        # the same margin: a matrix near the cap gives the same bound either way
-        values = scipy.linalg.eigh(A, subset_by_index=[0, 0], eigvals_only=True)
-    value = float(values[0])
-    return value - _LANCZOS_TOL * max(_ARPACK_FLOOR, abs(value))
+    exact = _symmetric_product(A)
+
+    def verified(y: np.ndarray, tolerance: float, norm: float) -> float | None:
+        image = exact(y)
+        rho = float(y @ image)
+        image -= rho * y
+        residual = float(np.linalg.norm(image))
+        if residual <= tolerance:
+            return rho - residual - _rounding(q, norm)
+        return None
+
+    start = np.random.default_rng(_START_SEED).standard_normal(q)
+    for product, first in ((_symmetric_product(A.astype(np.float32)), np.float32), (exact, None)):
+        outcome = _lanczos(product, start.astype(first or np.float64), floor, verified)
+        if outcome is None:
+            break  # the cap
+        if not isinstance(outcome, np.ndarray):
+            return outcome
+        start = outcome  # a Ritz vector that float32 products could not refine
+    # no convergence within the cap: the dense solver, with the same margin
+    value = float(scipy.linalg.eigh(A, subset_by_index=[0, 0], eigvals_only=True)[0])
+    return value - _LANCZOS_TOL * max(abs(value), floor, _EIGENVALUE_FLOOR)
+
+
+def _lanczos(
+    product: Callable[[np.ndarray], np.ndarray],
+    start: np.ndarray,
+    floor: float,
+    verified: Callable[[np.ndarray, float, float], float | None],
+) -> float | np.ndarray | None:
+    """Lanczos iterations with full reorthogonalization, in ``start``'s dtype.
+
+    Returns the bound ``verified`` gives for the smallest Ritz pair once its
+    residual estimate is within the tolerance (or at a breakdown: an
+    invariant Krylov space, the estimate 0); the Ritz vector (float64) when
+    ``verified`` rejects it; ``None`` after ``q / 2`` steps.
+    """
+    q = len(start)
+    steps = max(_LANCZOS_CHECK, int(_LANCZOS_STEPS_PER_ROW * q))
+    basis = np.empty((steps + 1, q), dtype=start.dtype)
+    diagonal, off_diagonal = np.empty(steps), np.empty(steps)
+    norm_bound = 0.0  # >= ||T_k|| (Gershgorin), an estimate of ||A||
+    unit = float(np.finfo(start.dtype).eps)
+    basis[0] = start / np.linalg.norm(start)
+    for k in range(steps):
+        w = product(basis[k])
+        # Classical Gram-Schmidt against the whole basis: it takes out the
+        # three-term recurrence's two terms (coefficients k and k - 1) and
+        # what rounding left along the others. A second pass when the first
+        # cancelled more than half of the norm ("twice is enough", [Par98]_
+        # Section 6.9): without it, float32 iterations near an eigenvector
+        # lose orthogonality and their Ritz values wander below the spectrum.
+        head = basis[: k + 1]
+        before = float(np.linalg.norm(w))
+        coefficients = head @ w
+        w -= head.T @ coefficients
+        beta = float(np.linalg.norm(w))
+        if beta < 0.5 * before:
+            again = head @ w
+            w -= head.T @ again
+            coefficients += again
+            beta = float(np.linalg.norm(w))
+        diagonal[k] = coefficients[k]
+        off_diagonal[k] = beta
+        below = off_diagonal[k - 1] if k else 0.0
+        norm_bound = max(norm_bound, abs(diagonal[k]) + below + beta)
+        breakdown = not beta > q * unit * norm_bound
+        if breakdown or (k + 1) % _LANCZOS_CHECK == 0:
+            values, vectors = scipy.linalg.eigh_tridiagonal(
+                diagonal[: k + 1], off_diagonal[:k], select="i", select_range=(0, 0)
+            )
+            theta, s = float(values[0]), vectors[:, 0]
+            tolerance = _LANCZOS_TOL * max(abs(theta), floor, _EIGENVALUE_FLOOR)
+            # The estimate cannot go below the iterations' rounding: there,
+            # check the Ritz vector (and go on in float64 if it falls short).
+            reach = max(tolerance / 2, _ROUNDING_REACH * np.sqrt(q) * unit * norm_bound)
+            if breakdown or beta * abs(s[-1]) <= reach:
+                y = np.asarray(head.T @ s, dtype=np.float64)
+                y /= np.linalg.norm(y)
+                bound = verified(y, tolerance, norm_bound)
+                return y if bound is None else bound
+        basis[k + 1] = w / beta
+    return None
+
+
+def _rounding(q: int, norm: float) -> float:
+    """Allowance for the rounding of a product by ``A``: ``|fl(A y) - A y|
+    <= q eps ||A||_F <= q^1.5 eps ||A||`` for a unit ``y``, with ``norm``
+    standing for ``||A||`` (a few 1e-9 at d = 1000, far below the
+    tolerance)."""
+    return q * np.sqrt(q) * _EPS * norm
+
+
+_EPS = float(np.finfo(np.float64).eps)
 
 
 def _symmetric_product(A: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
@@ -231,7 +329,7 @@ def lifted_solve(
     ndarray of shape (q,)
     """
     if floor > 0.0:
-        lowest = smallest_eigenvalue_lower_bound(A)
+        lowest = smallest_eigenvalue_lower_bound(A, floor)
         lift = max(0.0, floor - lowest)
         solution = _conjugate_gradients(A, lift, b, smallest=max(floor, lowest))
         if solution is not None:
