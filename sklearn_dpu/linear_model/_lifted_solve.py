@@ -64,6 +64,8 @@ from collections.abc import Callable
 import numpy as np
 import scipy.linalg
 
+from .._validation import is_scratch
+
 __all__ = ["lifted_solve", "smallest_eigenvalue_lower_bound"]
 
 # Relative tolerance of the eigenvalue bound: the Lanczos iterations stop when
@@ -82,6 +84,8 @@ _LANCZOS_CHECK = 4
 # costs a product and 4 k q flops, so q / 2 steps cost about what the dense
 # solver does (4 q^3 / 3 flops).
 _LANCZOS_STEPS_PER_ROW = 0.5
+# Rows the Lanczos basis starts with (it doubles when full).
+_LANCZOS_FIRST_ROWS = 64
 # Residual estimates below _ROUNDING_REACH sqrt(q) eps ||A|| are rounding: the
 # iterations have refined their Ritz vector as far as their precision allows.
 _ROUNDING_REACH = 4.0
@@ -101,7 +105,9 @@ _CG_PROBE = 8
 _CG_ROWS_PER_PRODUCT = 16
 
 
-def smallest_eigenvalue_lower_bound(A: np.ndarray, floor: float = 0.0) -> float:
+def smallest_eigenvalue_lower_bound(
+    A: np.ndarray, floor: float = 0.0, low_precision: np.ndarray | None = None
+) -> float:
     """A lower bound on the smallest eigenvalue of the symmetric ``A``, tight to
     ``_LANCZOS_TOL max(|lambda_min|, floor)``.
 
@@ -132,6 +138,9 @@ def smallest_eigenvalue_lower_bound(A: np.ndarray, floor: float = 0.0) -> float:
     floor : float, default=0.0
         The scale of the tolerance when it exceeds ``|lambda_min|`` (the
         lift's floor: what the bound's error is compared to).
+    low_precision : ndarray of float32, default=None
+        C-contiguous ``(q, q)`` scratch the float32 copy of ``A`` is made in
+        (default: a fresh array; same result either way).
 
     Returns
     -------
@@ -151,8 +160,13 @@ def smallest_eigenvalue_lower_bound(A: np.ndarray, floor: float = 0.0) -> float:
             return rho - residual - _rounding(q, norm)
         return None
 
+    if is_scratch(low_precision, (q, q), dtype=np.float32):
+        single = low_precision
+        np.copyto(single, A, casting="same_kind")
+    else:
+        single = A.astype(np.float32)
     start = np.random.default_rng(_START_SEED).standard_normal(q)
-    for product, first in ((_symmetric_product(A.astype(np.float32)), np.float32), (exact, None)):
+    for product, first in ((_symmetric_product(single), np.float32), (exact, None)):
         outcome = _lanczos(product, start.astype(first or np.float64), floor, verified)
         if outcome is None:
             break  # the cap
@@ -179,7 +193,9 @@ def _lanczos(
     """
     q = len(start)
     steps = max(_LANCZOS_CHECK, int(_LANCZOS_STEPS_PER_ROW * q))
-    basis = np.empty((steps + 1, q), dtype=start.dtype)
+    # The basis grows by doubling (at d = 1000 about 60-80 vectors are used
+    # of the 501 the cap allows).
+    basis = np.empty((min(steps, _LANCZOS_FIRST_ROWS) + 1, q), dtype=start.dtype)
     diagonal, off_diagonal = np.empty(steps), np.empty(steps)
     norm_bound = 0.0  # >= ||T_k|| (Gershgorin), an estimate of ||A||
     unit = float(np.finfo(start.dtype).eps)
@@ -221,6 +237,10 @@ def _lanczos(
                 y /= np.linalg.norm(y)
                 bound = verified(y, tolerance, norm_bound)
                 return y if bound is None else bound
+        if k + 1 == len(basis):
+            grown = np.empty((min(2 * len(basis), steps + 1), q), dtype=basis.dtype)
+            grown[: len(basis)] = basis
+            basis = grown
         basis[k + 1] = w / beta
     return None
 
@@ -297,16 +317,20 @@ def _conjugate_gradients(
 
 
 def lifted_solve(
-    A: np.ndarray, b: np.ndarray, floor: float, rebuild: Callable[[], np.ndarray]
+    A: np.ndarray,
+    b: np.ndarray,
+    floor: float,
+    rebuild: Callable[[], np.ndarray],
+    low_precision: np.ndarray | None = None,
 ) -> np.ndarray:
     """``(A + lam I)^{-1} b`` with ``lam = max(0, floor - lambda_min(A))``.
 
-    ``lambda_min`` as a lower bound within ``1e-6`` relative
-    (:func:`smallest_eigenvalue_lower_bound`), then conjugate gradients, or
-    one Cholesky solve when they would be slower (``d^3 / 3`` flops instead
-    of a full eigendecomposition's ``~9 d^3``). The system is then positive
-    definite with smallest eigenvalue at least ``floor`` (above it by at
-    most ``2e-6 |lambda_min(A)|``; below it when the Lanczos iterations
+    ``lambda_min`` as a lower bound within ``_LANCZOS_TOL max(|lambda_min|,
+    floor)`` (:func:`smallest_eigenvalue_lower_bound`), then conjugate
+    gradients, or one Cholesky solve when they would be slower (``d^3 / 3``
+    flops instead of a full eigendecomposition's ``~9 d^3``). The system is
+    then positive definite with smallest eigenvalue at least ``floor`` (above
+    it by at most twice that tolerance; below it when the Lanczos iterations
     missed the smallest eigenvalue, see the module's docstring). With
     ``floor = 0`` (no noise, public data only) there is no lift: the
     minimum-norm solution over the eigenvalues above rounding.
@@ -323,13 +347,15 @@ def lifted_solve(
         The smallest eigenvalue the system must have; 0 for no lift.
     rebuild : callable
         Gives ``A`` again for the eigendecomposition fallback.
+    low_precision : ndarray of float32, default=None
+        Scratch for :func:`smallest_eigenvalue_lower_bound`.
 
     Returns
     -------
     ndarray of shape (q,)
     """
     if floor > 0.0:
-        lowest = smallest_eigenvalue_lower_bound(A, floor)
+        lowest = smallest_eigenvalue_lower_bound(A, floor, low_precision)
         lift = max(0.0, floor - lowest)
         solution = _conjugate_gradients(A, lift, b, smallest=max(floor, lowest))
         if solution is not None:

@@ -483,6 +483,7 @@ def solve_noisy_gram(
     sigma: float,
     fit_intercept: bool = False,
     work: np.ndarray | None = None,
+    low_precision: np.ndarray | None = None,
 ) -> np.ndarray:
     """Least squares from a released Gram matrix, safe against indefinite noise.
 
@@ -526,6 +527,11 @@ def solve_noisy_gram(
         factored in, overwritten. Default: a fresh array (8 MB at d = 1000, a
         page fault every 4 KiB when the process has not held that much
         before). Same result either way.
+    low_precision : ndarray of float32, default=None
+        C-contiguous scratch of the same shape for the float32 copy the
+        eigenvalue bound iterates on
+        (:func:`~sklearn_dpu.linear_model._lifted_solve.smallest_eigenvalue_lower_bound`).
+        Default: a fresh array. Same result either way.
 
     Returns
     -------
@@ -565,7 +571,10 @@ def solve_noisy_gram(
             A = scipy.linalg.blas.dger(-1.0, scaled, scaled, a=A.T, overwrite_a=True).T
         return A
 
-    w = lifted_solve(slopes_matrix(), b, floor, slopes_matrix) if n_slopes else np.zeros(0)
+    if not n_slopes:
+        w = np.zeros(0)
+    else:
+        w = lifted_solve(slopes_matrix(), b, floor, slopes_matrix, low_precision)
     if not fit_intercept:
         return w
     return np.append(w, (total - sums @ w) / count)
