@@ -1,6 +1,8 @@
 """DPLinearRegression's SSP solve: the intercept is eliminated exactly, never
 lifted with the slopes, and the defaults fit raw data."""
 
+import warnings
+
 import numpy as np
 import pytest
 import scipy.linalg
@@ -116,16 +118,18 @@ def _spectrum(eigenvalues, seed=0):
     return (A + A.T) / 2, Q
 
 
-def test_slow_lanczos_iterations_stop_at_q_over_2_steps_for_the_dense_solver(monkeypatch):
+def test_slow_lanczos_iterations_stop_at_the_cap_for_the_dense_solver(monkeypatch):
     # Eigenvalues log-spread over 1..1e4: the float32 iterations cannot reach
     # a residual of 1e-4 (their rounding is 6e-8 ||A|| = 6e-4), nor do they
-    # look converged within q / 2 steps (ARPACK, uncapped, took 30,000
-    # products at q = 1000, 20 times a dense solver).
+    # look converged within the cap (ARPACK, uncapped, took 30,000 products
+    # at q = 1000, 20 times a dense solver).
     A, _ = _spectrum(np.logspace(0, 4, 200))
     calls = _counting_products(monkeypatch)
     bound = _lifted_solve.smallest_eigenvalue_lower_bound(A)
-    assert calls["products"] == int(200 * _lifted_solve._LANCZOS_STEPS_PER_ROW)
-    assert bound == pytest.approx(1.0 - _lifted_solve._LANCZOS_TOL, rel=1e-9)  # dense, same margin
+    # the cap, and the product that sizes the float32 copy
+    assert calls["products"] == _lifted_solve._LANCZOS_MIN_STEPS + 1
+    # dense, the same margin, and the rounding allowance (6e-9 here)
+    assert 1.0 - _lifted_solve._LANCZOS_TOL - 1e-8 <= bound <= 1.0 - _lifted_solve._LANCZOS_TOL
 
 
 def _counting_products_by_dtype(monkeypatch):
@@ -155,16 +159,19 @@ def test_float64_iterations_refine_what_float32_cannot(monkeypatch):
     bound = _lifted_solve.smallest_eigenvalue_lower_bound(A)
     assert 1.0 - 2 * _lifted_solve._LANCZOS_TOL <= bound <= 1.0
     assert counts["float32"] < 150  # no cap, no dense solver
-    assert counts["float64"] > 2  # the float32 check, the float64 steps and their check
+    assert counts["float64"] > 3  # sizing, the float32 check, the float64 steps, their check
     # control: the float32 iterations alone end at a Ritz value they cannot certify
     start = np.random.default_rng(_lifted_solve._START_SEED).standard_normal(300)
+    units = 2.0**-20  # ||A v0|| / ||v0|| ~ 5e5
     rejected = _lifted_solve._lanczos(
-        _lifted_solve._symmetric_product(A.astype(np.float32)),
+        _lifted_solve._symmetric_product((A * units).astype(np.float32)),
         start.astype(np.float32),
+        units,
         0.0,
         lambda y, tolerance, norm: None,
+        300,
     )
-    assert isinstance(rejected, np.ndarray)
+    assert rejected.ritz_vector is not None and rejected.steps < 150
 
 
 def test_a_breakdown_gives_the_exact_smallest_eigenvalue(monkeypatch):
@@ -176,7 +183,7 @@ def test_a_breakdown_gives_the_exact_smallest_eigenvalue(monkeypatch):
     counts = _counting_products_by_dtype(monkeypatch)
     bound = _lifted_solve.smallest_eigenvalue_lower_bound(A)
     assert 3.0 - 1e-3 <= bound <= 3.0
-    assert counts["float32"] <= 3 + 1 and counts["float64"] == 1
+    assert counts["float32"] <= 3 + 1 and counts["float64"] == 2  # sizing, check
 
 
 def test_the_bound_is_the_same_bits_every_call():
@@ -185,13 +192,21 @@ def test_the_bound_is_the_same_bits_every_call():
     assert len(bounds) == 1
 
 
-@pytest.mark.parametrize("scale", [1.0, 1e-12, 1e-14])
+@pytest.mark.parametrize("scale", [1.0, 1e-12, 1e-14, 1e-30, 1e19, 1e39])
 def test_the_bound_is_below_lambda_min_at_any_scale(scale):
-    # ARPACK's test is relative to max(eps^(2/3), |theta|): below ~4e-11 a
-    # margin of tol |theta| alone would leave the "bound" above lambda_min.
+    # The float32 copy is rescaled by a power of two (without it 1e19 overflows
+    # a float32 norm and 1e39 the entries themselves), and the tolerance's
+    # floor is relative to ||A|| (an absolute one let unconverged Ritz values
+    # through below 1e-13): the same bound at every scale, and no warning.
     A, _ = _noise_dominated_system(q=300)
+    unscaled = _lifted_solve.smallest_eigenvalue_lower_bound(A, 30.0)
     A = A * scale
-    assert _lifted_solve.smallest_eigenvalue_lower_bound(A) <= np.linalg.eigvalsh(A)[0]
+    with np.errstate(all="raise"), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        bound = _lifted_solve.smallest_eigenvalue_lower_bound(A, 30.0 * scale)
+    lowest = np.linalg.eigvalsh(A)[0]
+    assert bound <= lowest
+    assert bound == pytest.approx(unscaled * scale, rel=1e-6)
 
 
 def test_conjugate_gradients_are_as_accurate_as_the_factorization_when_ill_conditioned():

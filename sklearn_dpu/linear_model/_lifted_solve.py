@@ -12,20 +12,31 @@ released model is computed from them.
 (:func:`smallest_eigenvalue_lower_bound`): Lanczos iterations with full
 reorthogonalization, from a fixed start vector, give a Ritz vector ``y``
 whose Rayleigh quotient ``rho`` and residual ``r`` are computed in float64; a
-symmetric matrix has an eigenvalue within ``r`` of ``rho`` [Par98]_, and they
-stop when ``r`` is below ``_LANCZOS_TOL max(|rho|, floor)``. When that
-eigenvalue is the smallest, ``rho - r`` is below ``lambda_min``, and the
-lifted system's smallest eigenvalue is at least ``floor`` and above it by at
-most ``2 r``. Lanczos iterations do not certify that they found the smallest
-eigenvalue: on a matrix whose two smallest eigenvalues are closer than the
-tolerance, or whose smallest eigenvector is (nearly) absent from the start
-vector, the Ritz value can belong to the next eigenvalue, and the lift then
-falls short of the floor by up to their gap (on released matrices, a Gram
-matrix plus its noise, collinear features included, none was found in 760
-trials of the ARPACK iterations used before). The iterations run in float32
-(half the memory traffic), then in float64 from their Ritz vector when
-float32 rounding keeps the residual above the tolerance; after ``q / 2``
-steps (a dense eigenvalue solver's cost) the dense solver runs.
+symmetric matrix has an eigenvalue within ``r`` of ``rho`` [Par98]_. They
+stop when ``r`` is below ``_LANCZOS_TOL max(|theta|, floor, eps^(2/3)
+||A||)``, ``theta`` the Ritz value, and the bound is ``rho - r`` less an
+allowance of ``q^1.5 eps ||A||`` for the rounding of the product. When that
+eigenvalue is the smallest, the bound is below ``lambda_min``, and the lifted
+system's smallest eigenvalue is at least ``floor`` and above it by at most
+``2 r`` plus the allowance (which dominates only when ``floor`` is below
+about ``1e-7 ||A||``: an extra ridge that small against ``||A||`` changes no
+digit that matters). Lanczos iterations do not certify that they found the
+smallest eigenvalue: when the smallest eigenvector is nearly absent from the
+start vector, or the two smallest eigenvalues are within a few tolerances,
+the Ritz value can belong to the next eigenvalue, and the lift then falls
+short of the floor by up to their gap. A reviewer's sweep of 5,823
+released-style matrices (Gram matrices plus noise, collinear, raw-scaled,
+binary features; q = 65 to 600) found that once, on pure noise at q = 333
+(a gap of 1.8 tolerances), and once in 1,500 pure-noise matrices at q = 100
+(a start-vector component of 3e-4 along the smallest eigenvector: the lift
+fell 1.2% short of the floor). The floor is itself a bound that fails with
+probability 1e-3
+(:func:`~sklearn_dpu.linear_model._sufficient_statistics.noise_spectral_bound`),
+and the system stays positive definite. The iterations run in float32 (half the memory traffic),
+then in float64 from their Ritz vector when float32 rounding keeps the
+residual above the tolerance; after ``max(96, q / 6)`` steps in all the
+dense solver runs. The bound is the same bits for the same matrix at the
+same BLAS thread count (a threaded product rounds differently).
 
 The system is solved by conjugate gradients [HS52]_ when they converge fast,
 else by a Cholesky factorization. The lift makes the system well conditioned
@@ -60,6 +71,7 @@ References
 """
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg
@@ -76,14 +88,21 @@ __all__ = ["lifted_solve", "smallest_eigenvalue_lower_bound"]
 # by a relative 2e-4 at most, against 9-10 ms more for 1e-6 at d = 1000
 # (72-88 products instead of 44-68).
 _LANCZOS_TOL = 1e-4
-# The floor of that scale when theta and the floor are both 0 (ARPACK's).
+# The floor of that scale, relative to ||A||, when theta and the floor are
+# both near 0 (ARPACK's eps^(2/3), made relative: the bound must not depend
+# on the matrix's scale).
 _EIGENVALUE_FLOOR = np.finfo(np.float64).eps ** (2.0 / 3.0)
 # Lanczos steps between two looks at the smallest Ritz pair.
 _LANCZOS_CHECK = 4
-# Lanczos steps at most, per row of A: with full reorthogonalization step k
-# costs a product and 4 k q flops, so q / 2 steps cost about what the dense
-# solver does (4 q^3 / 3 flops).
-_LANCZOS_STEPS_PER_ROW = 0.5
+# Lanczos steps at most, float32 and float64 together: _LANCZOS_MIN_STEPS
+# (or q, when less), or q / 6 when more. On Gram matrices plus noise the
+# iterations converged within 32, 64, 72 and 84 steps at q = 65, 200, 600 and
+# 1000 (the worst of 5 each);
+# a capped run at d = 1000 costs about what the dense solver then does
+# (30-70 ms), so a spectrum Lanczos cannot resolve costs at most about twice
+# the dense solver (ARPACK's cap, at 0.55-0.75 q products, cost 5 times).
+_LANCZOS_MIN_STEPS = 96
+_LANCZOS_STEPS_PER_ROW = 1 / 6
 # Rows the Lanczos basis starts with (it doubles when full).
 _LANCZOS_FIRST_ROWS = 64
 # Residual estimates below _ROUNDING_REACH sqrt(q) eps ||A|| are rounding: the
@@ -112,8 +131,8 @@ def smallest_eigenvalue_lower_bound(
     ``_LANCZOS_TOL max(|lambda_min|, floor)``.
 
     Exact (dense) for small ``d``. Else Lanczos iterations with full
-    reorthogonalization from a fixed start vector (so the same matrix always
-    gives the same bound): every ``_LANCZOS_CHECK`` steps the smallest
+    reorthogonalization from a fixed start vector (so the same matrix gives
+    the same bound, at a given BLAS thread count): every ``_LANCZOS_CHECK`` steps the smallest
     eigenpair ``(theta, s)`` of the tridiagonal matrix; when its residual
     estimate is within the tolerance, the Ritz vector ``y`` is formed and
     its Rayleigh quotient ``rho`` and residual ``r = ||A y - rho y||`` are
@@ -127,9 +146,11 @@ def smallest_eigenvalue_lower_bound(
     on 2 cores 0.056 ms a step against 0.158 ms). Their precision limits
     only the residual the Ritz vector can reach, and that residual is
     checked in float64: when it is above the tolerance (the floor far below
-    ``||A||``), float64 iterations go on from that Ritz vector. Whichever
-    iterations have not converged after ``q / 2`` steps (about what a dense
-    solver costs) give way to the dense solver, with the tolerance as margin.
+    ``||A||``), float64 iterations go on from that Ritz vector. The float32
+    copy is ``A`` times a power of two (exact) that keeps it and its
+    products within float32's range. When ``max(96, q / 6)`` steps in all
+    have not converged (a capped run costs about a dense solver's time), the
+    dense solver, with the tolerance and the rounding allowance as margin.
 
     Parameters
     ----------
@@ -150,6 +171,17 @@ def smallest_eigenvalue_lower_bound(
     if q <= 64:
         return float(np.linalg.eigvalsh(A)[0])
     exact = _symmetric_product(A)
+    start = np.random.default_rng(_START_SEED).standard_normal(q)
+    # The float32 copy is A times the power of two that brings ||A v0|| / ||v0||
+    # near 1: exact, and safe from float32's overflow (3.4e38, 1.8e19 for a
+    # norm) and underflow whatever A's scale.
+    size = float(np.linalg.norm(exact(start)) / np.linalg.norm(start))
+    units = float(np.ldexp(1.0, -np.frexp(size)[1])) if 0.0 < size < np.inf else 1.0
+    if is_scratch(low_precision, (q, q), dtype=np.float32):
+        single = low_precision
+        np.multiply(A, units, out=single, casting="same_kind")
+    else:
+        single = (A * units).astype(np.float32)
 
     def verified(y: np.ndarray, tolerance: float, norm: float) -> float | None:
         image = exact(y)
@@ -160,47 +192,67 @@ def smallest_eigenvalue_lower_bound(
             return rho - residual - _rounding(q, norm)
         return None
 
-    if is_scratch(low_precision, (q, q), dtype=np.float32):
-        single = low_precision
-        np.copyto(single, A, casting="same_kind")
-    else:
-        single = A.astype(np.float32)
-    start = np.random.default_rng(_START_SEED).standard_normal(q)
-    for product, first in ((_symmetric_product(single), np.float32), (exact, None)):
-        outcome = _lanczos(product, start.astype(first or np.float64), floor, verified)
-        if outcome is None:
+    budget = min(q, max(_LANCZOS_MIN_STEPS, int(_LANCZOS_STEPS_PER_ROW * q)))
+    norm = size
+    for product, dtype, scale in (
+        (_symmetric_product(single), np.float32, units),
+        (exact, np.float64, 1.0),
+    ):
+        run = _lanczos(product, start.astype(dtype), scale, floor, verified, budget)
+        norm = max(norm, run.norm)
+        if run.bound is not None:
+            return run.bound
+        budget -= run.steps
+        if run.ritz_vector is None or budget < _LANCZOS_CHECK:
             break  # the cap
-        if not isinstance(outcome, np.ndarray):
-            return outcome
-        start = outcome  # a Ritz vector that float32 products could not refine
+        start = run.ritz_vector  # one that float32 products could not refine
     # no convergence within the cap: the dense solver, with the same margin
     value = float(scipy.linalg.eigh(A, subset_by_index=[0, 0], eigvals_only=True)[0])
-    return value - _LANCZOS_TOL * max(abs(value), floor, _EIGENVALUE_FLOOR)
+    margin = _LANCZOS_TOL * max(abs(value), floor, _EIGENVALUE_FLOOR * norm)
+    return value - margin - _rounding(q, norm)
+
+
+@dataclass(frozen=True)
+class _LanczosRun:
+    """What a run of :func:`_lanczos` ended with.
+
+    ``bound``: the verified lower bound, or ``None``; ``ritz_vector``: the
+    smallest Ritz pair's vector (float64, unit) when its verification failed,
+    else ``None``; ``steps``: products taken; ``norm``: an estimate of
+    ``||A||`` (Gershgorin's bound on the tridiagonal matrix, in ``A``'s units).
+    """
+
+    bound: float | None
+    ritz_vector: np.ndarray | None
+    steps: int
+    norm: float
 
 
 def _lanczos(
     product: Callable[[np.ndarray], np.ndarray],
     start: np.ndarray,
+    units: float,
     floor: float,
     verified: Callable[[np.ndarray, float, float], float | None],
-) -> float | np.ndarray | None:
-    """Lanczos iterations with full reorthogonalization, in ``start``'s dtype.
+    budget: int,
+) -> _LanczosRun:
+    """Lanczos iterations with full reorthogonalization, in ``start``'s dtype,
+    at most ``budget`` steps; ``product`` multiplies by ``units * A``.
 
-    Returns the bound ``verified`` gives for the smallest Ritz pair once its
-    residual estimate is within the tolerance (or at a breakdown: an
-    invariant Krylov space, the estimate 0); the Ritz vector (float64) when
-    ``verified`` rejects it; ``None`` after ``q / 2`` steps.
+    Every ``_LANCZOS_CHECK`` steps (and at a breakdown: an invariant Krylov
+    space, the estimate 0) the smallest Ritz pair; once its residual estimate
+    is within the tolerance, or at the iterations' rounding, ``verified``
+    (in ``A``'s units) gives the bound, or rejects the Ritz vector.
     """
     q = len(start)
-    steps = max(_LANCZOS_CHECK, int(_LANCZOS_STEPS_PER_ROW * q))
     # The basis grows by doubling (at d = 1000 about 60-80 vectors are used
-    # of the 501 the cap allows).
-    basis = np.empty((min(steps, _LANCZOS_FIRST_ROWS) + 1, q), dtype=start.dtype)
-    diagonal, off_diagonal = np.empty(steps), np.empty(steps)
-    norm_bound = 0.0  # >= ||T_k|| (Gershgorin), an estimate of ||A||
+    # of the 250 the cap allows).
+    basis = np.empty((min(budget, _LANCZOS_FIRST_ROWS) + 1, q), dtype=start.dtype)
+    diagonal, off_diagonal = np.empty(budget), np.empty(budget)
+    norm_bound = 0.0  # >= ||T_k|| (Gershgorin), an estimate of units * ||A||
     unit = float(np.finfo(start.dtype).eps)
     basis[0] = start / np.linalg.norm(start)
-    for k in range(steps):
+    for k in range(budget):
         w = product(basis[k])
         # Classical Gram-Schmidt against the whole basis: it takes out the
         # three-term recurrence's two terms (coefficients k and k - 1) and
@@ -228,21 +280,24 @@ def _lanczos(
                 diagonal[: k + 1], off_diagonal[:k], select="i", select_range=(0, 0)
             )
             theta, s = float(values[0]), vectors[:, 0]
-            tolerance = _LANCZOS_TOL * max(abs(theta), floor, _EIGENVALUE_FLOOR)
+            scale = max(abs(theta), units * floor, _EIGENVALUE_FLOOR * norm_bound)
+            tolerance = _LANCZOS_TOL * scale
             # The estimate cannot go below the iterations' rounding: there,
             # check the Ritz vector (and go on in float64 if it falls short).
             reach = max(tolerance / 2, _ROUNDING_REACH * np.sqrt(q) * unit * norm_bound)
             if breakdown or beta * abs(s[-1]) <= reach:
                 y = np.asarray(head.T @ s, dtype=np.float64)
                 y /= np.linalg.norm(y)
-                bound = verified(y, tolerance, norm_bound)
-                return y if bound is None else bound
+                bound = verified(y, tolerance / units, norm_bound / units)
+                if bound is None:
+                    return _LanczosRun(None, y, k + 1, norm_bound / units)
+                return _LanczosRun(bound, None, k + 1, norm_bound / units)
         if k + 1 == len(basis):
-            grown = np.empty((min(2 * len(basis), steps + 1), q), dtype=basis.dtype)
+            grown = np.empty((min(2 * len(basis), budget + 1), q), dtype=basis.dtype)
             grown[: len(basis)] = basis
             basis = grown
         basis[k + 1] = w / beta
-    return None
+    return _LanczosRun(None, None, budget, norm_bound / units)
 
 
 def _rounding(q: int, norm: float) -> float:
