@@ -162,11 +162,10 @@ def test_float64_iterations_refine_what_float32_cannot(monkeypatch):
     assert counts["float64"] > 3  # sizing, the float32 check, the float64 steps, their check
     # control: the float32 iterations alone end at a Ritz value they cannot certify
     start = np.random.default_rng(_lifted_solve._START_SEED).standard_normal(300)
-    units = 2.0**-20  # ||A v0|| / ||v0|| ~ 5e5
+    units = 2.0**-20  # entries of A v0 up to ~1e6
     rejected = _lifted_solve._lanczos(
         _lifted_solve._symmetric_product((A * units).astype(np.float32)),
         start.astype(np.float32),
-        units,
         0.0,
         lambda y, tolerance, norm: None,
         300,
@@ -192,12 +191,14 @@ def test_the_bound_is_the_same_bits_every_call():
     assert len(bounds) == 1
 
 
-@pytest.mark.parametrize("scale", [1.0, 1e-12, 1e-14, 1e-30, 1e19, 1e39])
+@pytest.mark.parametrize("scale", [1.0, 1e-12, 1e-14, 1e-30, 1e-200, 1e-300, 1e19, 1e39, 1e150])
 def test_the_bound_is_below_lambda_min_at_any_scale(scale):
-    # The float32 copy is rescaled by a power of two (without it 1e19 overflows
-    # a float32 norm and 1e39 the entries themselves), and the tolerance's
-    # floor is relative to ||A|| (an absolute one let unconverged Ritz values
-    # through below 1e-13): the same bound at every scale, and no warning.
+    # Every run works on A times a power of two (without it 1e19 overflows a
+    # float32 norm, 1e39 the float32 entries, and 1e-200 squares to 0 in a
+    # float64 norm: the bound was the start vector's Rayleigh quotient), and
+    # the tolerance's floor is relative to ||A|| (an absolute one let
+    # unconverged Ritz values through below 1e-13): the same bound at every
+    # scale, and no warning.
     A, _ = _noise_dominated_system(q=300)
     unscaled = _lifted_solve.smallest_eigenvalue_lower_bound(A, 30.0)
     A = A * scale
