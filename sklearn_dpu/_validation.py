@@ -28,14 +28,16 @@ def is_dask_collection(data: object) -> bool:
     return type(data).__module__.split(".")[0] == "dask"
 
 
-def is_scratch(work: object, shape: tuple[int, ...], own: bool = False) -> bool:
-    """Whether ``work`` can be overwritten as a C-ordered float64 array of
+def is_scratch(
+    work: object, shape: tuple[int, ...], own: bool = False, dtype: type = np.float64
+) -> bool:
+    """Whether ``work`` can be overwritten as a C-ordered ``dtype`` array of
     ``shape`` (the scratch buffers that spare a deletion its allocations);
     ``own``: it must also own its memory (not a view of another array)."""
     return (
         isinstance(work, np.ndarray)
         and work.shape == shape
-        and work.dtype == np.float64
+        and work.dtype == dtype
         and work.flags.c_contiguous
         and work.flags.writeable
         and (work.flags.owndata or not own)

@@ -80,11 +80,13 @@ def test_deletions_same_after_pickling_and_whatever_the_scratch_holds(chunks):
 
     def reload(reg):
         assert "_solve_buffer" not in reg.unlearning_state_.__getstate__()
+        assert "_eigen_buffer" not in reg.unlearning_state_.__getstate__()
         assert "_scratch" not in reg.unlearning_state_.statistics.__getstate__()
         return pickle.loads(pickle.dumps(reg))
 
     def dirty(reg):
         reg.unlearning_state_.solve_buffer(D).fill(np.nan)
+        reg.unlearning_state_.eigen_buffer(D).fill(np.nan)
         reg.unlearning_state_.statistics._scratch.fill(np.nan)
         return reg
 
@@ -134,6 +136,10 @@ def test_solve_in_scratch_equals_solve_in_fresh_array(fit_intercept):
     work = np.full((n_slopes, n_slopes), np.nan)
     scratch = ss.solve_noisy_gram(gram, n_coef, ridge, 1.0, fit_intercept, work=work)
     np.testing.assert_array_equal(scratch, fresh)
+    single = np.full((n_slopes, n_slopes), np.nan, dtype=np.float32)
+    both = ss.solve_noisy_gram(gram, n_coef, ridge, 1.0, fit_intercept, work, single)
+    np.testing.assert_array_equal(both, fresh)
+    assert not np.isnan(single).any()  # the float32 copy was made in it
     # A scratch of the wrong shape is not used.
     odd = ss.solve_noisy_gram(gram, n_coef, ridge, 1.0, fit_intercept, work=np.empty((2, 2)))
     np.testing.assert_array_equal(odd, fresh)

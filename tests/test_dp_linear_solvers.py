@@ -1,6 +1,8 @@
 """DPLinearRegression's SSP solve: the intercept is eliminated exactly, never
 lifted with the slopes, and the defaults fit raw data."""
 
+import warnings
+
 import numpy as np
 import pytest
 import scipy.linalg
@@ -56,7 +58,7 @@ def test_the_lift_puts_the_smallest_eigenvalue_at_the_floor_not_below():
     lift = float((b - A @ w) @ w / (w @ w))
     lifted_lowest = lowest + lift
     assert lifted_lowest >= floor
-    assert lifted_lowest <= floor + 2 * _lifted_solve._LANCZOS_TOL * abs(lowest)
+    assert lifted_lowest <= floor + 2 * _lifted_solve._LANCZOS_TOL * max(abs(lowest), floor)
     np.testing.assert_allclose((A + lift * np.eye(len(A))) @ w, b, rtol=1e-9, atol=1e-9)
 
 
@@ -116,23 +118,96 @@ def _spectrum(eigenvalues, seed=0):
     return (A + A.T) / 2, Q
 
 
-def test_slow_lanczos_iterations_stop_near_q_products_for_the_dense_solver(monkeypatch):
-    # Eigenvalues log-spread over 1..1e4: Lanczos crawls to the smallest (on
-    # an uncapped run at q = 1000, 30,000 products, 20 times a dense solver).
+def test_slow_lanczos_iterations_stop_at_the_cap_for_the_dense_solver(monkeypatch):
+    # Eigenvalues log-spread over 1..1e4: the float32 iterations cannot reach
+    # a residual of 1e-4 (their rounding is 6e-8 ||A|| = 6e-4), nor do they
+    # look converged within the cap (ARPACK, uncapped, took 30,000 products
+    # at q = 1000, 20 times a dense solver).
     A, _ = _spectrum(np.logspace(0, 4, 200))
     calls = _counting_products(monkeypatch)
     bound = _lifted_solve.smallest_eigenvalue_lower_bound(A)
-    assert calls["products"] <= 200 + _lifted_solve._LANCZOS_VECTORS
-    assert bound == pytest.approx(1.0 - _lifted_solve._LANCZOS_TOL, rel=1e-9)  # dense, same margin
+    # the cap, and the product that sizes the float32 copy
+    assert calls["products"] == _lifted_solve._LANCZOS_MIN_STEPS + 1
+    # dense, the same margin, and the rounding allowance (6e-9 here)
+    assert 1.0 - _lifted_solve._LANCZOS_TOL - 1e-8 <= bound <= 1.0 - _lifted_solve._LANCZOS_TOL
 
 
-@pytest.mark.parametrize("scale", [1.0, 1e-12, 1e-14])
-def test_the_bound_is_below_lambda_min_at_any_scale(scale):
-    # ARPACK's test is relative to max(eps^(2/3), |theta|): below ~4e-11 a
-    # margin of tol |theta| alone would leave the "bound" above lambda_min.
+def _counting_products_by_dtype(monkeypatch):
+    counts = {"float32": 0, "float64": 0}
+    make_product = _lifted_solve._symmetric_product
+
+    def counted_product(A):
+        product = make_product(A)
+
+        def count(x):
+            counts[A.dtype.name] += 1
+            return product(x)
+
+        return count
+
+    monkeypatch.setattr(_lifted_solve, "_symmetric_product", counted_product)
+    return counts
+
+
+def test_float64_iterations_refine_what_float32_cannot(monkeypatch):
+    # lambda_min = 1 far below the rest (1e5..1e6): the float32 iterations
+    # converge in a few steps to a Ritz vector whose float64 residual is
+    # ~1e-2 (their rounding times ||A||), above the tolerance 1e-4: float64
+    # iterations go on from it, and the bound is as tight as asked.
+    A, _ = _spectrum(np.r_[1.0, np.linspace(1e5, 1e6, 299)])
+    counts = _counting_products_by_dtype(monkeypatch)
+    bound = _lifted_solve.smallest_eigenvalue_lower_bound(A)
+    assert 1.0 - 2 * _lifted_solve._LANCZOS_TOL <= bound <= 1.0
+    assert counts["float32"] < 150  # no cap, no dense solver
+    assert counts["float64"] > 3  # sizing, the float32 check, the float64 steps, their check
+    # control: the float32 iterations alone end at a Ritz value they cannot certify
+    start = np.random.default_rng(_lifted_solve._START_SEED).standard_normal(300)
+    units = 2.0**-20  # entries of A v0 up to ~1e6
+    rejected = _lifted_solve._lanczos(
+        _lifted_solve._symmetric_product((A * units).astype(np.float32)),
+        start.astype(np.float32),
+        0.0,
+        lambda y, tolerance, norm: None,
+        300,
+    )
+    assert rejected.ritz_vector is not None and rejected.steps < 150
+
+
+def test_a_breakdown_gives_the_exact_smallest_eigenvalue(monkeypatch):
+    # 3 I plus a rank-2 term: three distinct eigenvalues, so the Krylov space
+    # of a generic start vector is invariant after 3 steps.
+    rng = np.random.default_rng(2)
+    U = rng.normal(size=(120, 2))
+    A = 3.0 * np.eye(120) + U @ U.T
+    counts = _counting_products_by_dtype(monkeypatch)
+    bound = _lifted_solve.smallest_eigenvalue_lower_bound(A)
+    assert 3.0 - 1e-3 <= bound <= 3.0
+    assert counts["float32"] <= 3 + 1 and counts["float64"] == 2  # sizing, check
+
+
+def test_the_bound_is_the_same_bits_every_call():
     A, _ = _noise_dominated_system(q=300)
+    bounds = {_lifted_solve.smallest_eigenvalue_lower_bound(A, 10.0) for _ in range(5)}
+    assert len(bounds) == 1
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e-12, 1e-14, 1e-30, 1e-200, 1e-300, 1e19, 1e39, 1e150])
+def test_the_bound_is_below_lambda_min_at_any_scale(scale):
+    # Every run works on A times a power of two (without it 1e19 overflows a
+    # float32 norm, 1e39 the float32 entries, and 1e-200 squares to 0 in a
+    # float64 norm: the bound was the start vector's Rayleigh quotient), and
+    # the tolerance's floor is relative to ||A|| (an absolute one let
+    # unconverged Ritz values through below 1e-13): the same bound at every
+    # scale, and no warning.
+    A, _ = _noise_dominated_system(q=300)
+    unscaled = _lifted_solve.smallest_eigenvalue_lower_bound(A, 30.0)
     A = A * scale
-    assert _lifted_solve.smallest_eigenvalue_lower_bound(A) <= np.linalg.eigvalsh(A)[0]
+    with np.errstate(all="raise"), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        bound = _lifted_solve.smallest_eigenvalue_lower_bound(A, 30.0 * scale)
+    lowest = np.linalg.eigvalsh(A)[0]
+    assert bound <= lowest
+    assert bound == pytest.approx(unscaled * scale, rel=1e-6)
 
 
 def test_conjugate_gradients_are_as_accurate_as_the_factorization_when_ill_conditioned():
@@ -156,9 +231,10 @@ def test_conjugate_gradients_are_as_accurate_as_the_factorization_when_ill_condi
 
 
 def test_repeated_solves_of_one_system_agree():
-    # ARPACK draws restart vectors from a process-wide random state: the bound,
-    # and the model, must not depend on the calls made before (at a tolerance
-    # of 1e-3, 2e-7 relative apart on this matrix; at 1e-6, 2e-13).
+    # The bound, and the model, must not depend on the calls made before
+    # (ARPACK, used until 2026-11, drew its restart vectors from a
+    # process-wide random state: at a tolerance of 1e-3 two solves of this
+    # system were 2e-7 relative apart).
     rng = np.random.default_rng(1)
     q, m = 65, 260
     F = rng.normal(size=(m, 5)) @ (rng.normal(size=(5, q)) * np.linspace(3, 0.1, 5)[:, None])

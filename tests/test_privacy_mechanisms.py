@@ -21,6 +21,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from scipy import stats
 
+from sklearn_dpu import _row_threads
+from sklearn_dpu.privacy import mechanisms
 from sklearn_dpu.privacy.accounting import NEIGHBORING_RELATION
 from sklearn_dpu.privacy.calibration import gaussian_noise_multiplier
 from sklearn_dpu.privacy.clipping import (
@@ -168,9 +170,20 @@ def _too_small_symmetric_noise(sigma, q, rng):
     return noise
 
 
+@pytest.fixture(params=["banded", "tiled"])
+def symmetric_layout(request, monkeypatch):
+    """``release_symmetric``'s two draw orders: the tiled one (from
+    ``q = _TILED_FROM`` on) forced at small ``q`` with tiles of 2 rows, so
+    that diagonal, off-diagonal and narrower last tiles all occur."""
+    if request.param == "tiled":
+        monkeypatch.setattr(mechanisms, "_NOISE_TILE", 2)
+        monkeypatch.setattr(mechanisms, "_TILED_FROM", 3)
+    return request.param
+
+
 @pytest.mark.statistical
-def test_release_symmetric_is_isotropic_under_the_frobenius_isometry():
-    q, n = 4, n_trials(ci=6_000, full=60_000)
+def test_release_symmetric_is_isotropic_under_the_frobenius_isometry(symmetric_layout):
+    q, n = 5, n_trials(ci=6_000, full=60_000)
     mech = GaussianMechanism(contribution_bound=2.0, noise_multiplier=0.8)
     sigma = mech.sigma
     M = np.arange(q * q, dtype=float).reshape(q, q)
@@ -204,7 +217,7 @@ def test_release_symmetric_is_isotropic_under_the_frobenius_isometry():
 
 
 @pytest.mark.statistical
-def test_release_symmetric_passes_privacy_audit_on_an_outer_product():
+def test_release_symmetric_passes_privacy_audit_on_an_outer_product(symmetric_layout):
     """D' adds a record u u^T with ||u u^T||_F = ||u||^2 = contribution bound."""
     epsilon, delta, q = 2.0, 1e-3, 3
     n = n_trials(ci=8_000, full=100_000)
@@ -245,6 +258,43 @@ def test_release_symmetric_adds_each_normal_at_both_places(q):
     expected[np.diag_indices(q)] += diagonal
     released = mech.release_symmetric(M, np.random.default_rng(11))
     assert np.array_equal(released, expected)
+
+
+@pytest.mark.parametrize("q, tile", [(5, 2), (7, 3), (12, 4), (12, 12)])
+@pytest.mark.parametrize("parts", [1, 2, 3])
+def test_tiled_symmetric_noise_layout_whatever_the_threads(monkeypatch, q, tile, parts):
+    # From _TILED_FROM on: unit u (tile rows I and T - 1 - I) draws from the
+    # u-th child stream, tile (I, J) for J >= I, row I before row T - 1 - I;
+    # s Z above the diagonal and its transpose below, sigma (Z + Z^T) / 2 on
+    # the diagonal tiles. Exactly, however many threads run the units.
+    monkeypatch.setattr(mechanisms, "_NOISE_TILE", tile)
+    monkeypatch.setattr(mechanisms, "_TILED_FROM", 1)
+    monkeypatch.setattr(_row_threads, "_MIN_ENTRIES", 1)
+    monkeypatch.setattr(_row_threads, "blas_threads", lambda: parts)
+    mech = GaussianMechanism(contribution_bound=3.0, noise_multiplier=1.3)
+    M = np.random.default_rng(q).normal(size=(q, q))
+    M += M.T
+    n_tiles = -(-q // tile)
+    units = [sorted({i, n_tiles - 1 - i}) for i in range((n_tiles + 1) // 2)]
+    entropy = np.random.default_rng(11).integers(0, 2**63, size=4)
+    seeds = np.random.SeedSequence([int(e) for e in entropy]).spawn(len(units))
+    expected = M.copy()
+    for unit, seed in zip(units, seeds, strict=True):
+        stream = np.random.Generator(np.random.SFC64(seed))
+        for i in unit:
+            rows = slice(i * tile, min(q, (i + 1) * tile))
+            for j in range(i, n_tiles):
+                cols = slice(j * tile, min(q, (j + 1) * tile))
+                Z = stream.standard_normal((rows.stop - rows.start, cols.stop - cols.start))
+                if i == j:
+                    expected[rows, rows] += (Z + Z.T) * (mech.sigma / 2.0)
+                else:
+                    expected[rows, cols] += Z * (mech.sigma / np.sqrt(2.0))
+                    expected[cols, rows] += (Z * (mech.sigma / np.sqrt(2.0))).T
+    released = mech.release_symmetric(M, np.random.default_rng(11))
+    np.testing.assert_array_equal(released, expected)
+    noise = released - M
+    np.testing.assert_array_equal(noise, noise.T)
 
 
 def test_release_symmetric_rejects_non_square():

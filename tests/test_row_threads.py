@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from sklearn_dpu.linear_model import _binary_pass, _logistic_solvers, _row_threads
+from sklearn_dpu import _row_threads
+from sklearn_dpu.linear_model import _binary_pass, _logistic_solvers
 from sklearn_dpu.linear_model._binary_pass import BinaryLogLossPass
 
 

@@ -36,8 +36,8 @@ from typing import Any
 import numpy as np
 from scipy.special import expit
 
+from .._row_threads import sum_over_row_ranges
 from ._losses import LinearModelLoss, LogLoss
-from ._row_threads import sum_over_row_ranges
 
 __all__ = ["BinaryLogLossPass", "ZeroHessianCache", "fused_pass", "fuses"]
 
@@ -90,7 +90,7 @@ class BinaryLogLossPass:
 
     def _summed(self, fn):
         """``fn(start, stop)`` summed over the row ranges of
-        :func:`._row_threads.sum_over_row_ranges`."""
+        :func:`sklearn_dpu._row_threads.sum_over_row_ranges`."""
         return sum_over_row_ranges(fn, self.A.shape[0], self.A.shape[1])
 
     def _scratch(self, start, stop, count):

@@ -34,10 +34,10 @@ from scipy.linalg import cho_factor, cho_solve
 from scipy.optimize import minimize
 from scipy.sparse.linalg import LinearOperator, cg
 
+from .._row_threads import blas_controllers, set_blas_threads
 from ._binary_pass import ZeroHessianCache, fused_pass
 from ._losses import LinearModelLoss
 from ._multinomial_pass import multinomial_pass
-from ._row_threads import blas_controllers, set_blas_threads
 from ._sparse_rows import squared_frobenius
 
 __all__ = [
@@ -264,7 +264,7 @@ class _SerialOptimizer:
     (more than an objective evaluation on 1e5 rows). The objective itself
     (products with the data) keeps the caller's thread counts, so its
     values, hence the iterates, are unchanged. The libraries and the
-    interrupt-safe setting are :mod:`._row_threads`' (whose row ranges hold
+    interrupt-safe setting are :mod:`sklearn_dpu._row_threads`' (whose row ranges hold
     BLAS the same way).
     """
 

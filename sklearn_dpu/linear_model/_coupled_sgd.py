@@ -60,6 +60,7 @@ from functools import partial
 import numpy as np
 
 from .._progress import step_ticker
+from .._row_threads import map_row_ranges, sum_over_row_ranges
 from ..privacy.mechanisms import GaussianSteps
 from ..unlearning.coupling import (
     poisson_subsample,
@@ -70,7 +71,6 @@ from ..unlearning.coupling import (
 )
 from ..unlearning.state import VersionedState
 from ._losses import MarginLoss, get_loss
-from ._row_threads import map_row_ranges, sum_over_row_ranges
 from ._sgd_plan import SGDSchedule
 from ._sparse_rows import take_rows
 
@@ -647,7 +647,7 @@ _LEGACY_BOOKKEEPING = (
 
 def _batch_gradient_sum(loss, X: np.ndarray, y: np.ndarray, e: np.ndarray) -> np.ndarray:
     """``sum_i dl/dz_i x_i`` of a batch at ``e`` (``(K, p)``), its rows split
-    across threads (:func:`~._row_threads.map_row_ranges`) when they pay."""
+    across threads (:func:`~sklearn_dpu._row_threads.map_row_ranges`) when they pay."""
 
     def part(start, stop):
         Xb = X[start:stop]

@@ -9,20 +9,38 @@ no noise, no sensitivity, no guarantee, only how fast and how exactly the
 released model is computed from them.
 
 ``lambda_min`` is read as a lower bound
-(:func:`smallest_eigenvalue_lower_bound`): Lanczos iterations stopped when
-ARPACK's estimate of the residual falls below ``_LANCZOS_TOL max(eps^(2/3),
-|theta|)`` give a Ritz value ``theta``, never below ``lambda_min``, with an
-eigenvalue within that residual of it [Par98]_. When that eigenvalue is the
-smallest, ``theta`` less the residual bound is below ``lambda_min``, and the
-lifted system's smallest eigenvalue is at least ``floor`` and above it by at
-most twice the bound. Lanczos iterations do not certify that they found the
-smallest eigenvalue: on a matrix whose two smallest eigenvalues are closer
-than the tolerance, or whose smallest eigenvector is (nearly) absent from the
-start vector, the Ritz value can belong to the next eigenvalue, and the lift
-then falls short of the floor by up to their gap (on released matrices, a
-Gram matrix plus its noise, collinear features included, none was found in
-760 trials). The iterations stop after about ``0.55 q`` to ``0.75 q``
-products (a dense eigenvalue solver's cost) for the dense solver.
+(:func:`smallest_eigenvalue_lower_bound`): Lanczos iterations with full
+reorthogonalization, from a fixed start vector, give a Ritz vector ``y``
+whose Rayleigh quotient ``rho`` and residual ``r`` are computed in float64; a
+symmetric matrix has an eigenvalue within ``r`` of ``rho`` [Par98]_. They
+stop when ``r`` is below ``_LANCZOS_TOL max(|theta|, floor, eps^(2/3)
+||A||)``, ``theta`` the Ritz value, and the bound is ``rho - r`` less an
+allowance of ``q^1.5 eps ||A||`` for the rounding of the product. When that
+eigenvalue is the smallest, the bound is below ``lambda_min``, and the lifted
+system's smallest eigenvalue is at least ``floor`` and above it by at most
+``2 r`` plus the allowance (which dominates only when ``floor`` is below
+about ``1e-7 ||A||``: an extra ridge that small against ``||A||`` changes no
+digit that matters). Lanczos iterations do not certify that they found the
+smallest eigenvalue: when the smallest eigenvector is nearly absent from the
+start vector, or the two smallest eigenvalues are within a few tolerances,
+the Ritz value can belong to the next eigenvalue, and the lift then falls
+short of the floor by up to their gap. A reviewer's sweep of 5,823
+released-style matrices (Gram matrices plus noise, collinear, raw-scaled,
+binary features; q = 65 to 600) found that once, on pure noise at q = 333
+(a gap of 1.8 tolerances), and once in 1,500 pure-noise matrices at q = 100
+(a start-vector component of 3e-4 along the smallest eigenvector: the lift
+fell 1.2% short of the floor); a second sweep, of 9,500 pure-noise matrices
+at q = 65 to 500, found none. Constructed spectra with exactly repeated
+eigenvalues just above the smallest (repeats the noise of a release breaks)
+are missed often: 18 of 60 at a gap of 2 tolerances, 1 of 60 at 200, the
+lift up to 2% short of the floor. The floor is itself a bound that fails with
+probability 1e-3
+(:func:`~sklearn_dpu.linear_model._sufficient_statistics.noise_spectral_bound`),
+and the system stays positive definite. The iterations run in float32 (half the memory traffic),
+then in float64 from their Ritz vector when float32 rounding keeps the
+residual above the tolerance; after ``max(96, q / 6)`` steps in all the
+dense solver runs. The bound is the same bits for the same matrix at the
+same BLAS thread count (a threaded product rounds differently).
 
 The system is solved by conjugate gradients [HS52]_ when they converge fast,
 else by a Cholesky factorization. The lift makes the system well conditioned
@@ -48,65 +66,107 @@ References
    Algorithm 2 (AdaSSP).
 .. [Par98] B. N. Parlett, "The symmetric eigenvalue problem", SIAM 1998,
    Section 4.5 (residual bounds: a symmetric matrix has an eigenvalue within
-   ``||A y - theta y||`` of the Rayleigh quotient ``theta`` of a unit ``y``).
+   ``||A y - theta y||`` of the Rayleigh quotient ``theta`` of a unit ``y``),
+   Section 6.9 (Kahan's "twice is enough" reorthogonalization) and Chapter 13
+   (the Lanczos algorithm, with full reorthogonalization).
 .. [HS52] M. R. Hestenes and E. Stiefel, "Methods of conjugate gradients for
    solving linear systems", Journal of Research of the National Bureau of
    Standards 49(6), 1952.
 """
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg
-import scipy.sparse.linalg
+
+from .._validation import is_scratch
 
 __all__ = ["lifted_solve", "smallest_eigenvalue_lower_bound"]
 
-# Relative residual tolerance of the Lanczos iterations. ARPACK keeps a
-# process-wide random state (for the restart vectors it draws), so two calls on
-# the same matrix can stop at different Ritz values: at 1e-6 they agree to about
-# 1e-13, at 1e-3 only to 1e-5 (a released model that changed with the calls made
-# before it), which is why the looser tolerance, 30% fewer products, is not used.
-_LANCZOS_TOL = 1e-6
-# ARPACK's convergence test is residual <= tol * max(_ARPACK_FLOOR, |theta|).
-_ARPACK_FLOOR = np.finfo(np.float64).eps ** (2.0 / 3.0)
-# Lanczos vectors kept between restarts (ARPACK's default for one eigenvalue).
-_LANCZOS_VECTORS = 20
+# Relative tolerance of the eigenvalue bound: the Lanczos iterations stop when
+# the residual of their smallest Ritz pair, recomputed in float64 from the
+# Ritz vector, is below _LANCZOS_TOL max(|theta|, floor). The bound is theta
+# less that residual, so the lifted system's smallest eigenvalue exceeds the
+# floor by at most 2 _LANCZOS_TOL max(|lambda_min|, floor): a ridge larger
+# by a relative 2e-4 at most, against 9-10 ms more for 1e-6 at d = 1000
+# (72-88 products instead of 44-68).
+_LANCZOS_TOL = 1e-4
+# The floor of that scale, relative to ||A||, when theta and the floor are
+# both near 0 (ARPACK's eps^(2/3), made relative: the bound must not depend
+# on the matrix's scale).
+_EIGENVALUE_FLOOR = np.finfo(np.float64).eps ** (2.0 / 3.0)
+# Lanczos steps between two looks at the smallest Ritz pair.
+_LANCZOS_CHECK = 4
+# Lanczos steps at most, float32 and float64 together: _LANCZOS_MIN_STEPS
+# (or q, when less), or q / 6 when more. On Gram matrices plus noise the
+# iterations converged within 32, 64, 72 and 84 steps at q = 65, 200, 600 and
+# 1000 (the worst of 5 each);
+# a capped run at d = 1000 costs about what the dense solver then does
+# (30-70 ms), so a spectrum Lanczos cannot resolve costs at most about twice
+# the dense solver (ARPACK's cap, at 0.55-0.75 q products, cost 5 times).
+_LANCZOS_MIN_STEPS = 96
+_LANCZOS_STEPS_PER_ROW = 1 / 6
+# Rows the Lanczos basis starts with (it doubles when full).
+_LANCZOS_FIRST_ROWS = 64
+# Residual estimates below _ROUNDING_REACH sqrt(q) eps ||A|| are rounding: the
+# iterations have refined their Ritz vector as far as their precision allows.
+_ROUNDING_REACH = 4.0
+# The start vector: a fixed pseudo-random direction, so that a structured
+# matrix (a Gram matrix whose null space holds the ones vector) does not hide
+# its smallest eigenvector from it, and the same matrix gives the same bound.
+_START_SEED = 20_181_017
 # Relative error (in the 2-norm) of the conjugate gradients' solution: they
 # stop when the residual over the system's smallest eigenvalue bound proves it.
 _CG_RTOL = 1e-12
 # Products between two checks of the conjugate gradients' convergence rate.
 _CG_PROBE = 8
 # Products conjugate gradients may take, per row of A: a product reads the
-# matrix once (about 0.1 ms at d = 1000), a Cholesky factorization costs
-# about as much as d / 16 of them (measured 6-12 ms at d = 1000). Below
-# _CG_PROBE * 16 rows the factorization is always cheaper.
+# matrix once (about 0.06 ms at d = 1000 on 2 cores), a Cholesky
+# factorization costs about as much as d / 16 of them (measured 6-12 ms at
+# d = 1000). Below _CG_PROBE * 16 rows the factorization is always cheaper.
 _CG_ROWS_PER_PRODUCT = 16
 
 
-def smallest_eigenvalue_lower_bound(A: np.ndarray) -> float:
+def smallest_eigenvalue_lower_bound(
+    A: np.ndarray, floor: float = 0.0, low_precision: np.ndarray | None = None
+) -> float:
     """A lower bound on the smallest eigenvalue of the symmetric ``A``, tight to
-    ``_LANCZOS_TOL`` relative.
+    ``_LANCZOS_TOL max(|lambda_min|, floor)``.
 
-    Exact (dense) for small ``d``, else Lanczos iterations (ARPACK, from a
-    fixed start vector; its restarts draw from a process-wide random state,
-    so repeated calls agree to about 1e-13, see ``_LANCZOS_TOL``) to a
-    relative residual ``_LANCZOS_TOL``, less that residual bound; when the
-    iterations have not converged after 0.55 ``q`` to 0.75 ``q`` products
-    (about what a dense solver costs), the dense solver with the same
-    margin. A lower bound when the iterations converge to the smallest
-    eigenvalue (see the module's docstring).
+    Exact (dense) for small ``d``. Else Lanczos iterations with full
+    reorthogonalization from a fixed start vector (so the same matrix gives
+    the same bound, at a given BLAS thread count): every ``_LANCZOS_CHECK`` steps the smallest
+    eigenpair ``(theta, s)`` of the tridiagonal matrix; when its residual
+    estimate is within the tolerance, the Ritz vector ``y`` is formed and
+    its Rayleigh quotient ``rho`` and residual ``r = ||A y - rho y||`` are
+    computed in float64. A symmetric matrix has an eigenvalue within ``r``
+    of ``rho`` [Par98]_; when that eigenvalue is the smallest (see the
+    module's docstring), ``rho - r``, less an allowance for the rounding of
+    the product, is below ``lambda_min``.
 
-    Each Lanczos step multiplies by ``A`` with BLAS ``symv``, which reads one
-    triangle of ``A`` only: at d = 1000 the matrix does not fit in cache, and
-    half the memory traffic makes the iterations about 1.6 times faster than
-    with ``A @ x``. (The products differ from ``A @ x`` by rounding only, so
-    the eigenvalue does too.)
+    The iterations run in float32 first: a product by ``A`` (BLAS ``symv``,
+    one triangle read) then reads 4 bytes an entry instead of 8 (at d = 1000
+    on 2 cores 0.056 ms a step against 0.158 ms). Their precision limits
+    only the residual the Ritz vector can reach, and that residual is
+    checked in float64: when it is above the tolerance (the floor far below
+    ``||A||``), float64 iterations go on from that Ritz vector. When ``max(96, q / 6)`` steps in all
+    have not converged (a capped run costs about a dense solver's time), the
+    dense solver, with the tolerance and the rounding allowance as margin.
+    Every run works on ``A`` times a power of two that brings the entries
+    of ``A v0`` near 1, so no norm under- or overflows at any scale of
+    ``A`` (checked from 2^-1000 to 2^1000: the same bits times the scale).
 
     Parameters
     ----------
     A : ndarray of shape (q, q)
         Exactly symmetric.
+    floor : float, default=0.0
+        The scale of the tolerance when it exceeds ``|lambda_min|`` (the
+        lift's floor: what the bound's error is compared to).
+    low_precision : ndarray of float32, default=None
+        C-contiguous ``(q, q)`` scratch the float32 copy of ``A`` is made in
+        (default: a fresh array; same result either way).
 
     Returns
     -------
@@ -115,27 +175,165 @@ def smallest_eigenvalue_lower_bound(A: np.ndarray) -> float:
     q = len(A)
     if q <= 64:
         return float(np.linalg.eigvalsh(A)[0])
-    product = _symmetric_product(A)
-    operator = scipy.sparse.linalg.LinearOperator((q, q), matvec=product, dtype=np.float64)
-    # At most about _LANCZOS_VECTORS - 1 products per restart: stop before q of
-    # them (measured: 0.55 q to 0.75 q).
-    restarts = max(1, q // (_LANCZOS_VECTORS - 1))
-    try:
-        values = scipy.sparse.linalg.eigsh(
-            operator,
-            k=1,
-            which="SA",
-            v0=np.ones(q),
-            ncv=_LANCZOS_VECTORS,
-            maxiter=restarts,
-            tol=_LANCZOS_TOL,
-            return_eigenvectors=False,
-        )
-    except scipy.sparse.linalg.ArpackError:  # no convergence within the cap
-        # the same margin: a matrix near the cap gives the same bound either way
-        values = scipy.linalg.eigh(A, subset_by_index=[0, 0], eigvals_only=True)
-    value = float(values[0])
-    return value - _LANCZOS_TOL * max(_ARPACK_FLOOR, abs(value))
+    with np.errstate(under="ignore"):  # entries far below ||A|| flush to 0 in float32
+        return _lanczos_bound(A, floor, low_precision)
+
+
+def _lanczos_bound(A: np.ndarray, floor: float, low_precision: np.ndarray | None) -> float:
+    """:func:`smallest_eigenvalue_lower_bound` for ``q > 64``.
+
+    Every run and check works on ``units * A``, ``units`` the power of two
+    that brings the largest entry of ``A v0`` (``v0`` the start vector) near
+    1: exact, and no norm squares a number near float64's (1e-308, 1e308)
+    or float32's (1e-38, 3.4e38) ends whatever ``A``'s scale.
+    """
+    q = len(A)
+    full = _symmetric_product(A)
+    start = np.random.default_rng(_START_SEED).standard_normal(q)
+    size = float(np.max(np.abs(full(start))))  # no squares: no under- or overflow
+    if size == 0.0:  # A v0 = 0, or products lost below the smallest subnormal
+        size = float(np.max(np.abs(A)))
+    # (at most 2^1000 up: subnormal matrices come to about 2^-70, well inside
+    # both types' ranges)
+    exponent = int(np.frexp(size)[1]) if 0.0 < size < np.inf else 0
+    units = float(np.ldexp(1.0, min(-exponent, 1000)))
+
+    def exact(x: np.ndarray) -> np.ndarray:
+        image = full(x)
+        image *= units
+        return image
+
+    if is_scratch(low_precision, (q, q), dtype=np.float32):
+        single = low_precision
+        np.multiply(A, units, out=single, casting="same_kind")
+    else:
+        single = (A * units).astype(np.float32)
+    norm = 0.0  # the largest estimate of ||units * A|| so far
+
+    def verified(y: np.ndarray, tolerance: float, estimate: float) -> float | None:
+        image = exact(y)
+        rho = float(y @ image)
+        image -= rho * y
+        residual = float(np.linalg.norm(image))
+        if residual <= tolerance:
+            return rho - residual - _rounding(q, max(norm, estimate))
+        return None
+
+    budget = min(q, max(_LANCZOS_MIN_STEPS, int(_LANCZOS_STEPS_PER_ROW * q)))
+    for product, dtype in ((_symmetric_product(single), np.float32), (exact, np.float64)):
+        run = _lanczos(product, start.astype(dtype), units * floor, verified, budget)
+        norm = max(norm, run.norm)
+        if run.bound is not None:
+            return run.bound / units
+        budget -= run.steps
+        if run.ritz_vector is None or budget < _LANCZOS_CHECK:
+            break  # the cap
+        start = run.ritz_vector  # one that float32 products could not refine
+    # no convergence within the cap: the dense solver, with the same margin
+    value = float(scipy.linalg.eigh(A, subset_by_index=[0, 0], eigvals_only=True)[0])
+    norm = max(norm / units, abs(value))
+    margin = _LANCZOS_TOL * max(abs(value), floor, _EIGENVALUE_FLOOR * norm)
+    return value - margin - _rounding(q, norm)
+
+
+@dataclass(frozen=True)
+class _LanczosRun:
+    """What a run of :func:`_lanczos` ended with.
+
+    ``bound``: the verified lower bound, or ``None``; ``ritz_vector``: the
+    smallest Ritz pair's vector (float64, unit) when its verification failed,
+    else ``None``; ``steps``: products taken; ``norm``: an estimate of
+    ``||A||`` (Gershgorin's bound on the tridiagonal matrix), in the units of
+    the run's matrix.
+    """
+
+    bound: float | None
+    ritz_vector: np.ndarray | None
+    steps: int
+    norm: float
+
+
+def _lanczos(
+    product: Callable[[np.ndarray], np.ndarray],
+    start: np.ndarray,
+    floor: float,
+    verified: Callable[[np.ndarray, float, float], float | None],
+    budget: int,
+) -> _LanczosRun:
+    """Lanczos iterations with full reorthogonalization, in ``start``'s dtype,
+    at most ``budget`` steps, on the matrix ``product`` multiplies by (the
+    floor, the bound and the norms in its units).
+
+    Every ``_LANCZOS_CHECK`` steps (and at a breakdown: an invariant Krylov
+    space, the estimate 0) the smallest Ritz pair; once its residual estimate
+    is within the tolerance, or at the iterations' rounding, ``verified``
+    gives the bound, or rejects the Ritz vector.
+    """
+    q = len(start)
+    # The basis grows by doubling (at d = 1000 about 60-80 vectors are used
+    # of the 250 the cap allows).
+    basis = np.empty((min(budget, _LANCZOS_FIRST_ROWS) + 1, q), dtype=start.dtype)
+    diagonal, off_diagonal = np.empty(budget), np.empty(budget)
+    norm_bound = 0.0  # >= ||T_k|| (Gershgorin), an estimate of ||A||
+    unit = float(np.finfo(start.dtype).eps)
+    basis[0] = start / np.linalg.norm(start)
+    for k in range(budget):
+        w = product(basis[k])
+        # Classical Gram-Schmidt against the whole basis: it takes out the
+        # three-term recurrence's two terms (coefficients k and k - 1) and
+        # what rounding left along the others. A second pass when the first
+        # cancelled more than half of the norm ("twice is enough", [Par98]_
+        # Section 6.9): without it, float32 iterations near an eigenvector
+        # lose orthogonality and their Ritz values wander below the spectrum.
+        head = basis[: k + 1]
+        before = float(np.linalg.norm(w))
+        coefficients = head @ w
+        w -= head.T @ coefficients
+        beta = float(np.linalg.norm(w))
+        if beta < 0.5 * before:
+            again = head @ w
+            w -= head.T @ again
+            coefficients += again
+            beta = float(np.linalg.norm(w))
+        diagonal[k] = coefficients[k]
+        off_diagonal[k] = beta
+        below = off_diagonal[k - 1] if k else 0.0
+        norm_bound = max(norm_bound, abs(diagonal[k]) + below + beta)
+        breakdown = not beta > q * unit * norm_bound
+        if breakdown or (k + 1) % _LANCZOS_CHECK == 0:
+            values, vectors = scipy.linalg.eigh_tridiagonal(
+                diagonal[: k + 1], off_diagonal[:k], select="i", select_range=(0, 0)
+            )
+            theta, s = float(values[0]), vectors[:, 0]
+            scale = max(abs(theta), floor, _EIGENVALUE_FLOOR * norm_bound)
+            tolerance = _LANCZOS_TOL * scale
+            # The estimate cannot go below the iterations' rounding: there,
+            # check the Ritz vector (and go on in float64 if it falls short).
+            reach = max(tolerance / 2, _ROUNDING_REACH * np.sqrt(q) * unit * norm_bound)
+            if breakdown or beta * abs(s[-1]) <= reach:
+                y = np.asarray(head.T @ s, dtype=np.float64)
+                y /= np.linalg.norm(y)
+                bound = verified(y, tolerance, norm_bound)
+                if bound is None:
+                    return _LanczosRun(None, y, k + 1, norm_bound)
+                return _LanczosRun(bound, None, k + 1, norm_bound)
+        if k + 1 == len(basis):
+            grown = np.empty((min(2 * len(basis), budget + 1), q), dtype=basis.dtype)
+            grown[: len(basis)] = basis
+            basis = grown
+        basis[k + 1] = w / beta
+    return _LanczosRun(None, None, budget, norm_bound)
+
+
+def _rounding(q: int, norm: float) -> float:
+    """Allowance for the rounding of a product by ``A``: ``|fl(A y) - A y|
+    <= q eps ||A||_F <= q^1.5 eps ||A||`` for a unit ``y``, with ``norm``
+    standing for ``||A||`` (a few 1e-9 at d = 1000, far below the
+    tolerance)."""
+    return q * np.sqrt(q) * _EPS * norm
+
+
+_EPS = float(np.finfo(np.float64).eps)
 
 
 def _symmetric_product(A: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
@@ -199,16 +397,20 @@ def _conjugate_gradients(
 
 
 def lifted_solve(
-    A: np.ndarray, b: np.ndarray, floor: float, rebuild: Callable[[], np.ndarray]
+    A: np.ndarray,
+    b: np.ndarray,
+    floor: float,
+    rebuild: Callable[[], np.ndarray],
+    low_precision: np.ndarray | None = None,
 ) -> np.ndarray:
     """``(A + lam I)^{-1} b`` with ``lam = max(0, floor - lambda_min(A))``.
 
-    ``lambda_min`` as a lower bound within ``1e-6`` relative
-    (:func:`smallest_eigenvalue_lower_bound`), then conjugate gradients, or
-    one Cholesky solve when they would be slower (``d^3 / 3`` flops instead
-    of a full eigendecomposition's ``~9 d^3``). The system is then positive
-    definite with smallest eigenvalue at least ``floor`` (above it by at
-    most ``2e-6 |lambda_min(A)|``; below it when the Lanczos iterations
+    ``lambda_min`` as a lower bound within ``_LANCZOS_TOL max(|lambda_min|,
+    floor)`` (:func:`smallest_eigenvalue_lower_bound`), then conjugate
+    gradients, or one Cholesky solve when they would be slower (``d^3 / 3``
+    flops instead of a full eigendecomposition's ``~9 d^3``). The system is
+    then positive definite with smallest eigenvalue at least ``floor`` (above
+    it by at most twice that tolerance; below it when the Lanczos iterations
     missed the smallest eigenvalue, see the module's docstring). With
     ``floor = 0`` (no noise, public data only) there is no lift: the
     minimum-norm solution over the eigenvalues above rounding.
@@ -225,13 +427,15 @@ def lifted_solve(
         The smallest eigenvalue the system must have; 0 for no lift.
     rebuild : callable
         Gives ``A`` again for the eigendecomposition fallback.
+    low_precision : ndarray of float32, default=None
+        Scratch for :func:`smallest_eigenvalue_lower_bound`.
 
     Returns
     -------
     ndarray of shape (q,)
     """
     if floor > 0.0:
-        lowest = smallest_eigenvalue_lower_bound(A)
+        lowest = smallest_eigenvalue_lower_bound(A, floor, low_precision)
         lift = max(0.0, floor - lowest)
         solution = _conjugate_gradients(A, lift, b, smallest=max(floor, lowest))
         if solution is not None:

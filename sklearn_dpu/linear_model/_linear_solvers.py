@@ -26,20 +26,24 @@ def solve_ssp(
     ridge: np.ndarray,
     fit_intercept: bool,
     work: np.ndarray | None = None,
+    low_precision: np.ndarray | None = None,
 ) -> np.ndarray:
     """AdaSSP-style ridge solve of the released Gram matrix (post-processing).
 
     The ridge lifts the released ``X^T X`` of the features above the noise
     level ``statistics.mechanism.sigma``, so the solve is stable at any
     epsilon; the intercept is eliminated exactly and never penalized.
-    ``work``: scratch for the slopes' system (see :func:`solve_noisy_gram`).
+    ``work``, ``low_precision``: scratches for the slopes' system and its
+    float32 copy (see :func:`solve_noisy_gram`).
     """
     nodes = statistics.nodes
     # One node (a fit and its deletions): its released matrix as is, read only
     # (solve_noisy_gram copies the block it changes), without an 8 MB copy at d = 1000.
     released = nodes[0].noisy if len(nodes) == 1 else statistics.released_sum()
     sigma = statistics.mechanism.sigma
-    return solve_noisy_gram(released, n_coef, ridge, sigma, fit_intercept, work=work)
+    return solve_noisy_gram(
+        released, n_coef, ridge, sigma, fit_intercept, work=work, low_precision=low_precision
+    )
 
 
 def solve_noisy_gd(
@@ -105,8 +109,8 @@ def released_model(
         w, state.released_count, n_iter = run.coef, run.released_count, run.n_blocks
     else:
         n_slopes = n_coef - params["fit_intercept"]
-        work = state.solve_buffer(n_slopes)
-        w = solve_ssp(state.statistics, n_coef, ridge, params["fit_intercept"], work)
+        work = (state.solve_buffer(n_slopes), state.eigen_buffer(n_slopes))
+        w = solve_ssp(state.statistics, n_coef, ridge, params["fit_intercept"], *work)
         n_iter = 1
     coef = state.half_range * w[:n_features] / feature_norm
     intercept = float(

@@ -64,9 +64,10 @@ class LinearStatisticsState(VersionedState):
     Notes
     -----
     Besides, a scratch matrix the ``'ssp'`` solve of every release is built in
-    (:meth:`solve_buffer`): kept between releases so that a deletion allocates
+    (:meth:`solve_buffer`), and its float32 copy for the eigenvalue bound
+    (:meth:`eigen_buffer`): kept between releases so that a deletion allocates
     no ``d x d`` array, and first touched by the fit's own release; never
-    pickled (a loaded state makes it again at its first release).
+    pickled (a loaded state makes them again at its first release).
 
     Size: O(n d) for the rows, O(d^2 log t) for the statistics. The rows are
     ``2 (d + 1)`` bytes each (row-position ids add nothing, one flag byte a
@@ -85,6 +86,7 @@ class LinearStatisticsState(VersionedState):
     bounds = None
     feature_norm = None
     _solve_buffer = None
+    _eigen_buffer = None
 
     def __init__(
         self, registry, statistics, exact_gram, frozen_params, center, half_range, noise_multiplier
@@ -100,7 +102,8 @@ class LinearStatisticsState(VersionedState):
 
     def __getstate__(self):
         state = super().__getstate__()
-        state.pop("_solve_buffer", None)  # scratch: contents meaningless
+        state.pop("_solve_buffer", None)  # scratches: contents meaningless
+        state.pop("_eigen_buffer", None)
         return state
 
     def solve_buffer(self, size: int) -> np.ndarray:
@@ -112,6 +115,14 @@ class LinearStatisticsState(VersionedState):
         buffer = self._solve_buffer
         if buffer is None or buffer.shape != (size, size):
             buffer = self._solve_buffer = np.empty((size, size))
+        return buffer
+
+    def eigen_buffer(self, size: int) -> np.ndarray:
+        """The ``(size, size)`` float32 scratch of the solve's eigenvalue bound
+        (contents undefined), made and kept like :meth:`solve_buffer`'s."""
+        buffer = self._eigen_buffer
+        if buffer is None or buffer.shape != (size, size):
+            buffer = self._eigen_buffer = np.empty((size, size), dtype=np.float32)
         return buffer
 
     def nbytes(self) -> int:
@@ -127,6 +138,6 @@ class LinearStatisticsState(VersionedState):
             total += self.exact_gram.nbytes
         if self.release_noise is not None:
             total += self.release_noise.nbytes
-        if self._solve_buffer is not None:
-            total += self._solve_buffer.nbytes
+        for buffer in (self._solve_buffer, self._eigen_buffer):
+            total += 0 if buffer is None else buffer.nbytes
         return total

@@ -30,6 +30,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .._progress import print_phase
+from .._row_threads import map_row_ranges
 from ..privacy.clipping import clip_scales
 from ._binary_pass import ZeroHessianCache, row_blocks
 from ._certified_minimize import certified_minimize
@@ -45,7 +46,6 @@ from ._logistic_releases import (
 )
 from ._losses import LinearModelLoss
 from ._noisy_gd_glm import dp_sgd_pass, noisy_projected_gd_glm, released_preconditioner
-from ._row_threads import map_row_ranges
 from ._sparse_rows import is_sparse, sparse_normalized_rows
 
 __all__ = ["normalized_rows", "batch_model", "private_fit", "private_sgd_pass", "sgd_model"]
@@ -265,7 +265,7 @@ def _clip_divide_into(X: ArrayLike, norm_bound: float, out: np.ndarray) -> None:
     bit, with one read of ``X`` (the block stays in cache from its norms to
     its division) and one write of ``out``, instead of a norm pass, a copy
     and a division pass over ``out``. Row ranges run on threads
-    (:func:`~._row_threads.map_row_ranges`; each row is written by one).
+    (:func:`~sklearn_dpu._row_threads.map_row_ranges`; each row is written by one).
     """
     X = np.asarray(X)
     n, d = out.shape

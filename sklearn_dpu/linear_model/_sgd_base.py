@@ -20,6 +20,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .._row_threads import map_row_ranges
 from .._validation import cast_outputs, is_dask_collection, output_dtype
 from ..base import PrivateEstimatorMixin
 from ..privacy.clipping import clip_rows_l2
@@ -27,7 +28,6 @@ from ..privacy.ledger import PrivacySpent, Release, privacy_spent
 from ..privacy.random import release_generator
 from ._auto_bounds import draw_bound, is_auto, kept_bound_outcome, norm_bound_mechanism
 from ._losses import get_loss
-from ._row_threads import map_row_ranges
 from ._scores import ScoresToLabelsMixin
 from ._sgd_dask import WorkerRows
 from ._sgd_edits import SGDEditLedger, start_run

@@ -30,11 +30,11 @@ from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_array, validate_data
 
+from .._row_threads import sum_over_row_ranges
 from .._validation import is_dask_collection, is_scratch
 from ..privacy.clipping import _INSIDE, FIXED_POINT_BITS, clip_rows_l2, clip_scales, to_fixed_point
 from ..unlearning.row_store import active_directory, gather_blocks
 from ._lifted_solve import lifted_solve
-from ._row_threads import sum_over_row_ranges
 
 if TYPE_CHECKING:
     import dask.array as da
@@ -220,7 +220,7 @@ def encode_with_gram(
     added into int64 totals; the block's int16 codes are written once. The
     result is bit-identical to :func:`encode_rows` followed by
     :func:`gram_of_codes`. The blocks run on as many contiguous row ranges as
-    the caller lets BLAS use threads (:mod:`._row_threads`); their totals are
+    the caller lets BLAS use threads (:mod:`sklearn_dpu._row_threads`); their totals are
     exact integers, so the split changes no bit (measured at n = 1e6 on 2
     cores: d = 100 0.65 s -> 0.49 s, d = 20 0.091 s -> 0.087 s).
 
@@ -483,6 +483,7 @@ def solve_noisy_gram(
     sigma: float,
     fit_intercept: bool = False,
     work: np.ndarray | None = None,
+    low_precision: np.ndarray | None = None,
 ) -> np.ndarray:
     """Least squares from a released Gram matrix, safe against indefinite noise.
 
@@ -526,6 +527,11 @@ def solve_noisy_gram(
         factored in, overwritten. Default: a fresh array (8 MB at d = 1000, a
         page fault every 4 KiB when the process has not held that much
         before). Same result either way.
+    low_precision : ndarray of float32, default=None
+        C-contiguous scratch of the same shape for the float32 copy the
+        eigenvalue bound iterates on
+        (:func:`~sklearn_dpu.linear_model._lifted_solve.smallest_eigenvalue_lower_bound`).
+        Default: a fresh array. Same result either way.
 
     Returns
     -------
@@ -565,7 +571,10 @@ def solve_noisy_gram(
             A = scipy.linalg.blas.dger(-1.0, scaled, scaled, a=A.T, overwrite_a=True).T
         return A
 
-    w = lifted_solve(slopes_matrix(), b, floor, slopes_matrix) if n_slopes else np.zeros(0)
+    if not n_slopes:
+        w = np.zeros(0)
+    else:
+        w = lifted_solve(slopes_matrix(), b, floor, slopes_matrix, low_precision)
     if not fit_intercept:
         return w
     return np.append(w, (total - sums @ w) / count)

@@ -1,14 +1,15 @@
 """Passes over rows on as many threads as the caller lets BLAS use.
 
-The fused gradient passes (:mod:`._binary_pass`), the clips of
-:func:`~._logistic_solvers.normalized_rows` and of
-:class:`~sklearn_dpu.linear_model.UnlearnableSGDClassifier`, and the latter's
-batch gathers and gradients, and
+The fused gradient passes (:mod:`~sklearn_dpu.linear_model._binary_pass`),
+the clips of :func:`~sklearn_dpu.linear_model._logistic_solvers.normalized_rows`
+and of :class:`~sklearn_dpu.linear_model.UnlearnableSGDClassifier`, and the
+latter's batch gathers and gradients, and
 :class:`~sklearn_dpu.linear_model.DPLinearRegression`'s fused encoding
-(:func:`~._sufficient_statistics.encode_with_gram`) walk their rows in blocks
-small enough to stay in cache. A threaded BLAS does not pay on such blocks,
-and the element-wise work between the products runs on one core. Splitting the *rows* does pay: each
-thread walks a contiguous range of rows with one BLAS thread, and the partial
+(:func:`~sklearn_dpu.linear_model._sufficient_statistics.encode_with_gram`)
+walk their rows in blocks small enough to stay in cache. A threaded BLAS does
+not pay on such blocks, and the element-wise work between the products runs
+on one core. Splitting the *rows* does pay: each thread walks a contiguous
+range of rows with one BLAS thread, and the partial
 results are combined at the end. Measured at ``n = 1e5``, ``p = 501`` on 2
 cores: a gradient pass took 40 ms with 2 BLAS threads and 24-26 ms as two row
 ranges; the clip 122 ms and 72 ms.
