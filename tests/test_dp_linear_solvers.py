@@ -63,7 +63,8 @@ def test_the_lift_puts_the_smallest_eigenvalue_at_the_floor_not_below():
 
 
 def _counting_products(monkeypatch):
-    calls = {"products": 0, "factorizations": 0}
+    # products in all, and by the matrix's dtype (the float32 and float64 runs)
+    calls = {"products": 0, "factorizations": 0, "float32": 0, "float64": 0}
     make_product, factor = _lifted_solve._symmetric_product, scipy.linalg.cho_factor
 
     def counted_product(A):
@@ -71,6 +72,7 @@ def _counting_products(monkeypatch):
 
         def count(x):
             calls["products"] += 1
+            calls[A.dtype.name] += 1
             return product(x)
 
         return count
@@ -132,30 +134,13 @@ def test_slow_lanczos_iterations_stop_at_the_cap_for_the_dense_solver(monkeypatc
     assert 1.0 - _lifted_solve._LANCZOS_TOL - 1e-8 <= bound <= 1.0 - _lifted_solve._LANCZOS_TOL
 
 
-def _counting_products_by_dtype(monkeypatch):
-    counts = {"float32": 0, "float64": 0}
-    make_product = _lifted_solve._symmetric_product
-
-    def counted_product(A):
-        product = make_product(A)
-
-        def count(x):
-            counts[A.dtype.name] += 1
-            return product(x)
-
-        return count
-
-    monkeypatch.setattr(_lifted_solve, "_symmetric_product", counted_product)
-    return counts
-
-
 def test_float64_iterations_refine_what_float32_cannot(monkeypatch):
     # lambda_min = 1 far below the rest (1e5..1e6): the float32 iterations
     # converge in a few steps to a Ritz vector whose float64 residual is
     # ~1e-2 (their rounding times ||A||), above the tolerance 1e-4: float64
     # iterations go on from it, and the bound is as tight as asked.
     A, _ = _spectrum(np.r_[1.0, np.linspace(1e5, 1e6, 299)])
-    counts = _counting_products_by_dtype(monkeypatch)
+    counts = _counting_products(monkeypatch)
     bound = _lifted_solve.smallest_eigenvalue_lower_bound(A)
     assert 1.0 - 2 * _lifted_solve._LANCZOS_TOL <= bound <= 1.0
     assert counts["float32"] < 150  # no cap, no dense solver
@@ -179,7 +164,7 @@ def test_a_breakdown_gives_the_exact_smallest_eigenvalue(monkeypatch):
     rng = np.random.default_rng(2)
     U = rng.normal(size=(120, 2))
     A = 3.0 * np.eye(120) + U @ U.T
-    counts = _counting_products_by_dtype(monkeypatch)
+    counts = _counting_products(monkeypatch)
     bound = _lifted_solve.smallest_eigenvalue_lower_bound(A)
     assert 3.0 - 1e-3 <= bound <= 3.0
     assert counts["float32"] <= 3 + 1 and counts["float64"] == 2  # sizing, check

@@ -109,8 +109,14 @@ def released_model(
         w, state.released_count, n_iter = run.coef, run.released_count, run.n_blocks
     else:
         n_slopes = n_coef - params["fit_intercept"]
-        work = (state.solve_buffer(n_slopes), state.eigen_buffer(n_slopes))
-        w = solve_ssp(state.statistics, n_coef, ridge, params["fit_intercept"], *work)
+        w = solve_ssp(
+            state.statistics,
+            n_coef,
+            ridge,
+            params["fit_intercept"],
+            work=state.solve_buffer(n_slopes),
+            low_precision=state.eigen_buffer(n_slopes),
+        )
         n_iter = 1
     coef = state.half_range * w[:n_features] / feature_norm
     intercept = float(

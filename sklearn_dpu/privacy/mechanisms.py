@@ -98,8 +98,9 @@ _TILED_FROM = 4 * _NOISE_TILE
 
 def symmetric_scratch(q: int, work: np.ndarray | None = None) -> np.ndarray:
     """A scratch array for :meth:`GaussianMechanism.release_symmetric` of a
-    ``q x q`` matrix: ``work`` if it is one, else a new array."""
-    size = 2 * _mirror_rows(q) * q
+    ``q x q`` matrix: ``work`` if it is one, else a new array (empty from
+    ``q = _TILED_FROM`` on: the tiles draw into their own small buffers)."""
+    size = 0 if q >= _TILED_FROM else 2 * _mirror_rows(q) * q
     return work if is_scratch(work, (size,)) else np.empty(size)
 
 

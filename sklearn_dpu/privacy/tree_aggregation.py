@@ -82,7 +82,7 @@ class TreeAggregator:
             return self.mechanism.release(value, rng)
         # The bands of noise are drawn in a scratch kept from one release to
         # the next (made by the fit's), never pickled: a deletion's re-release
-        # allocates nothing.
+        # allocates no band (the tiled draw of large matrices needs none).
         self._scratch = symmetric_scratch(len(value), self.__dict__.get("_scratch"))
         return self.mechanism.release_symmetric(value, rng, overwrite=True, work=self._scratch)
 
