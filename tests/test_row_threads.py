@@ -52,6 +52,38 @@ def test_ranges_run_on_threads(ranges):
     assert len({s[2] for s in seen}) > 1  # not all on the caller's thread
 
 
+def test_items_are_handed_out_to_whichever_thread_is_free(ranges):
+    # Item 0 blocks until every other item is done: with fixed halves its
+    # thread would hold back the items after it; handed out one at a time,
+    # the other thread takes them all.
+    ranges(2)
+    seen, rest_done = {}, threading.Event()
+
+    def fn(i):
+        seen[i] = threading.get_ident()
+        if i == 0:
+            assert rest_done.wait(timeout=10)
+        elif len(seen) == 10:
+            rest_done.set()
+
+    _row_threads.for_each_item(fn, 10, 1)
+    assert sorted(seen) == list(range(10))
+    assert seen[0] not in {seen[i] for i in range(1, 10)}
+
+
+def test_a_failing_item_raises_and_blas_is_restored(ranges):
+    ranges(2)
+    before = _blas_counts()
+
+    def fn(i):
+        if i == 3:
+            raise ValueError("item 3")
+
+    with pytest.raises(ValueError, match="item 3"):
+        _row_threads.for_each_item(fn, 8, 1)
+    assert _blas_counts() == before
+
+
 def test_a_failing_range_raises_after_every_range_ends_and_blas_is_restored(ranges):
     ranges(4)
     before = _blas_counts()
