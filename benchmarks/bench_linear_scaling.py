@@ -134,7 +134,13 @@ def fresh_deletion_run(n, d, n_deletions, threads, warm=False, pause=0.0):
     )
     here = str(pathlib.Path(__file__).parent)
     out = subprocess.run(
-        [sys.executable, "-c", code, here, *map(str, (n, d, n_deletions, threads, int(warm), pause))],
+        [
+            sys.executable,
+            "-c",
+            code,
+            here,
+            *map(str, (n, d, n_deletions, threads, int(warm), pause)),
+        ],
         check=True,
         capture_output=True,
         text=True,
