@@ -274,6 +274,9 @@ def for_each_item(fn: Callable[[int], None], n: int, item_entries: int) -> None:
     spinning after its last call), the others wait for its range. Handed
     out one at a time, items go to the threads that are free, so the pass
     ends when the work does. Items in decreasing order of cost balance best.
+    When an item raises (a ``KeyboardInterrupt`` included), no item is handed
+    out after it; the items already running end, and the error is raised as
+    :func:`map_row_ranges` raises it.
 
     Parameters
     ----------
@@ -296,14 +299,19 @@ def for_each_item(fn: Callable[[int], None], n: int, item_entries: int) -> None:
     """
     lock = threading.Lock()
     items = iter(range(n))
+    failed = threading.Event()
 
     def take(start: int, stop: int) -> None:  # the ranges only size the pass
-        while True:
+        while not failed.is_set():
             with lock:
                 i = next(items, None)
             if i is None:
                 return
-            fn(i)
+            try:
+                fn(i)
+            except BaseException:
+                failed.set()  # no more items for anyone: the error comes soon
+                raise
 
     map_row_ranges(take, n, item_entries)
 

@@ -4,6 +4,7 @@ serial pass, every row once, BLAS held at one thread and always restored
 errstate and error callback in every range."""
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -71,16 +72,25 @@ def test_items_are_handed_out_to_whichever_thread_is_free(ranges):
     assert seen[0] not in {seen[i] for i in range(1, 10)}
 
 
-def test_a_failing_item_raises_and_blas_is_restored(ranges):
+def test_a_failing_item_stops_the_pass_and_blas_is_restored(ranges):
+    # After item 1 fails no item is handed out: the other thread ends the one
+    # it runs (released only once the failure is known) and takes no more.
     ranges(2)
     before = _blas_counts()
+    ran, failing = [], threading.Event()
 
     def fn(i):
-        if i == 3:
-            raise ValueError("item 3")
+        ran.append(i)
+        if i == 1:
+            failing.set()
+            raise ValueError("item 1")
+        if i == 0:
+            assert failing.wait(timeout=10)
+            time.sleep(0.2)  # item 1's error reaches for_each_item meanwhile
 
-    with pytest.raises(ValueError, match="item 3"):
-        _row_threads.for_each_item(fn, 8, 1)
+    with pytest.raises(ValueError, match="item 1"):
+        _row_threads.for_each_item(fn, 20, 1)
+    assert sorted(ran) == [0, 1]
     assert _blas_counts() == before
 
 

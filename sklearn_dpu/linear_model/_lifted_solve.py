@@ -337,7 +337,10 @@ def _smallest_pair(diagonal: np.ndarray, off_diagonal: np.ndarray) -> tuple[floa
     eigenvector: LAPACK's bisection (``stebz``, default tolerance) and inverse
     iteration (``stein``), the calls ``scipy.linalg.eigh_tridiagonal(...,
     select="i", select_range=(0, 0))`` makes, without its argument checks
-    (half of its 45 us a call, made every few Lanczos steps)."""
+    (half of its 45 us a call, made every few Lanczos steps). Non-finite
+    entries are not rejected here: a finite matrix gives finite coefficients,
+    and from a non-finite one the float64 check of the Ritz vector fails and
+    the dense solver raises."""
     if len(diagonal) == 1:
         return float(diagonal[0]), np.ones(1)
     m, values, block, split, info = _STEBZ(diagonal, off_diagonal, 2, 0.0, 0.0, 1, 1, 0.0, "B")
