@@ -17,7 +17,8 @@ on a shared machine a multi-threaded BLAS spin-waits and times become
 meaningless). Ratios come from one run; timings on a busy machine are noisy.
 ``--quick`` shrinks the sizes for a smoke run. ``--deletion-only`` runs just
 the n = 1e5, d = 1000 deletion case, in ``--runs`` fresh processes, and
-reports medians (``--out`` saves the text).
+reports medians (``--out`` saves the text); ``--pause`` sleeps that many
+seconds before each deletion (requests that arrive apart, not back to back).
 """
 
 import argparse
@@ -82,12 +83,16 @@ def fit_ratios(n, d, repeats):
     }
 
 
-def deletion_run(n, d, n_deletions, warm=False):
+def deletion_run(n, d, n_deletions, warm=False, pause=0.0):
     """Fit, then time ``n_deletions`` one-row deletions (the first included).
 
     ``warm``: first fit and delete on a tiny data set of the same width, so
     that one-time costs (the noise calibration, imports) do not hide the
-    slopes of the scaling table.
+    slopes of the scaling table. ``pause``: seconds slept before each
+    deletion (requests that arrive apart rather than back to back: a
+    multi-threaded OpenBLAS keeps a worker spinning on a core for about
+    0.1 s after its last threaded call, and a deletion that starts within
+    that time shares the core with it).
     """
     if warm:
         DPLinearRegression(**_params(d)).fit(*_data(2 * d + 10, d)).delete_samples([0])
@@ -97,6 +102,7 @@ def deletion_run(n, d, n_deletions, warm=False):
     fit, fit_cpu = time.perf_counter() - start, time.process_time() - cpu_start
     deletions, deletions_cpu, faults = [], [], []
     for i in range(n_deletions):
+        time.sleep(pause)
         faults_start = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         start, cpu_start = time.perf_counter(), time.process_time()
         reg.delete_samples([i])
@@ -117,17 +123,24 @@ def deletion_run(n, d, n_deletions, warm=False):
     }
 
 
-def fresh_deletion_run(n, d, n_deletions, threads, warm=False):
+def fresh_deletion_run(n, d, n_deletions, threads, warm=False, pause=0.0):
     """:func:`deletion_run` in a fresh interpreter (nothing warmed by earlier runs)."""
     code = (
         "import json, sys; from threadpoolctl import threadpool_limits; "
         "sys.path.insert(0, sys.argv[1]); import bench_linear_scaling as b; "
         "threadpool_limits(int(sys.argv[5])); "
-        "print(json.dumps(b.deletion_run(*map(int, sys.argv[2:5]), warm=sys.argv[6] == '1')))"
+        "print(json.dumps(b.deletion_run(*map(int, sys.argv[2:5]), warm=sys.argv[6] == '1', "
+        "pause=float(sys.argv[7]))))"
     )
     here = str(pathlib.Path(__file__).parent)
     out = subprocess.run(
-        [sys.executable, "-c", code, here, *map(str, (n, d, n_deletions, threads, int(warm)))],
+        [
+            sys.executable,
+            "-c",
+            code,
+            here,
+            *map(str, (n, d, n_deletions, threads, int(warm), pause)),
+        ],
         check=True,
         capture_output=True,
         text=True,
@@ -136,9 +149,9 @@ def fresh_deletion_run(n, d, n_deletions, threads, warm=False):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def deletion_speedups(n, d, runs, threads):
+def deletion_speedups(n, d, runs, threads, pause=0.0):
     """The deletion case in ``runs`` fresh processes: per-run lines and medians."""
-    results = [fresh_deletion_run(n, d, 5, threads) for _ in range(runs)]
+    results = [fresh_deletion_run(n, d, 5, threads, pause=pause) for _ in range(runs)]
     lines = []
     for r in results:
         first, rest = r["deletions_s"][0], float(np.median(r["deletions_s"][1:]))
@@ -223,6 +236,9 @@ def main():
     parser.add_argument("--deletion-only", action="store_true")
     parser.add_argument("--runs", type=int, default=5, help="fresh processes (--deletion-only)")
     parser.add_argument("--out", type=pathlib.Path, help="write the text here (--deletion-only)")
+    parser.add_argument(
+        "--pause", type=float, default=0.0, help="seconds before each deletion (--deletion-only)"
+    )
     args = parser.parse_args()
     if args.deletion_only:
         n, d = (5_000, 100) if args.quick else (10**5, 1000)
@@ -231,9 +247,11 @@ def main():
             "DPLinearRegression one-row deletion (bench_linear_scaling.py --deletion-only)",
             f"BLAS threads: {args.threads}; cores: {os.cpu_count()}; load average at start: "
             f"{load[0]:.1f} {load[1]:.1f} {load[2]:.1f} (other jobs were running if > 0)",
+            f"pause before each deletion: {args.pause} s; OPENBLAS_THREAD_TIMEOUT: "
+            f"{os.environ.get('OPENBLAS_THREAD_TIMEOUT', 'unset')}",
         ]
         print("\n".join(lines), flush=True)
-        lines += deletion_speedups(n, d, args.runs, args.threads)
+        lines += deletion_speedups(n, d, args.runs, args.threads, args.pause)
         load = os.getloadavg()
         lines.append(f"load average at end: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
         print(lines[-2] + "\n" + lines[-1])

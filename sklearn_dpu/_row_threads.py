@@ -14,7 +14,9 @@ results are combined at the end. Measured at ``n = 1e5``, ``p = 501`` on 2
 cores: a gradient pass took 40 ms with 2 BLAS threads and 24-26 ms as two row
 ranges; the clip 122 ms and 72 ms.
 
-:func:`map_row_ranges` runs a function on ``k`` contiguous ranges, ``k`` the
+:func:`map_row_ranges` runs a function on ``k`` contiguous ranges
+(:func:`for_each_item`: on items handed out one at a time to the same
+threads, for work a slowed thread must not hold back), ``k`` the
 BLAS thread count the caller allows (``threadpoolctl.threadpool_limits``,
 ``OMP_NUM_THREADS``, a joblib worker's limit), never more ranges than rows
 make worth a thread. While the ranges run, BLAS is held at one thread (as
@@ -46,6 +48,7 @@ from threadpoolctl import ThreadpoolController
 __all__ = [
     "blas_controllers",
     "blas_threads",
+    "for_each_item",
     "map_row_ranges",
     "row_ranges",
     "set_blas_threads",
@@ -260,6 +263,57 @@ def map_row_ranges(fn: Callable[[int, int], T], n: int, row_entries: int) -> lis
             wait(futures)  # no range outlives the call (or its BLAS setting)
     finally:
         _restore(counts)  # even when the hold or the wait is interrupted
+
+
+def for_each_item(fn: Callable[[int], None], n: int, item_entries: int) -> None:
+    """``fn(i)`` for ``i = 0 .. n - 1``, on :func:`map_row_ranges`' threads,
+    the items handed out one at a time, in order, to whichever thread is free.
+
+    Contiguous ranges split the work evenly between the threads; when one of
+    them gets less of a core (another process, a BLAS library's worker
+    spinning after its last call), the others wait for its range. Handed
+    out one at a time, items go to the threads that are free, so the pass
+    ends when the work does. Items in decreasing order of cost balance best.
+    When an item raises (a ``KeyboardInterrupt`` included), no item is handed
+    out after it; the items already running end, and the error is raised as
+    :func:`map_row_ranges` raises it.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(i)`` processes item ``i``. It must write only to the item's own
+        output or scratch: items run concurrently (each with BLAS on one
+        thread), on any of the threads.
+    n : int
+        Items.
+    item_entries : int
+        Matrix entries per item (the work of an item, to decide whether a
+        thread pays).
+
+    Examples
+    --------
+    >>> done = []
+    >>> for_each_item(done.append, 5, 1)
+    >>> sorted(done)
+    [0, 1, 2, 3, 4]
+    """
+    lock = threading.Lock()
+    items = iter(range(n))
+    failed = threading.Event()
+
+    def take(start: int, stop: int) -> None:  # the ranges only size the pass
+        while not failed.is_set():
+            with lock:
+                i = next(items, None)
+            if i is None:
+                return
+            try:
+                fn(i)
+            except BaseException:
+                failed.set()  # no more items for anyone: the error comes soon
+                raise
+
+    map_row_ranges(take, n, item_entries)
 
 
 def sum_over_row_ranges(fn: Callable[[int, int], T], n: int, row_entries: int) -> T:

@@ -107,6 +107,17 @@ def test_banded_gram_subtraction_is_exact(n_rows, fit_intercept):
     np.testing.assert_array_equal(gram, expected)
 
 
+@pytest.mark.parametrize("extreme", [2**14, 2**20])
+def test_one_row_subtraction_is_exact_at_the_extremes(extreme):
+    # Codes at +-2**14 (and the intercept's 2**14): products of 2**28 in
+    # int32; larger values (not codes) take int64 products, still exact.
+    row = np.array([extreme, -extreme, 3.0, -1.0] * 300)
+    gram = np.full((len(row), len(row)), 2**40, dtype=np.int64)
+    expected = gram - np.outer(row.astype(np.int64), row.astype(np.int64))
+    ss._subtract_outer(gram, row)
+    np.testing.assert_array_equal(gram, expected)
+
+
 @pytest.mark.parametrize("entries", [10**9, 1 << 12, 1])  # 128 rows, 26 rows, one row
 def test_symmetric_noise_independent_of_band_size_and_scratch(monkeypatch, entries):
     mechanism = GaussianMechanism(1.0, 2.0)

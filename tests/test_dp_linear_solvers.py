@@ -170,6 +170,23 @@ def test_a_breakdown_gives_the_exact_smallest_eigenvalue(monkeypatch):
     assert counts["float32"] <= 3 + 1 and counts["float64"] == 2  # sizing, check
 
 
+@pytest.mark.parametrize("size", [1, 2, 5, 40, 97])
+def test_the_smallest_ritz_pair_is_scipys(size):
+    # The direct LAPACK calls give eigh_tridiagonal's bits, repeated and
+    # clustered eigenvalues included.
+    rng = np.random.default_rng(size)
+    for diagonal, off in [
+        (rng.normal(size=size), np.abs(rng.normal(size=size - 1))),
+        (np.full(size, 2.0), np.full(size - 1, 1e-9)),
+    ]:
+        theta, s = _lifted_solve._smallest_pair(diagonal, off)
+        values, vectors = scipy.linalg.eigh_tridiagonal(
+            diagonal, off, select="i", select_range=(0, 0)
+        )
+        assert theta == values[0]
+        np.testing.assert_array_equal(s, vectors[:, 0])
+
+
 def test_the_bound_is_the_same_bits_every_call():
     A, _ = _noise_dominated_system(q=300)
     bounds = {_lifted_solve.smallest_eigenvalue_lower_bound(A, 10.0) for _ in range(5)}

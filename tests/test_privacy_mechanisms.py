@@ -263,10 +263,10 @@ def test_release_symmetric_adds_each_normal_at_both_places(q):
 @pytest.mark.parametrize("q, tile", [(5, 2), (7, 3), (12, 4), (12, 12)])
 @pytest.mark.parametrize("parts", [1, 2, 3])
 def test_tiled_symmetric_noise_layout_whatever_the_threads(monkeypatch, q, tile, parts):
-    # From _TILED_FROM on: unit u (tile rows I and T - 1 - I) draws from the
-    # u-th child stream, tile (I, J) for J >= I, row I before row T - 1 - I;
-    # s Z above the diagonal and its transpose below, sigma (Z + Z^T) / 2 on
-    # the diagonal tiles. Exactly, however many threads run the units.
+    # From _TILED_FROM on: tile row I draws from the I-th child stream, tile
+    # (I, J) for J >= I in order; s Z above the diagonal and its transpose
+    # below, sigma (Z + Z^T) / 2 on the diagonal tiles. Exactly, however many
+    # threads take the rows.
     monkeypatch.setattr(mechanisms, "_NOISE_TILE", tile)
     monkeypatch.setattr(mechanisms, "_TILED_FROM", 1)
     monkeypatch.setattr(_row_threads, "_MIN_ENTRIES", 1)
@@ -275,22 +275,20 @@ def test_tiled_symmetric_noise_layout_whatever_the_threads(monkeypatch, q, tile,
     M = np.random.default_rng(q).normal(size=(q, q))
     M += M.T
     n_tiles = -(-q // tile)
-    units = [sorted({i, n_tiles - 1 - i}) for i in range((n_tiles + 1) // 2)]
     entropy = np.random.default_rng(11).integers(0, 2**63, size=4)
-    seeds = np.random.SeedSequence([int(e) for e in entropy]).spawn(len(units))
+    seeds = np.random.SeedSequence([int(e) for e in entropy]).spawn(n_tiles)
     expected = M.copy()
-    for unit, seed in zip(units, seeds, strict=True):
+    for i, seed in enumerate(seeds):
         stream = np.random.Generator(np.random.SFC64(seed))
-        for i in unit:
-            rows = slice(i * tile, min(q, (i + 1) * tile))
-            for j in range(i, n_tiles):
-                cols = slice(j * tile, min(q, (j + 1) * tile))
-                Z = stream.standard_normal((rows.stop - rows.start, cols.stop - cols.start))
-                if i == j:
-                    expected[rows, rows] += (Z + Z.T) * (mech.sigma / 2.0)
-                else:
-                    expected[rows, cols] += Z * (mech.sigma / np.sqrt(2.0))
-                    expected[cols, rows] += (Z * (mech.sigma / np.sqrt(2.0))).T
+        rows = slice(i * tile, min(q, (i + 1) * tile))
+        for j in range(i, n_tiles):
+            cols = slice(j * tile, min(q, (j + 1) * tile))
+            Z = stream.standard_normal((rows.stop - rows.start, cols.stop - cols.start))
+            if i == j:
+                expected[rows, rows] += (Z + Z.T) * (mech.sigma / 2.0)
+            else:
+                expected[rows, cols] += Z * (mech.sigma / np.sqrt(2.0))
+                expected[cols, rows] += (Z * (mech.sigma / np.sqrt(2.0))).T
     released = mech.release_symmetric(M, np.random.default_rng(11))
     np.testing.assert_array_equal(released, expected)
     noise = released - M

@@ -4,6 +4,7 @@ serial pass, every row once, BLAS held at one thread and always restored
 errstate and error callback in every range."""
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -50,6 +51,47 @@ def test_ranges_run_on_threads(ranges):
     assert _row_threads.map_row_ranges(fn, 30, 4) == [10, 10, 10]
     assert sorted(s[:2] for s in seen) == [(0, 10), (10, 20), (20, 30)]
     assert len({s[2] for s in seen}) > 1  # not all on the caller's thread
+
+
+def test_items_are_handed_out_to_whichever_thread_is_free(ranges):
+    # Item 0 blocks until every other item is done: with fixed halves its
+    # thread would hold back the items after it; handed out one at a time,
+    # the other thread takes them all.
+    ranges(2)
+    seen, rest_done = {}, threading.Event()
+
+    def fn(i):
+        seen[i] = threading.get_ident()
+        if i == 0:
+            assert rest_done.wait(timeout=10)
+        elif len(seen) == 10:
+            rest_done.set()
+
+    _row_threads.for_each_item(fn, 10, 1)
+    assert sorted(seen) == list(range(10))
+    assert seen[0] not in {seen[i] for i in range(1, 10)}
+
+
+def test_a_failing_item_stops_the_pass_and_blas_is_restored(ranges):
+    # After item 1 fails no item is handed out: the other thread ends the one
+    # it runs (released only once the failure is known) and takes no more.
+    ranges(2)
+    before = _blas_counts()
+    ran, failing = [], threading.Event()
+
+    def fn(i):
+        ran.append(i)
+        if i == 1:
+            failing.set()
+            raise ValueError("item 1")
+        if i == 0:
+            assert failing.wait(timeout=10)
+            time.sleep(0.2)  # item 1's error reaches for_each_item meanwhile
+
+    with pytest.raises(ValueError, match="item 1"):
+        _row_threads.for_each_item(fn, 20, 1)
+    assert sorted(ran) == [0, 1]
+    assert _blas_counts() == before
 
 
 def test_a_failing_range_raises_after_every_range_ends_and_blas_is_restored(ranges):

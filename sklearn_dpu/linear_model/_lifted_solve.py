@@ -111,6 +111,7 @@ _LANCZOS_STEPS_PER_ROW = 1 / 6
 # Rows the Lanczos basis starts with (it doubles when full).
 _LANCZOS_FIRST_ROWS = 64
 _EPS = float(np.finfo(np.float64).eps)
+_STEBZ, _STEIN = scipy.linalg.lapack.dstebz, scipy.linalg.lapack.dstein
 # Residual estimates below _ROUNDING_REACH sqrt(q) eps ||A|| are rounding: the
 # iterations have refined their Ritz vector as far as their precision allows.
 _ROUNDING_REACH = 4.0
@@ -289,25 +290,22 @@ def _lanczos(
         # Section 6.9): without it, float32 iterations near an eigenvector
         # lose orthogonality and their Ritz values wander below the spectrum.
         head = basis[: k + 1]
-        before = float(np.linalg.norm(w))
+        before = _norm(w)
         coefficients = head @ w
         w -= head.T @ coefficients
-        beta = float(np.linalg.norm(w))
+        beta = _norm(w)
         if beta < 0.5 * before:
             again = head @ w
             w -= head.T @ again
             coefficients += again
-            beta = float(np.linalg.norm(w))
+            beta = _norm(w)
         diagonal[k] = coefficients[k]
         off_diagonal[k] = beta
         below = off_diagonal[k - 1] if k else 0.0
         norm_bound = max(norm_bound, abs(diagonal[k]) + below + beta)
         breakdown = not beta > q * unit * norm_bound
         if breakdown or (k + 1) % _LANCZOS_CHECK == 0:
-            values, vectors = scipy.linalg.eigh_tridiagonal(
-                diagonal[: k + 1], off_diagonal[:k], select="i", select_range=(0, 0)
-            )
-            theta, s = float(values[0]), vectors[:, 0]
+            theta, s = _smallest_pair(diagonal[: k + 1], off_diagonal[:k])
             scale = max(abs(theta), floor, _EIGENVALUE_FLOOR * norm_bound)
             tolerance = _LANCZOS_TOL * scale
             # The estimate cannot go below the iterations' rounding: there,
@@ -326,6 +324,31 @@ def _lanczos(
             basis = grown
         basis[k + 1] = w / beta
     return _LanczosRun(None, None, budget, norm_bound)
+
+
+def _norm(x: np.ndarray) -> float:
+    """``float(np.linalg.norm(x))`` of a vector, the same bits (the square
+    root of ``x @ x`` in ``x``'s dtype) without its dispatch (4 us a call)."""
+    return float(np.sqrt(x.dot(x)))
+
+
+def _smallest_pair(diagonal: np.ndarray, off_diagonal: np.ndarray) -> tuple[float, np.ndarray]:
+    """The smallest eigenvalue of the symmetric tridiagonal matrix and a unit
+    eigenvector: LAPACK's bisection (``stebz``, default tolerance) and inverse
+    iteration (``stein``), the calls ``scipy.linalg.eigh_tridiagonal(...,
+    select="i", select_range=(0, 0))`` makes, without its argument checks
+    (half of its 45 us a call, made every few Lanczos steps). Non-finite
+    entries are not rejected here: a finite matrix gives finite coefficients,
+    and from a non-finite one the float64 check of the Ritz vector fails and
+    the dense solver raises."""
+    if len(diagonal) == 1:
+        return float(diagonal[0]), np.ones(1)
+    m, values, block, split, info = _STEBZ(diagonal, off_diagonal, 2, 0.0, 0.0, 1, 1, 0.0, "B")
+    if info == 0 and m == 1:
+        vectors, info = _STEIN(diagonal, off_diagonal, values[:1], block, split)
+        if info == 0:
+            return float(values[0]), vectors[:, 0]
+    raise np.linalg.LinAlgError(f"LAPACK stebz/stein failed on a tridiagonal matrix (info={info})")
 
 
 def _rounding(q: int, norm: float) -> float:

@@ -420,8 +420,8 @@ def gram_of_codes(codes: np.ndarray, fit_intercept: bool) -> np.ndarray:
 _BAND_ENTRIES = 1 << 13
 # Deleted rows up to which subtract_gram_of_codes forms the product in bands.
 _FEW_ROWS = 64
-# Int64 entries per band of a one-row subtraction (128 KiB, one buffer per call).
-_OUTER_ENTRIES = 1 << 14
+# Int32 entries per band of a one-row subtraction (128 KiB, one buffer per call).
+_OUTER_ENTRIES = 1 << 15
 
 
 def subtract_gram_of_codes(gram: np.ndarray, codes: np.ndarray, fit_intercept: bool) -> None:
@@ -435,15 +435,16 @@ def subtract_gram_of_codes(gram: np.ndarray, codes: np.ndarray, fit_intercept: b
     same values as one product. A block of many rows is multiplied whole:
     its product's cost dwarfs the faults, and bands would read it once each.
 
-    One row (the usual deletion) is subtracted as an int64 outer product
-    instead: its entries are products of two codes, at most ``2**28``, so exact
-    in int64 too, and it skips the float-to-int cast of the subtraction
-    (measured at q = 1002: 1.2 ms against 3.5 ms).
+    One row (the usual deletion) is subtracted as an int32 outer product
+    instead: its entries are products of two codes, at most ``2**28`` in
+    absolute value, so exact in int32, and it skips the float-to-int cast of
+    the subtraction (measured at q = 1002: 1.0 ms against 3.5 ms; 1.4 ms
+    with int64 products).
     """
     q = gram.shape[0]
     for block in _code_blocks(codes, fit_intercept):
         if len(block) == 1:
-            _subtract_outer(gram, block[0].astype(np.int64))
+            _subtract_outer(gram, block[0])
             continue
         rows = max(1, _BAND_ENTRIES // q) if len(block) <= _FEW_ROWS else q
         for first in range(0, q, rows):
@@ -453,10 +454,14 @@ def subtract_gram_of_codes(gram: np.ndarray, codes: np.ndarray, fit_intercept: b
 
 
 def _subtract_outer(gram: np.ndarray, row: np.ndarray) -> None:
-    """``gram -= outer(row, row)`` in int64, a band of rows at a time."""
+    """``gram -= outer(row, row)`` (``row``: float64 integers), a band of
+    rows at a time; the products in int32 when they fit (codes are at most
+    ``2**14`` in absolute value), else in int64."""
     q = len(row)
+    fits = float(np.max(np.abs(row), initial=0.0)) ** 2 <= np.iinfo(np.int32).max
+    row = row.astype(np.int32 if fits else np.int64)
     rows = max(1, _OUTER_ENTRIES // q)
-    buffer = np.empty(rows * q, dtype=np.int64)
+    buffer = np.empty(rows * q, dtype=row.dtype)
     for first in range(0, q, rows):
         part = gram[first : first + rows]
         product = buffer[: part.size].reshape(part.shape)

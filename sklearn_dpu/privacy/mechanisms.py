@@ -33,13 +33,14 @@ References
    data privacy considerations", PhD thesis, Johns Hopkins University, 2024.
 """
 
+import threading
 from dataclasses import dataclass
 
 import numpy as np
 from dp_accounting import dp_event
 from numpy.typing import ArrayLike
 
-from .._row_threads import map_row_ranges
+from .._row_threads import for_each_item
 from .._validation import is_scratch
 
 __all__ = [
@@ -230,44 +231,45 @@ def _add_tiled_noise(out: np.ndarray, sigma: float, rng: np.random.Generator) ->
     distribution of the banded draw, at the price of ``_NOISE_TILE / 2``
     extra normals per row of a diagonal tile (6% at q = 1002).
 
-    A work unit is tile row ``I`` with tile row ``T - 1 - I`` (``T`` tile
-    rows): ``T + 1`` tiles each, so contiguous units balance. Unit ``u``
-    draws from its own generator (``SFC64``, the fastest of NumPy's bit
-    generators here: 4.7 ms for 5e5 normals against PCG64's 6.0 ms), seeded
-    by the ``u``-th child of a ``SeedSequence`` whose entropy is drawn from
-    ``rng``; the units run on :func:`~sklearn_dpu._row_threads.map_row_ranges`'
-    threads. Every entry of ``out`` is written by one tile of one unit, so the
-    result depends on ``rng`` and the shape only, not on the threads.
+    Tile row ``I`` (tiles ``(I, J)``, ``J >= I``) draws from its own
+    generator (``SFC64``, the fastest of NumPy's bit generators here: 4.7 ms
+    for 5e5 normals against PCG64's 6.0 ms), seeded by the ``I``-th child of
+    a ``SeedSequence`` whose entropy is drawn from ``rng``. The tile rows go,
+    widest first, to :func:`~sklearn_dpu._row_threads.for_each_item`'s
+    threads as they free up (at d = 1000 on 2 cores, right after a threaded
+    BLAS call, when OpenBLAS's spinning worker slows one thread: 7 ms where
+    two fixed halves took 9-12). Every entry of ``out`` is written by one
+    tile of one tile row, so the result depends on ``rng`` and the shape
+    only, not on the threads or the order they take the rows in.
     """
     q, tile = len(out), _NOISE_TILE
     n_tiles = -(-q // tile)
-    units = [sorted({r, n_tiles - 1 - r}) for r in range((n_tiles + 1) // 2)]
     entropy = rng.integers(0, 2**63, size=4)
-    seeds = np.random.SeedSequence([int(e) for e in entropy]).spawn(len(units))
+    seeds = np.random.SeedSequence([int(e) for e in entropy]).spawn(n_tiles)
     off_diagonal, diagonal = sigma / np.sqrt(2.0), sigma / 2.0
+    scratch = threading.local()  # two tiles of normals per thread
 
-    def draw_units(start: int, stop: int) -> None:
-        normals, symmetric = np.empty((2, tile * tile))
-        for u in range(start, stop):
-            generator = np.random.Generator(np.random.SFC64(seeds[u]))
-            for r in units[u]:
-                rows = slice(r * tile, min(q, (r + 1) * tile))
-                for c in range(r, n_tiles):
-                    cols = slice(c * tile, min(q, (c + 1) * tile))
-                    shape = (rows.stop - rows.start, cols.stop - cols.start)
-                    Z = normals[: shape[0] * shape[1]].reshape(shape)
-                    generator.standard_normal(out=Z)
-                    if r == c:
-                        S = symmetric[: Z.size].reshape(shape)
-                        np.add(Z, Z.T, out=S)
-                        S *= diagonal
-                        out[rows, rows] += S
-                    else:
-                        Z *= off_diagonal
-                        out[rows, cols] += Z
-                        out[cols, rows] += Z.T
+    def draw_row(r: int) -> None:
+        if not hasattr(scratch, "normals"):
+            scratch.normals, scratch.symmetric = np.empty((2, tile * tile))
+        generator = np.random.Generator(np.random.SFC64(seeds[r]))
+        rows = slice(r * tile, min(q, (r + 1) * tile))
+        for c in range(r, n_tiles):
+            cols = slice(c * tile, min(q, (c + 1) * tile))
+            shape = (rows.stop - rows.start, cols.stop - cols.start)
+            Z = scratch.normals[: shape[0] * shape[1]].reshape(shape)
+            generator.standard_normal(out=Z)
+            if r == c:
+                S = scratch.symmetric[: Z.size].reshape(shape)
+                np.add(Z, Z.T, out=S)
+                S *= diagonal
+                out[rows, rows] += S
+            else:
+                Z *= off_diagonal
+                out[rows, cols] += Z
+                out[cols, rows] += Z.T
 
-    map_row_ranges(draw_units, len(units), (n_tiles + 1) * tile * tile)
+    for_each_item(draw_row, n_tiles, n_tiles * tile * tile)
 
 
 @dataclass(frozen=True)
