@@ -278,7 +278,8 @@ class SerialBlas:
     objective-perturbation fit took 250-360 ms so, 175 ms with its solves on
     one thread. The passes over the data (:meth:`threaded`) keep the
     caller's thread counts, so their values, hence the iterates, are
-    unchanged. The setting is interrupt-safe (:func:`set_blas_threads`).
+    unchanged. The setting is interrupt-safe (:func:`set_blas_threads`), and
+    made on the main thread only (elsewhere the block changes nothing).
 
     Examples
     --------
@@ -290,17 +291,31 @@ class SerialBlas:
     """
 
     def __enter__(self) -> "SerialBlas":
-        self._threads = [lib.num_threads for lib in blas_controllers()]
-        set_blas_threads([1] * len(self._threads))
+        # Only on the main thread, as the row ranges (the setting is
+        # process-wide: a fit in another thread would record the hold as its
+        # caller's count and could restore it last, leaving BLAS at one
+        # thread for good). Elsewhere nothing changes.
+        self._threads = None
+        if threading.current_thread() is threading.main_thread():
+            threads = [lib.num_threads for lib in blas_controllers()]
+            try:
+                set_blas_threads([1] * len(threads))
+            except BaseException:  # an interrupt during the hold: undo it
+                set_blas_threads(threads)
+                raise
+            self._threads = threads
         return self
 
     def __exit__(self, *exc) -> None:
-        set_blas_threads(self._threads)
+        if self._threads is not None:
+            set_blas_threads(self._threads)
 
     def threaded(self, fun: Callable[..., T]) -> Callable[..., T]:
         """``fun`` run with the caller's thread counts."""
 
         def call(*args):
+            if self._threads is None:
+                return fun(*args)
             set_blas_threads(self._threads)
             try:
                 return fun(*args)

@@ -262,9 +262,10 @@ def test_solver_steps_run_blas_on_one_thread_and_the_passes_threaded(monkeypatch
     from sklearn_dpu.linear_model import _binary_pass, _noisy_gd_glm
 
     seen = {"step": set(), "pass": set()}
-    solve, project = np.linalg.solve, _noisy_gd_glm._project
+    solve, project, eigh = np.linalg.solve, _noisy_gd_glm._project, np.linalg.eigh
     value_and_grad = _binary_pass.BinaryLogLossPass.value_and_grad
     gradient = _binary_pass.BinaryLogLossPass.gradient
+    hessian = _binary_pass.BinaryLogLossPass.hessian
 
     def record(kind, fn):
         def call(*args):
@@ -274,7 +275,9 @@ def test_solver_steps_run_blas_on_one_thread_and_the_passes_threaded(monkeypatch
         return call
 
     monkeypatch.setattr(np.linalg, "solve", record("step", solve))
+    monkeypatch.setattr(np.linalg, "eigh", record("step", eigh))
     monkeypatch.setattr(_noisy_gd_glm, "_project", record("step", project))
+    monkeypatch.setattr(_binary_pass.BinaryLogLossPass, "hessian", record("pass", hessian))
     monkeypatch.setattr(
         _binary_pass.BinaryLogLossPass, "value_and_grad", record("pass", value_and_grad)
     )
@@ -286,3 +289,22 @@ def test_solver_steps_run_blas_on_one_thread_and_the_passes_threaded(monkeypatch
         DPLogisticRegression(solver=solver, feature_norm=3.0, random_state=0).fit(X, y)
     assert seen["step"] == {1}
     assert seen["pass"] == {2}
+
+
+def test_noisy_gd_gram_is_summed_over_row_ranges(monkeypatch):
+    # Each range's product on one BLAS thread; the sum is A^T A to rounding.
+    from sklearn_dpu import _row_threads
+    from sklearn_dpu.linear_model import _noisy_gd_glm
+
+    monkeypatch.setattr(_row_threads, "_MIN_ENTRIES", 1)
+    monkeypatch.setattr(_row_threads, "blas_threads", lambda: 2)
+    rows, gram_matrix = [], _noisy_gd_glm.gram_matrix
+
+    def recorded(A):
+        rows.append(len(A))
+        return gram_matrix(A)
+
+    monkeypatch.setattr(_noisy_gd_glm, "gram_matrix", recorded)
+    A = np.random.default_rng(0).normal(size=(101, 7))
+    np.testing.assert_allclose(_noisy_gd_glm._gram(A), A.T @ A, rtol=1e-13, atol=1e-12)
+    assert rows == [51, 50]
