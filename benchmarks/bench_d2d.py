@@ -44,6 +44,7 @@ from sklearn.model_selection import train_test_split
 from sklearn.preprocessing import StandardScaler
 
 from sklearn_dpu import DPLogisticRegression
+from sklearn_dpu._row_threads import SerialBlas
 from sklearn_dpu.linear_model import _certified_minimize as cm
 
 RESULTS = os.path.join(os.path.dirname(__file__), "results")
@@ -155,7 +156,7 @@ def time_breakdown(est, repeats=5):
         loss, chunk.config, config, chunk.pending + 1, params.delta
     )
 
-    with cm._SerialOptimizer():
+    with SerialBlas():
         grad = np.zeros(loss.n_params)
         hess_s = best_time(
             lambda: cm._weighted_hessian(loss, chunk.theta, A, y, weights, grad=grad), repeats

@@ -91,10 +91,10 @@ def test_training_in_small_chunks_gives_the_same_run(monkeypatch):
         assert np.array_equal(getattr(chunked, name), getattr(reference, name)), name
 
 
-def test_serial_optimizer_keeps_the_objective_threaded_and_restores():
+def test_serial_blas_keeps_the_passes_threaded_and_restores():
     from threadpoolctl import ThreadpoolController
 
-    from sklearn_dpu.linear_model._certified_minimize import _SerialOptimizer
+    from sklearn_dpu._row_threads import SerialBlas
 
     def threads():
         return [
@@ -111,7 +111,7 @@ def test_serial_optimizer_keeps_the_objective_threaded_and_restores():
             raise KeyError("boom")
         return theta
 
-    with _SerialOptimizer() as serial:
+    with SerialBlas() as serial:
         assert all(count == 1 for count in threads())
         assert serial.threaded(fun)(3.0) == 3.0
         assert seen["inside"] == before  # the objective runs as the caller set it
@@ -120,7 +120,7 @@ def test_serial_optimizer_keeps_the_objective_threaded_and_restores():
             serial.threaded(fun)(None)
         assert all(count == 1 for count in threads())
     assert threads() == before
-    with pytest.raises(ValueError), _SerialOptimizer():
+    with pytest.raises(ValueError), SerialBlas():
         raise ValueError
     assert threads() == before
 
@@ -248,3 +248,63 @@ def test_certified_minimize_fused_pass_reads_the_data_once_per_point(radius, p, 
     assert solution.n_grad >= len(points)
     assert np.array_equal(solution.theta, reference.theta)
     assert solution.distance_bound <= 1e-6
+
+
+@pytest.mark.parametrize("solver", ["objective", "noisy_gd"])
+def test_solver_steps_run_blas_on_one_thread_and_the_passes_threaded(monkeypatch, solver):
+    # The steps' own linear algebra (Newton's solve; noisy GD's projection
+    # after its preconditioner product) sees one BLAS thread, so no BLAS
+    # worker is left spinning; the passes over the rows see the caller's.
+    from threadpoolctl import threadpool_limits
+
+    from sklearn_dpu import DPLogisticRegression
+    from sklearn_dpu._row_threads import blas_threads
+    from sklearn_dpu.linear_model import _binary_pass, _noisy_gd_glm
+
+    seen = {"step": set(), "pass": set()}
+    solve, project, eigh = np.linalg.solve, _noisy_gd_glm._project, np.linalg.eigh
+    value_and_grad = _binary_pass.BinaryLogLossPass.value_and_grad
+    gradient = _binary_pass.BinaryLogLossPass.gradient
+    hessian = _binary_pass.BinaryLogLossPass.hessian
+
+    def record(kind, fn):
+        def call(*args):
+            seen[kind].add(blas_threads())
+            return fn(*args)
+
+        return call
+
+    monkeypatch.setattr(np.linalg, "solve", record("step", solve))
+    monkeypatch.setattr(np.linalg, "eigh", record("step", eigh))
+    monkeypatch.setattr(_noisy_gd_glm, "_project", record("step", project))
+    monkeypatch.setattr(_binary_pass.BinaryLogLossPass, "hessian", record("pass", hessian))
+    monkeypatch.setattr(
+        _binary_pass.BinaryLogLossPass, "value_and_grad", record("pass", value_and_grad)
+    )
+    monkeypatch.setattr(_binary_pass.BinaryLogLossPass, "gradient", record("pass", gradient))
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 5))
+    y = (X[:, 0] + 0.3 * rng.normal(size=400) > 0).astype(int)
+    with threadpool_limits(2):
+        DPLogisticRegression(solver=solver, feature_norm=3.0, random_state=0).fit(X, y)
+    assert seen["step"] == {1}
+    assert seen["pass"] == {2}
+
+
+def test_noisy_gd_gram_is_summed_over_row_ranges(monkeypatch):
+    # Each range's product on one BLAS thread; the sum is A^T A to rounding.
+    from sklearn_dpu import _row_threads
+    from sklearn_dpu.linear_model import _noisy_gd_glm
+
+    monkeypatch.setattr(_row_threads, "_MIN_ENTRIES", 1)
+    monkeypatch.setattr(_row_threads, "blas_threads", lambda: 2)
+    rows, gram_matrix = [], _noisy_gd_glm.gram_matrix
+
+    def recorded(A):
+        rows.append(len(A))
+        return gram_matrix(A)
+
+    monkeypatch.setattr(_noisy_gd_glm, "gram_matrix", recorded)
+    A = np.random.default_rng(0).normal(size=(101, 7))
+    np.testing.assert_allclose(_noisy_gd_glm._gram(A), A.T @ A, rtol=1e-13, atol=1e-12)
+    assert rows == [51, 50]

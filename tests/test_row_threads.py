@@ -328,3 +328,31 @@ def test_a_non_finite_row_in_a_later_range_raises(ranges):
     ranges(2)
     with pytest.raises(ss.NonFiniteInputError):
         ss.encode_with_gram(X, np.zeros(1000), 1.0, 0.0, 1.0, True)
+
+
+def test_an_interrupted_serial_blas_hold_still_restores_every_library(monkeypatch):
+    with threadpool_limits(2):
+        before = _blas_counts()
+        libraries = _row_threads.blas_controllers()
+        monkeypatch.setattr(_row_threads, "_libraries", [_Interrupting(lib) for lib in libraries])
+        with pytest.raises(KeyboardInterrupt), _row_threads.SerialBlas():
+            pass  # pragma: no cover - the hold is interrupted before
+        assert _blas_counts() == before
+
+
+def test_serial_blas_off_the_main_thread_changes_nothing():
+    # The setting is process-wide: a fit in another thread must neither hold
+    # BLAS for the main thread's work nor record a hold as its caller's count.
+    with threadpool_limits(2):
+        before = _blas_counts()
+
+        def in_worker():
+            with _row_threads.SerialBlas() as serial:
+                return _blas_counts(), serial.threaded(_blas_counts)()
+
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(1) as pool:
+            inside, threaded = pool.submit(in_worker).result()
+        assert inside == threaded == before
+        assert _blas_counts() == before

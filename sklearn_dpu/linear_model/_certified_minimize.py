@@ -34,7 +34,7 @@ from scipy.linalg import cho_factor, cho_solve
 from scipy.optimize import minimize
 from scipy.sparse.linalg import LinearOperator, cg
 
-from .._row_threads import blas_controllers, set_blas_threads
+from .._row_threads import SerialBlas
 from ._binary_pass import ZeroHessianCache, fused_pass
 from ._losses import LinearModelLoss
 from ._multinomial_pass import multinomial_pass
@@ -243,7 +243,7 @@ def _unconstrained(fun, loss, A, y, Lambda, tol, theta, max_iter, counter):
             raise _Certified(np.array(point, dtype=float))
         return value, grad
 
-    with _SerialOptimizer() as serial:
+    with SerialBlas() as serial:
         try:
             result = minimize(
                 serial.threaded(watched), theta, jac=True, method="L-BFGS-B", options=options
@@ -255,41 +255,41 @@ def _unconstrained(fun, loss, A, y, Lambda, tol, theta, max_iter, counter):
     return _newton_polish(fun, loss, A, y, Lambda, tol, theta, counter)
 
 
-class _SerialOptimizer:
-    """Run the BLAS libraries on one thread, except inside the objective.
-
-    L-BFGS-B's own linear algebra is on ``dim x maxcor`` matrices, far below
-    the size where threads pay; yet a threaded BLAS wakes its threads for
-    them, which costs milliseconds per iteration when the cores are busy
-    (more than an objective evaluation on 1e5 rows). The objective itself
-    (products with the data) keeps the caller's thread counts, so its
-    values, hence the iterates, are unchanged. The libraries and the
-    interrupt-safe setting are :mod:`sklearn_dpu._row_threads`' (whose row ranges hold
-    BLAS the same way).
-    """
-
-    def __enter__(self):
-        self._threads = [lib.num_threads for lib in blas_controllers()]
-        set_blas_threads([1] * len(self._threads))
-        return self
-
-    def __exit__(self, *exc):
-        set_blas_threads(self._threads)
-
-    def threaded(self, fun):
-        """``fun`` run with the caller's thread counts."""
-
-        def call(theta):
-            set_blas_threads(self._threads)
-            try:
-                return fun(theta)
-            finally:
-                set_blas_threads([1] * len(self._threads))
-
-        return call
-
-
 def _newton_polish(fun, loss, A, y, Lambda, tol, theta, counter, max_steps=50):
+    """Damped Newton steps from ``theta`` until the gradient certifies it.
+
+    As for L-BFGS-B, the steps' own linear algebra (the ``p x p`` solve,
+    conjugate gradients' vector updates) runs with BLAS on one thread, and
+    the passes over the rows (values, gradients, Hessians and their
+    products) with the caller's thread counts
+    (:class:`~sklearn_dpu._row_threads.SerialBlas`).
+    """
+    with SerialBlas() as serial:
+        threaded_loss = _ThreadedPasses(loss, serial)
+        return _newton_steps(
+            serial.threaded(fun), threaded_loss, A, y, Lambda, tol, theta, counter, max_steps
+        )
+
+
+class _ThreadedPasses:
+    """``loss`` whose Hessian and Hessian-vector products (passes over the
+    rows) run with the caller's thread counts inside a :class:`SerialBlas`."""
+
+    def __init__(self, loss, serial):
+        self._loss, self._serial = loss, serial
+
+    def __getattr__(self, name):
+        return getattr(self._loss, name)
+
+    def hessian(self, theta, A, y):
+        return self._serial.threaded(self._loss.hessian)(theta, A, y)
+
+    def hessian_operator(self, theta, A, y):
+        hvp = self._serial.threaded(self._loss.hessian_operator)(theta, A, y)
+        return self._serial.threaded(hvp)
+
+
+def _newton_steps(fun, loss, A, y, Lambda, tol, theta, counter, max_steps):
     value, grad = fun(theta)
     for _ in range(max_steps):
         if np.linalg.norm(grad) <= tol:  # the certificate: Lambda ||theta - theta*|| <= tol
@@ -572,7 +572,7 @@ def preconditioned_descent(
     K = loss.n_outputs
     # Block products are far below the size where BLAS threads pay, and
     # waking them costs more than the product on a busy machine.
-    with _SerialOptimizer():
+    with SerialBlas():
         # The Hessian and the first gradient are both at the start: one pass.
         first = np.zeros(loss.n_params)
         H = _weighted_hessian(loss, theta, A, y, weights, grad=first)
