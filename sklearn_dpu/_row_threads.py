@@ -275,8 +275,8 @@ class SerialBlas:
     threads for it, and OpenBLAS then keeps a worker spinning on a core for
     about 0.1 s, the core the next pass's row ranges
     (:func:`map_row_ranges`) need: at n = 1e5, d = 100 on 2 cores an
-    objective-perturbation fit took 250-360 ms so, 175 ms with its solves on
-    one thread. The passes over the data (:meth:`threaded`) keep the
+    objective-perturbation fit took 250-360 ms that way, 175 ms with its
+    solves on one thread. The passes over the data (:meth:`threaded`) keep the
     caller's thread counts, so their values, hence the iterates, are
     unchanged. The setting is interrupt-safe (:func:`set_blas_threads`), and
     made on the main thread only (elsewhere the block changes nothing).

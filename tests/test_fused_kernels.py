@@ -291,20 +291,21 @@ def test_solver_steps_run_blas_on_one_thread_and_the_passes_threaded(monkeypatch
     assert seen["pass"] == {2}
 
 
-def test_noisy_gd_gram_is_summed_over_row_ranges(monkeypatch):
+def test_the_gram_of_dense_rows_is_summed_over_row_ranges(monkeypatch):
     # Each range's product on one BLAS thread; the sum is A^T A to rounding.
     from sklearn_dpu import _row_threads
-    from sklearn_dpu.linear_model import _noisy_gd_glm
+    from sklearn_dpu.linear_model import _sparse_rows
 
     monkeypatch.setattr(_row_threads, "_MIN_ENTRIES", 1)
     monkeypatch.setattr(_row_threads, "blas_threads", lambda: 2)
-    rows, gram_matrix = [], _noisy_gd_glm.gram_matrix
+    ranges, summed = [], _sparse_rows.sum_over_row_ranges
 
-    def recorded(A):
-        rows.append(len(A))
-        return gram_matrix(A)
+    def recorded(fn, n, row_entries):
+        return summed(
+            lambda start, stop: ranges.append(stop - start) or fn(start, stop), n, row_entries
+        )
 
-    monkeypatch.setattr(_noisy_gd_glm, "gram_matrix", recorded)
+    monkeypatch.setattr(_sparse_rows, "sum_over_row_ranges", recorded)
     A = np.random.default_rng(0).normal(size=(101, 7))
-    np.testing.assert_allclose(_noisy_gd_glm._gram(A), A.T @ A, rtol=1e-13, atol=1e-12)
-    assert rows == [51, 50]
+    np.testing.assert_allclose(_sparse_rows.gram_matrix(A), A.T @ A, rtol=1e-13, atol=1e-12)
+    assert sorted(ranges) == [50, 51]

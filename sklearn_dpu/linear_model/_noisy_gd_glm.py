@@ -51,7 +51,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._progress import step_ticker
-from .._row_threads import SerialBlas, sum_over_row_ranges
+from .._row_threads import SerialBlas
 from ..privacy.mechanisms import GaussianDP, GaussianMechanism, GaussianSteps
 from ._losses import LinearModelLoss
 from ._multinomial_pass import gradient_function
@@ -156,7 +156,7 @@ def released_preconditioner(
     -------
     ndarray of shape (p, p)
     """
-    gram = mechanism.release_symmetric(_gram(A), rng)
+    gram = mechanism.release_symmetric(gram_matrix(A), rng)
     p = gram.shape[0]
     with SerialBlas():  # see noisy_projected_gd_glm: no BLAS worker left spinning
         eigenvalues, vectors = np.linalg.eigh(gram)
@@ -164,15 +164,6 @@ def released_preconditioner(
         # Böhning: per-record Hessian <= z_smoothness a a^T (1/4 logistic, 1/2 softmax).
         curvature = loss.z_smoothness
         return (vectors / (curvature * lifted + Lambda)) @ vectors.T
-
-
-def _gram(A) -> np.ndarray:
-    """``A^T A``; dense rows summed over row ranges (each range's product on
-    one BLAS thread: at n = 1e5, p = 501 on 2 cores a threaded product took
-    270 ms, two ranges about 200, and they leave no BLAS worker spinning)."""
-    if not isinstance(A, np.ndarray):  # sparse rows, rows on Dask workers
-        return gram_matrix(A)
-    return sum_over_row_ranges(lambda start, stop: gram_matrix(A[start:stop]), *A.shape)
 
 
 def noisy_projected_gd_glm(

