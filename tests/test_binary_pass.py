@@ -320,8 +320,21 @@ def test_hessian_at_zero_is_the_quarter_gram_bit_for_bit(n, p, monkeypatch):
     np.testing.assert_array_equal(at_zero, weighted)
     generic = LinearModelLoss(2, p, 1.0).hessian(np.zeros(p), A, y)
     np.testing.assert_allclose(at_zero, generic, rtol=1e-12, atol=1e-12)
-    # Away from 0 the weighted pass runs (a negative control: the curvatures
-    # there are not 1/4, and its Hessian differs).
+    # Away from 0 the weighted pass runs, also at a point with zero entries
+    # (a negative control: the curvatures there are not 1/4, and its
+    # Hessian differs).
     monkeypatch.undo()
     away = BinaryLogLossPass(A, y).hessian(theta)
     assert not np.allclose(away, at_zero)
+    some_zeros = np.where(np.arange(p) % 2 == 0, 0.0, theta)
+    np.testing.assert_allclose(
+        BinaryLogLossPass(A, y).hessian(some_zeros),
+        LinearModelLoss(2, p, 1.0).hessian(some_zeros, A, y),
+        rtol=1e-12,
+        atol=1e-12,
+    )
+    if p > 1:
+        assert not np.allclose(BinaryLogLossPass(A, y).hessian(some_zeros), at_zero)
+    # A zero of the wrong length is not taken for the origin: it fails as before.
+    with pytest.raises(ValueError):
+        BinaryLogLossPass(A, y).hessian(np.zeros(p + 1))
