@@ -299,3 +299,42 @@ def test_zero_hessian_cache_gives_copies_and_only_at_zero():
     # Away from 0 the cache is not read.
     np.testing.assert_array_equal(cache.hessian(fused, theta), fused.hessian(theta))
     assert not np.array_equal(fused.hessian(theta), cache.matrix)
+
+
+@pytest.mark.parametrize("n, p", [(1, 3), (700, 5), (5000, 40)])
+def test_hessian_at_zero_is_the_quarter_gram_bit_for_bit(n, p, monkeypatch):
+    # At theta = 0 the Hessian is formed as A^T A / 4, without scaling the
+    # rows: the same bits as the curvature-weighted pass (every curvature is
+    # exactly 1/4), over several blocks and a partial last one.
+    monkeypatch.setattr(_binary_pass, "_BLOCK_BYTES", 1 << 14)
+    A, y, theta = _problem(n, p, 1.0)
+    fused = BinaryLogLossPass(A, y)
+    fused.value_and_grad(np.zeros(p))
+    weighted = fused._summed(fused._hessian_range)
+    scaled = []
+    monkeypatch.setattr(
+        BinaryLogLossPass, "_hessian_range", lambda self, *r: scaled.append(r) or weighted
+    )
+    at_zero = fused.hessian(np.zeros(p))
+    assert not scaled  # the rows were not scaled
+    np.testing.assert_array_equal(at_zero, weighted)
+    generic = LinearModelLoss(2, p, 1.0).hessian(np.zeros(p), A, y)
+    np.testing.assert_allclose(at_zero, generic, rtol=1e-12, atol=1e-12)
+    # Away from 0 the weighted pass runs, also at a point with zero entries
+    # (a negative control: the curvatures there are not 1/4, and its
+    # Hessian differs).
+    monkeypatch.undo()
+    away = BinaryLogLossPass(A, y).hessian(theta)
+    assert not np.allclose(away, at_zero)
+    some_zeros = np.where(np.arange(p) % 2 == 0, 0.0, theta)
+    np.testing.assert_allclose(
+        BinaryLogLossPass(A, y).hessian(some_zeros),
+        LinearModelLoss(2, p, 1.0).hessian(some_zeros, A, y),
+        rtol=1e-12,
+        atol=1e-12,
+    )
+    if p > 1:
+        assert not np.allclose(BinaryLogLossPass(A, y).hessian(some_zeros), at_zero)
+    # A zero of the wrong length is not taken for the origin: it fails as before.
+    with pytest.raises(ValueError):
+        BinaryLogLossPass(A, y).hessian(np.zeros(p + 1))
