@@ -69,18 +69,22 @@ _pools: dict[int, ThreadPoolExecutor] = {}  # by size; made once, never shut dow
 _local = threading.local()  # .inside: this thread runs a range
 _libraries = None  # threadpoolctl's BLAS controllers
 _held: list[int] | None = None  # the counts a hold will restore, while it lasts
+_serial: list[int] | None = None  # the counts a SerialBlas block will restore
 
 
 def _reset_after_fork() -> None:
     # A forked child has none of the parent's threads: a new lock, no pools,
     # and no hold (a fork made by another thread during one would otherwise
-    # leave the child's BLAS at one thread for good).
-    global _lock, _local, _held
+    # leave the child's BLAS at one thread for good). A row-range hold inside
+    # a SerialBlas block's threaded call holds the block's counts, so either
+    # record restores the caller's.
+    global _lock, _local, _held, _serial
     _lock = threading.RLock()
     _pools.clear()
     _local = threading.local()
-    if _held is not None:
-        held, _held = _held, None
+    held = _held if _held is not None else _serial
+    _held = _serial = None
+    if held is not None:
         _restore(held)
 
 
@@ -278,8 +282,9 @@ class SerialBlas:
     objective-perturbation fit took 250-360 ms that way, 175 ms with its
     solves on one thread. The passes over the data (:meth:`threaded`) keep the
     caller's thread counts, so their values, hence the iterates, are
-    unchanged. The setting is interrupt-safe (:func:`set_blas_threads`), and
-    made on the main thread only (elsewhere the block changes nothing).
+    unchanged. The setting is interrupt-safe (:func:`set_blas_threads`),
+    made on the main thread only (elsewhere the block changes nothing), and,
+    as the row ranges' hold, undone in a child forked during the block.
 
     Examples
     --------
@@ -295,20 +300,33 @@ class SerialBlas:
         # process-wide: a fit in another thread would record the hold as its
         # caller's count and could restore it last, leaving BLAS at one
         # thread for good). Elsewhere nothing changes.
-        self._threads = None
+        # The outermost block records its counts for a child forked during
+        # it (_reset_after_fork).
+        global _serial
+        self._threads, self._outermost = None, False
         if threading.current_thread() is threading.main_thread():
             threads = [lib.num_threads for lib in blas_controllers()]
+            if _serial is None:
+                _serial, self._outermost = threads, True
             try:
                 set_blas_threads([1] * len(threads))
             except BaseException:  # an interrupt during the hold: undo it
-                set_blas_threads(threads)
+                self._release(threads)
                 raise
             self._threads = threads
         return self
 
     def __exit__(self, *exc) -> None:
         if self._threads is not None:
-            set_blas_threads(self._threads)
+            self._release(self._threads)
+
+    def _release(self, threads: list[int]) -> None:
+        global _serial
+        try:
+            set_blas_threads(threads)
+        finally:
+            if self._outermost:
+                _serial = None
 
     def threaded(self, fun: Callable[..., T]) -> Callable[..., T]:
         """``fun`` run with the caller's thread counts."""

@@ -3,6 +3,8 @@ serial pass, every row once, BLAS held at one thread and always restored
 (errors, interrupts), serial off the main thread, no nesting, the caller's
 errstate and error callback in every range."""
 
+import json
+import os
 import threading
 import time
 
@@ -338,6 +340,7 @@ def test_an_interrupted_serial_blas_hold_still_restores_every_library(monkeypatc
         with pytest.raises(KeyboardInterrupt), _row_threads.SerialBlas():
             pass  # pragma: no cover - the hold is interrupted before
         assert _blas_counts() == before
+        assert _row_threads._serial is None
 
 
 def test_serial_blas_off_the_main_thread_changes_nothing():
@@ -356,3 +359,40 @@ def test_serial_blas_off_the_main_thread_changes_nothing():
             inside, threaded = pool.submit(in_worker).result()
         assert inside == threaded == before
         assert _blas_counts() == before
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+@pytest.mark.parametrize("where", ["block", "range inside threaded"])
+def test_a_child_forked_during_a_hold_gets_the_callers_blas_threads(ranges, where):
+    # The setting is process-wide and the child has none of the parent's
+    # threads: a child forked while BLAS is held at one thread (by a
+    # SerialBlas block, or by row ranges inside its threaded call) starts
+    # with the caller's counts, not with one thread for good.
+    ranges(2)
+
+    def child_counts():
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child reports through the pipe
+            try:
+                os.close(read)
+                os.write(write, json.dumps(_blas_counts()).encode())
+            finally:
+                os._exit(0)  # never back into the test runner
+        os.close(write)
+        with os.fdopen(read) as pipe:
+            counts = json.loads(pipe.read())
+        os.waitpid(pid, 0)
+        return counts
+
+    with threadpool_limits(2), _row_threads.SerialBlas() as serial:
+        before = serial._threads
+        assert _blas_counts() == [1] * len(before)  # held
+        if where == "block":
+            seen = child_counts()
+        else:
+            seen = serial.threaded(
+                lambda: _row_threads.map_row_ranges(lambda i, j: child_counts(), 2, 1)[0]
+            )()
+        assert seen == before
+    assert _row_threads._serial is None  # the block's record ends with it

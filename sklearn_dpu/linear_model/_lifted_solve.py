@@ -36,10 +36,10 @@ are missed often: 18 of 60 at a gap of 2 tolerances, 1 of 60 at 200, the
 lift up to 2% short of the floor. The floor is itself a bound that fails with
 probability 1e-3
 (:func:`~sklearn_dpu.linear_model._sufficient_statistics.noise_spectral_bound`),
-and the system stays positive definite. The iterations run in float32 (half the memory traffic),
-then in float64 from their Ritz vector when float32 rounding keeps the
-residual above the tolerance; after ``max(96, q / 6)`` steps in all the
-dense solver runs. The bound is the same bits for the same matrix at the
+and the system stays positive definite. The iterations run in float32 (half
+the memory traffic), then in float64 from their Ritz vector when float32
+rounding keeps the residual above the tolerance; after ``max(96, q / 6)``
+steps in all the dense solver runs. The bound is the same bits for the same matrix at the
 same BLAS thread count (a threaded product rounds differently).
 
 The system is solved by conjugate gradients [HS52]_ when they converge fast,
