@@ -330,6 +330,41 @@ def test_release_scaled_symmetric_is_release_symmetric_of_the_scaled_codes(
     np.testing.assert_array_equal(other, expected)
 
 
+def test_release_scaled_symmetric_at_the_real_tile_size_on_two_threads(monkeypatch):
+    # The tiles' scratch must be each thread's own: at q = 1002 (8 tile rows
+    # of 128) two threads interleave, and a shared buffer gives other bits.
+    monkeypatch.setattr(_row_threads, "blas_threads", lambda: 2)
+    mech = GaussianMechanism(contribution_bound=3.0, noise_multiplier=1.3)
+    q = 1002
+    codes = np.random.default_rng(q).integers(-(2**40), 2**40, size=(q, q))
+    codes += codes.T
+    scale = 2.0**-20 / 3.0
+    scaled = np.multiply(codes, scale, dtype=np.float64)
+    for seed in range(3):
+        expected = mech.release_symmetric(scaled, np.random.default_rng(seed))
+        released = mech.release_scaled_symmetric(codes, scale, np.random.default_rng(seed))
+        np.testing.assert_array_equal(released, expected)
+
+
+def test_release_scaled_symmetric_never_writes_over_its_codes():
+    # An ``out`` sharing memory with ``codes`` is not used: the tiles would
+    # read codes the tiles before them overwrote.
+    mech = GaussianMechanism(contribution_bound=3.0, noise_multiplier=1.3)
+    q = 520
+    buffer = np.zeros((q + 1, q))
+    codes = buffer[1:].view(np.int64)
+    codes[...] = np.arange(q)[:, None] + np.arange(q)
+    before = codes.copy()
+    expected = mech.release_symmetric(
+        np.multiply(codes, 0.5, dtype=np.float64), np.random.default_rng(4)
+    )
+    out = buffer[:-1]
+    released = mech.release_scaled_symmetric(codes, 0.5, np.random.default_rng(4), out=out)
+    assert released is not out
+    np.testing.assert_array_equal(codes, before)
+    np.testing.assert_array_equal(released, expected)
+
+
 def test_release_symmetric_rejects_non_square():
     with pytest.raises(ValueError, match="square"):
         GaussianMechanism(1.0, 1.0).release_symmetric(np.zeros((2, 3)), np.random.default_rng(0))

@@ -238,8 +238,8 @@ class GaussianMechanism:
         single-threaded, was 1.5 ms of a deletion's 20).
 
         ``out``: a C-contiguous float64 ``q x q`` array the release is written
-        to (any other value: a new array); ``work`` as in
-        :meth:`release_symmetric`.
+        to (any other value, or one that may share memory with ``codes``: a
+        new array); ``work`` as in :meth:`release_symmetric`.
 
         Examples
         --------
@@ -253,7 +253,7 @@ class GaussianMechanism:
         q = codes.shape[0]
         if codes.shape != (q, q):
             raise ValueError(f"expected a square matrix, got shape {codes.shape}")
-        if not is_scratch(out, (q, q)):
+        if not is_scratch(out, (q, q)) or np.may_share_memory(out, codes):
             out = np.empty((q, q))
         if q < _TILED_FROM:
             np.multiply(codes, scale, out=out, dtype=np.float64)
