@@ -295,9 +295,83 @@ def test_tiled_symmetric_noise_layout_whatever_the_threads(monkeypatch, q, tile,
     np.testing.assert_array_equal(noise, noise.T)
 
 
+@pytest.mark.parametrize("q, tile", [(5, 2), (7, 3), (12, 4), (12, 12), (40, 128)])
+@pytest.mark.parametrize("parts", [1, 2, 3])
+def test_release_scaled_symmetric_is_release_symmetric_of_the_scaled_codes(
+    monkeypatch, q, tile, parts
+):
+    # The cast and scale done tile by tile (the tiled draw, q >= tile) or
+    # before the banded draw (q = 40 < _TILED_FROM) give the bits of casting,
+    # scaling and then releasing, with the same generator; every entry of a
+    # given ``out`` is written (it starts as NaN) and it is the result.
+    monkeypatch.setattr(mechanisms, "_NOISE_TILE", tile)
+    monkeypatch.setattr(mechanisms, "_TILED_FROM", min(tile, 4 * 128))
+    monkeypatch.setattr(_row_threads, "_MIN_ENTRIES", 1)
+    monkeypatch.setattr(_row_threads, "blas_threads", lambda: parts)
+    mech = GaussianMechanism(contribution_bound=3.0, noise_multiplier=1.3)
+    codes = np.random.default_rng(q).integers(-(2**40), 2**40, size=(q, q))
+    codes += codes.T
+    before = codes.copy()
+    scale = 2.0**-20 / 3.0
+    expected = mech.release_symmetric(
+        np.multiply(codes, scale, dtype=np.float64), np.random.default_rng(11)
+    )
+    out = np.full((q, q), np.nan)
+    released = mech.release_scaled_symmetric(codes, scale, np.random.default_rng(11), out=out)
+    assert released is out
+    np.testing.assert_array_equal(released, expected)
+    fresh = mech.release_scaled_symmetric(codes, scale, np.random.default_rng(11))
+    np.testing.assert_array_equal(fresh, expected)
+    np.testing.assert_array_equal(codes, before)
+    # an ``out`` that cannot take the release is not written: a new array is
+    wrong = np.zeros((q, q), dtype=np.float32)
+    other = mech.release_scaled_symmetric(codes, scale, np.random.default_rng(11), out=wrong)
+    assert other is not wrong and not wrong.any()
+    np.testing.assert_array_equal(other, expected)
+
+
+def test_release_scaled_symmetric_at_the_real_tile_size_on_two_threads(monkeypatch):
+    # The tiles' scratch must be each thread's own: at q = 1002 (8 tile rows
+    # of 128) two threads interleave, and a shared buffer gives other bits.
+    monkeypatch.setattr(_row_threads, "blas_threads", lambda: 2)
+    mech = GaussianMechanism(contribution_bound=3.0, noise_multiplier=1.3)
+    q = 1002
+    codes = np.random.default_rng(q).integers(-(2**40), 2**40, size=(q, q))
+    codes += codes.T
+    scale = 2.0**-20 / 3.0
+    scaled = np.multiply(codes, scale, dtype=np.float64)
+    for seed in range(3):
+        expected = mech.release_symmetric(scaled, np.random.default_rng(seed))
+        released = mech.release_scaled_symmetric(codes, scale, np.random.default_rng(seed))
+        np.testing.assert_array_equal(released, expected)
+
+
+def test_release_scaled_symmetric_never_writes_over_its_codes():
+    # An ``out`` sharing memory with ``codes`` is not used: the tiles would
+    # read codes the tiles before them overwrote.
+    mech = GaussianMechanism(contribution_bound=3.0, noise_multiplier=1.3)
+    q = 520
+    buffer = np.zeros((q + 1, q))
+    codes = buffer[1:].view(np.int64)
+    codes[...] = np.arange(q)[:, None] + np.arange(q)
+    before = codes.copy()
+    expected = mech.release_symmetric(
+        np.multiply(codes, 0.5, dtype=np.float64), np.random.default_rng(4)
+    )
+    out = buffer[:-1]
+    released = mech.release_scaled_symmetric(codes, 0.5, np.random.default_rng(4), out=out)
+    assert released is not out
+    np.testing.assert_array_equal(codes, before)
+    np.testing.assert_array_equal(released, expected)
+
+
 def test_release_symmetric_rejects_non_square():
     with pytest.raises(ValueError, match="square"):
         GaussianMechanism(1.0, 1.0).release_symmetric(np.zeros((2, 3)), np.random.default_rng(0))
+    with pytest.raises(ValueError, match="square"):
+        GaussianMechanism(1.0, 1.0).release_scaled_symmetric(
+            np.zeros((2, 3), dtype=np.int64), 1.0, np.random.default_rng(0)
+        )
 
 
 # --------------------------------------------------------------------------

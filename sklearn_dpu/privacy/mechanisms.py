@@ -214,10 +214,65 @@ class GaussianMechanism:
         out.flat[:: q + 1] += rng.normal(0.0, self.sigma, size=q)
         return out
 
+    def release_scaled_symmetric(
+        self,
+        codes: np.ndarray,
+        scale: float,
+        rng: np.random.Generator,
+        out: np.ndarray | None = None,
+        work: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """``release_symmetric(scale * codes)``, the cast done on the way.
 
-def _add_tiled_noise(out: np.ndarray, sigma: float, rng: np.random.Generator) -> None:
+        ``codes`` is an exactly symmetric matrix of integer codes (both
+        triangles stored), ``scale`` the public factor to real units. The
+        result has the bits of casting ``codes`` to float64, multiplying by
+        ``scale`` and calling :meth:`release_symmetric` with the same ``rng``:
+        the same mechanism, the same contribution bound in real units. From
+        ``q = _TILED_FROM`` on each noise tile above the diagonal casts and
+        scales its block of ``codes`` in a small buffer, adds its normals and
+        writes the sum at its place and, transposed, at the mirror place (so
+        the triangle below the diagonal tiles is not read: ``codes`` is
+        symmetric), on the tiles' threads. That is one pass over the matrix
+        where the cast and the noise took two (at q = 1002 the cast alone,
+        single-threaded, was 1.5 ms of a deletion's 20).
+
+        ``out``: a C-contiguous float64 ``q x q`` array the release is written
+        to (any other value, or one that may share memory with ``codes``: a
+        new array); ``work`` as in :meth:`release_symmetric`.
+
+        Examples
+        --------
+        >>> codes = np.array([[4, 2], [2, 6]])
+        >>> mechanism = GaussianMechanism(contribution_bound=1.0, noise_multiplier=0.0)
+        >>> mechanism.release_scaled_symmetric(codes, 0.5, np.random.default_rng(0))
+        array([[2., 1.],
+               [1., 3.]])
+        """
+        codes = np.asarray(codes)
+        q = codes.shape[0]
+        if codes.shape != (q, q):
+            raise ValueError(f"expected a square matrix, got shape {codes.shape}")
+        if not is_scratch(out, (q, q)) or np.may_share_memory(out, codes):
+            out = np.empty((q, q))
+        if q < _TILED_FROM:
+            np.multiply(codes, scale, out=out, dtype=np.float64)
+            return self.release_symmetric(out, rng, overwrite=True, work=work)
+        _add_tiled_noise(out, self.sigma, rng, source=(codes, scale))
+        return out
+
+
+def _add_tiled_noise(
+    out: np.ndarray,
+    sigma: float,
+    rng: np.random.Generator,
+    source: tuple[np.ndarray, float] | None = None,
+) -> None:
     """``out += E``, ``E`` the symmetric noise of
-    :meth:`GaussianMechanism.release_symmetric`, drawn by tiles.
+    :meth:`GaussianMechanism.release_symmetric`, drawn by tiles; with
+    ``source = (codes, scale)``, ``out = scale * codes + E`` instead (each
+    tile of ``out`` first set to its block of ``codes`` cast to float64 and
+    scaled, the values of ``np.multiply(codes, scale, dtype=np.float64)``).
 
     The tiles ``(I, J)``, ``I <= J``, are square blocks of ``_NOISE_TILE``
     rows and columns (the last ones narrower). Each gets its own block ``Z``
@@ -252,7 +307,7 @@ def _add_tiled_noise(out: np.ndarray, sigma: float, rng: np.random.Generator) ->
 
     def draw_row(r: int) -> None:
         if not hasattr(scratch, "normals"):
-            scratch.normals, scratch.symmetric = np.empty((2, tile * tile))
+            scratch.normals, scratch.symmetric, scratch.released = np.empty((3, tile * tile))
         generator = np.random.Generator(np.random.SFC64(seeds[r]))
         rows = slice(r * tile, min(q, (r + 1) * tile))
         for c in range(r, n_tiles):
@@ -264,11 +319,22 @@ def _add_tiled_noise(out: np.ndarray, sigma: float, rng: np.random.Generator) ->
                 S = scratch.symmetric[: Z.size].reshape(shape)
                 np.add(Z, Z.T, out=S)
                 S *= diagonal
-                out[rows, rows] += S
+                noise = S
             else:
                 Z *= off_diagonal
-                out[rows, cols] += Z
-                out[cols, rows] += Z.T
+                noise = Z
+            if source is None:
+                out[rows, cols] += noise
+                if r != c:
+                    out[cols, rows] += noise.T
+            else:
+                codes, scale = source
+                T = scratch.released[: Z.size].reshape(shape)
+                np.multiply(codes[rows, cols], scale, out=T, dtype=np.float64)
+                T += noise
+                out[rows, cols] = T
+                if r != c:
+                    out[cols, rows] = T.T
 
     for_each_item(draw_row, n_tiles, n_tiles * tile * tile)
 

@@ -76,15 +76,17 @@ class TreeAggregator:
 
     def _noised(self, exact: np.ndarray, rng, out: np.ndarray | None = None) -> np.ndarray:
         # Cast and scale in one pass (the same float64 values as astype, then *=),
-        # into ``out`` if given.
-        value = np.multiply(exact, self.scale, out=out, dtype=np.float64)
+        # into ``out`` if given; a symmetric release does it tile by tile.
         if not self.symmetric:
+            value = np.multiply(exact, self.scale, out=out, dtype=np.float64)
             return self.mechanism.release(value, rng)
         # The bands of noise are drawn in a scratch kept from one release to
         # the next (made by the fit's), never pickled: a deletion's re-release
         # allocates no band (the tiled draw of large matrices needs none).
-        self._scratch = symmetric_scratch(len(value), self.__dict__.get("_scratch"))
-        return self.mechanism.release_symmetric(value, rng, overwrite=True, work=self._scratch)
+        self._scratch = symmetric_scratch(len(exact), self.__dict__.get("_scratch"))
+        return self.mechanism.release_scaled_symmetric(
+            exact, self.scale, rng, out=out, work=self._scratch
+        )
 
     def append(self, chunk_sum: np.ndarray, rng: np.random.Generator) -> TreeNode:
         """Add the next chunk's exact sum; noise the node it completes.
