@@ -10,6 +10,7 @@ import pytest
 
 from sklearn_dpu import UnlearnableSGDClassifier
 from sklearn_dpu.linear_model import _coupled_sgd
+from sklearn_dpu.privacy import clipping
 from sklearn_dpu.privacy.clipping import clip_rows_l2
 
 
@@ -23,8 +24,18 @@ def _rows(seed=0, n=200, d=7):
 
 @pytest.mark.filterwarnings("error")  # silent: a warning would depend on the values
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_clip_rows_l2_out_equals_assigning_the_result(dtype):
+@pytest.mark.parametrize("input_dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("block_rows", [None, 1, 3, 64])
+def test_clip_rows_l2_out_equals_assigning_the_result(monkeypatch, dtype, input_dtype, block_rows):
+    # Into ``out`` the rows go block by block (None: the default block, here
+    # all 200 rows; 3: a partial last block): the values of the whole-array
+    # clip, a float32 X cast to float64 block by block.
     X = _rows()
+    if input_dtype is np.float32:
+        X[1] = 1e30  # the overflowing row, as far as float32 goes
+        X = X.astype(np.float32)
+    if block_rows is not None:
+        monkeypatch.setattr(clipping, "CLIP_BLOCK_BYTES", 8 * X.shape[1] * block_rows)
     expected = np.empty(X.shape, dtype=dtype)
     expected[:] = clip_rows_l2(X, 2.5)
     out = np.full(X.shape, np.nan, dtype=dtype)
