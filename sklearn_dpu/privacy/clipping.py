@@ -14,6 +14,7 @@ from numpy.typing import DTypeLike
 
 __all__ = [
     "CLIP_BLOCK_BYTES",
+    "MIN_FLOAT32_NORM_BOUND",
     "MIN_NORM_BOUND",
     "clip_rows_l2",
     "clip_scales",
@@ -35,6 +36,15 @@ FIXED_POINT_BITS = 14
 # bound squared). At 1e-150 every entry of a row over the bound has a square
 # above 1e-300 / d, a normal float64 for any d below 1e8.
 MIN_NORM_BOUND = 1e-150
+# Smallest row-norm bound for rows stored in float32 (UnlearnableSGDClassifier
+# keeps its clipped rows so). Below float32's normal range (1.2e-38) an entry
+# rounds with an absolute error of up to 2^-150 (7e-46), not a relative one: at
+# a bound of 1e-44, stored rows came out up to 9% longer than the bound, far
+# beyond the storage margin of 1e-6 (and the noise is calibrated to the
+# bound). At 1e-30 the subnormal entries of a row add at most sqrt(d) 7e-46 to
+# its norm, below 1e-6 of the bound for any d up to 1e18; normal entries round
+# with a relative error of at most 2^-24 (6e-8).
+MIN_FLOAT32_NORM_BOUND = 1e-30
 
 # Rounding the scaling factor could push a clipped norm a few ulps above the
 # bound; aiming slightly inside keeps ``norm <= max_norm`` exact.
@@ -164,7 +174,8 @@ def clip_rows_l2(X: np.ndarray, max_norm: float, out: np.ndarray | None = None) 
     Notes
     -----
     Into ``out`` the rows go by blocks of ``CLIP_BLOCK_BYTES`` of float64
-    (each cast to float64 on its own, never the whole of a float32 ``X``):
+    (at least two rows each; each cast to float64 on its own, never the whole
+    of a float32 ``X``):
     a row's scale depends on that row only, so the values are those of the
     whole-array computation, and each block is read from memory once, for
     its norms, and copied from the cache; a block whose rows are mostly
@@ -186,10 +197,21 @@ def clip_rows_l2(X: np.ndarray, max_norm: float, out: np.ndarray | None = None) 
         return X * clip_scales(X, max_norm)[:, None]
     X = np.asarray(X)
     max_norm = storable_bound(max_norm, out.dtype)
-    step = max(1, CLIP_BLOCK_BYTES // (8 * max(X.shape[1], 1)))
-    for start in range(0, X.shape[0], step):
-        _clip_block_into(X[start : start + step], max_norm, out[start : start + step])
+    for rows in _clip_blocks(X.shape[0], X.shape[1]):
+        _clip_block_into(X[rows], max_norm, out[rows])
     return out
+
+
+def _clip_blocks(n: int, d: int) -> list[slice]:
+    """Blocks of rows of about ``CLIP_BLOCK_BYTES`` of float64, none of one
+    row unless ``X`` has one: a lone row cast from a Fortran-ordered array is
+    contiguous, and einsum then sums its squares in another order than it
+    does a row of the strided whole (1e-15 apart)."""
+    step = max(2, CLIP_BLOCK_BYTES // (8 * max(d, 1)))
+    starts = list(range(0, n, step))
+    if len(starts) > 1 and n - starts[-1] == 1:
+        starts.pop()  # the last row joins the block before it
+    return [slice(start, stop) for start, stop in zip(starts, [*starts[1:], n], strict=True)]
 
 
 def _clip_block_into(X: np.ndarray, max_norm: float, out: np.ndarray) -> None:
