@@ -141,7 +141,7 @@ def test_blockwise_normalized_rows_equal_clip_then_divide(order, dtype, fit_inte
     from sklearn_dpu.linear_model import _logistic_solvers
     from sklearn_dpu.privacy.clipping import clip_rows_l2
 
-    monkeypatch.setattr(_logistic_solvers, "_CLIP_BLOCK_BYTES", 8 * 7 * 13)
+    monkeypatch.setattr(_logistic_solvers, "CLIP_BLOCK_BYTES", 8 * 7 * 13)
     rng = np.random.default_rng(3)
     X = rng.standard_normal((101, 7)) * rng.choice([0.1, 1.0, 10.0], size=(101, 1))
     X[5] = 0.0

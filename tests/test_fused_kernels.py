@@ -10,6 +10,7 @@ import pytest
 
 from sklearn_dpu import UnlearnableSGDClassifier
 from sklearn_dpu.linear_model import _coupled_sgd
+from sklearn_dpu.privacy import clipping
 from sklearn_dpu.privacy.clipping import clip_rows_l2
 
 
@@ -23,8 +24,18 @@ def _rows(seed=0, n=200, d=7):
 
 @pytest.mark.filterwarnings("error")  # silent: a warning would depend on the values
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_clip_rows_l2_out_equals_assigning_the_result(dtype):
+@pytest.mark.parametrize("input_dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("block_rows", [None, 1, 3, 64])
+def test_clip_rows_l2_out_equals_assigning_the_result(monkeypatch, dtype, input_dtype, block_rows):
+    # Into ``out`` the rows go block by block (None: the default block, here
+    # all 200 rows; 3: a partial last block): the values of the whole-array
+    # clip, a float32 X cast to float64 block by block.
     X = _rows()
+    if input_dtype is np.float32:
+        X[1] = 1e30  # the overflowing row, as far as float32 goes
+        X = X.astype(np.float32)
+    if block_rows is not None:
+        monkeypatch.setattr(clipping, "CLIP_BLOCK_BYTES", 8 * X.shape[1] * block_rows)
     expected = np.empty(X.shape, dtype=dtype)
     expected[:] = clip_rows_l2(X, 2.5)
     out = np.full(X.shape, np.nan, dtype=dtype)
@@ -36,6 +47,42 @@ def test_clip_rows_l2_out_equals_assigning_the_result(dtype):
     clip_rows_l2(X, 2.5, out=wide[:, 1:-1])
     assert np.array_equal(wide[:, 1:-1], expected)
     assert not wide[:, [0, -1]].any()
+
+
+@pytest.mark.filterwarnings("error")
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("block_rows", [1, 2, 5, 64])
+def test_clip_rows_l2_out_with_few_clipped_rows_per_block(monkeypatch, dtype, order, block_rows):
+    # About 10% of the rows over the bound: the blocks copy their rows and
+    # rewrite the clipped ones (the branch a block of mostly clipped rows
+    # skips), with the values of the whole-array clip, whatever the layout
+    # of X and however many rows are left for the last block (1-row blocks
+    # are never made: a lone row of a Fortran-ordered X sums in another order).
+    rng = np.random.default_rng(7)
+    X = rng.standard_normal((203, 9))
+    X *= rng.uniform(0.5, 0.9, size=(203, 1)) / np.linalg.norm(X, axis=1, keepdims=True)
+    X[::10] *= 4.0  # every tenth row over the bound of 1
+    X = np.asarray(X.astype(dtype), order=order)
+    norms = np.linalg.norm(X.astype(np.float64), axis=1)
+    bound = 1.0
+    monkeypatch.setattr(clipping, "CLIP_BLOCK_BYTES", 8 * X.shape[1] * block_rows)
+    blocks = clipping._clip_blocks(*X.shape)
+    assert all(rows.stop - rows.start >= 2 for rows in blocks)
+    assert [rows.start for rows in blocks][1:] == [rows.stop for rows in blocks][:-1]
+    clipped = [int((norms[rows] > bound * clipping._INSIDE).sum()) for rows in blocks]
+    if block_rows == 64:  # each block takes the copy-and-rewrite branch
+        assert all(
+            0 < k and 4 * k <= rows.stop - rows.start
+            for k, rows in zip(clipped, blocks, strict=True)
+        )
+    expected = clip_rows_l2(X, bound).astype(np.float32)
+    out = np.full(X.shape, np.nan, dtype=np.float32)
+    clip_rows_l2(X, bound, out=out)
+    assert np.array_equal(out, expected)
+    wide = np.full((len(X), X.shape[1]), np.nan)
+    clip_rows_l2(X, bound, out=wide)
+    assert np.array_equal(wide, clip_rows_l2(X, bound))
 
 
 @pytest.mark.parametrize("fit_intercept", [True, False])

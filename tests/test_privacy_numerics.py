@@ -184,3 +184,29 @@ def test_pure_events_compose_by_basic_composition_when_it_is_tighter():
     tiny = epsilon_spent([pure_dp_event(1e-7), huge], 1e-5)
     assert tiny <= 1e-7 + epsilon_spent([huge], 1e-5) + 1e-15
     assert tiny < 1e-5
+
+
+def test_float32_stored_rows_stay_within_the_smallest_accepted_bound():
+    # UnlearnableSGDClassifier keeps its clipped rows in float32: below
+    # float32's normal range they would round to rows longer than the bound
+    # (at 1e-44 by up to 9%), so such bounds are refused; at the smallest
+    # accepted one every stored row is within it, its norm computed exactly
+    # enough (long double, rescaled out of the subnormal range).
+    from sklearn_dpu import UnlearnableSGDClassifier
+    from sklearn_dpu.privacy.clipping import MIN_FLOAT32_NORM_BOUND
+
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((400, 300)), np.arange(400) % 2
+    X[:, 10:] *= 1e-10  # entries that clip to float32 subnormals
+    with pytest.raises(InvalidParameterError, match="feature_norm"):
+        UnlearnableSGDClassifier(feature_norm=MIN_FLOAT32_NORM_BOUND / 2).fit(X, y)
+    bound = MIN_FLOAT32_NORM_BOUND
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the model learns nothing at this scale
+        est = UnlearnableSGDClassifier(feature_norm=bound, random_state=0, max_iter=5).fit(X, y)
+    registry = est.unlearning_state_.registry
+    rows = np.asarray(registry.rows[: registry.size])[:, :-1].astype(np.longdouble)
+    assert (np.abs(rows) < np.finfo(np.float32).tiny).any()  # subnormal entries occur
+    scaled = rows * np.longdouble(2.0**140)
+    norms = np.sqrt(np.sum(scaled * scaled, axis=1)) / np.longdouble(2.0**140)
+    assert norms.max() <= bound

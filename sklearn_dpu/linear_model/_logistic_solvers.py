@@ -31,7 +31,7 @@ from numpy.typing import ArrayLike
 
 from .._progress import print_phase
 from .._row_threads import map_row_ranges
-from ..privacy.clipping import clip_scales
+from ..privacy.clipping import CLIP_BLOCK_BYTES, clip_scales
 from ._binary_pass import ZeroHessianCache, row_blocks
 from ._certified_minimize import certified_minimize
 from ._logistic_releases import (
@@ -249,12 +249,6 @@ def normalized_rows(
     return rows
 
 
-# Bytes of float64 rows per block of :func:`_clip_divide_into` (measured at
-# n = 1e5, d = 10 and 500, one thread: 2^20 to 2^22 equally fast, 2^16 twice
-# as slow from the per-block overhead).
-_CLIP_BLOCK_BYTES = 1 << 21
-
-
 def _clip_divide_into(X: ArrayLike, norm_bound: float, out: np.ndarray) -> None:
     """``out[...] = clip_rows_l2(X, norm_bound) / norm_bound``, block by block.
 
@@ -269,7 +263,7 @@ def _clip_divide_into(X: ArrayLike, norm_bound: float, out: np.ndarray) -> None:
     """
     X = np.asarray(X)
     n, d = out.shape
-    step = max(1, _CLIP_BLOCK_BYTES // (8 * max(d, 1)))
+    step = max(1, CLIP_BLOCK_BYTES // (8 * max(d, 1)))
     map_row_ranges(
         lambda start, stop: _clip_divide_range(X, norm_bound, out, step, start, stop), n, d
     )
@@ -281,11 +275,16 @@ def _clip_divide_range(X, norm_bound, out, step, start, stop):
         ob = out[block]
         scale = clip_scales(Xb, norm_bound)
         # Rows inside the ball have scale 1: x * 1 / b is x / b exactly, so
-        # one division writes them; only the scaled rows are multiplied. Only
-        # a scaled row (|x| > b) can overflow here, and it is rewritten below:
-        # no warning may depend on the values.
+        # when few rows are scaled one division writes the block and only
+        # those are multiplied; when many are, the whole block is multiplied
+        # then divided (the same values; see clip_rows_l2). Only a scaled row
+        # (|x| > b) can overflow here, and it is rewritten below: no warning
+        # may depend on the values.
+        scaled = np.flatnonzero(scale != 1.0)
+        if 4 * scaled.size > len(Xb):
+            np.divide(np.multiply(Xb, scale[:, None]), norm_bound, out=ob)
+            continue
         with np.errstate(over="ignore"):
             np.divide(Xb, norm_bound, out=ob)
-        scaled = np.flatnonzero(scale != 1.0)
         if scaled.size:
             ob[scaled] = np.multiply(Xb[scaled], scale[scaled, None]) / norm_bound

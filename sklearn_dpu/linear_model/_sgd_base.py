@@ -112,9 +112,7 @@ class BaseUnlearnableSGD(
             # Clipped in float64, rounded once into the float32 rows (no
             # float64 copy); a row's clip depends on that row only, so the
             # ranges write the whole-array values.
-            clip_rows_l2(
-                np.asarray(X[start:stop], dtype=np.float64), bound, out=rows[start:stop, :-1]
-            )
+            clip_rows_l2(X[start:stop], bound, out=rows[start:stop, :-1])
 
         map_row_ranges(clip_range, X.shape[0], X.shape[1])
         rows[:, -1] = codes

@@ -13,7 +13,7 @@ from .._compat import DELTA_CONSTRAINT, HasMethods, Interval, StrOptions, _fit_c
 from .._validation import is_dask_collection
 from ..base import PublicSizes
 from ..exceptions import UnlearningError
-from ..privacy.clipping import MIN_NORM_BOUND
+from ..privacy.clipping import MIN_FLOAT32_NORM_BOUND
 from ..privacy.ledger import ReleasePlan
 from ..unlearning.ids import deletion_request, requested_ids
 from ..unlearning.report import DeletionPlan
@@ -153,7 +153,9 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
     feature_norm : float or "auto", default=1.0
         Public bound on the L2 norm of a row; longer rows (at fit, insertion
         and prediction) are scaled down to it. A number is never computed from
-        the data. ``"auto"``: a private median of the rows' L2 norms, released
+        the data; it must be at least ``1e-30`` (the rows are stored in
+        float32, whose rounding below its normal range would leave rows
+        longer than a smaller bound). ``"auto"``: a private median of the rows' L2 norms, released
         first (pure DP) for ``BOUND_EPSILON_SHARE = 0.1`` of epsilon as
         ``feature_norm_`` (kept by edits); the count and run get the other
         ``0.9 epsilon``, so ``privacy_spent_`` stays at most ``epsilon``.
@@ -379,7 +381,10 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
         ],
         "alpha": [Interval(Real, 0, None, closed="left")],
         "fit_intercept": ["boolean"],
-        "feature_norm": [Interval(Real, MIN_NORM_BOUND, None, closed="left"), StrOptions({"auto"})],
+        "feature_norm": [
+            Interval(Real, MIN_FLOAT32_NORM_BOUND, None, closed="left"),
+            StrOptions({"auto"}),
+        ],
         "solver": [StrOptions({"sgd", "nesterov"})],
         "batch_sampling": [StrOptions({"poisson", "fixed"})],
         "delta": [DELTA_CONSTRAINT],

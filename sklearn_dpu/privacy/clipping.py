@@ -13,6 +13,8 @@ import numpy as np
 from numpy.typing import DTypeLike
 
 __all__ = [
+    "CLIP_BLOCK_BYTES",
+    "MIN_FLOAT32_NORM_BOUND",
     "MIN_NORM_BOUND",
     "clip_rows_l2",
     "clip_scales",
@@ -34,10 +36,25 @@ FIXED_POINT_BITS = 14
 # bound squared). At 1e-150 every entry of a row over the bound has a square
 # above 1e-300 / d, a normal float64 for any d below 1e8.
 MIN_NORM_BOUND = 1e-150
+# Smallest row-norm bound for rows stored in float32 (UnlearnableSGDClassifier
+# keeps its clipped rows so). Below float32's normal range (1.2e-38) an entry
+# rounds with an absolute error of up to 2^-150 (7e-46), not a relative one: at
+# a bound of 1e-44, stored rows came out up to 9% longer than the bound, far
+# beyond the storage margin of 1e-6 (and the noise is calibrated to the
+# bound). At 1e-30 the subnormal entries of a row add at most sqrt(d) 7e-46 to
+# its norm, below 1e-6 of the bound for any d up to 1e18; normal entries round
+# with a relative error of at most 2^-24 (6e-8).
+MIN_FLOAT32_NORM_BOUND = 1e-30
 
 # Rounding the scaling factor could push a clipped norm a few ulps above the
 # bound; aiming slightly inside keeps ``norm <= max_norm`` exact.
 _INSIDE = 1.0 - 1e-12
+
+#: Bytes of float64 rows per block when rows are clipped into a buffer, block
+#: by block (the block stays in cache from its norms to its copy). Measured at
+#: n = 1e5 on one thread: 2^20 to 2^22 equally fast (d = 10 and 500), 2^16
+#: twice as slow from the per-block overhead.
+CLIP_BLOCK_BYTES = 1 << 21
 
 
 def clip_scales(X: np.ndarray, max_norm: float) -> np.ndarray:
@@ -153,21 +170,67 @@ def clip_rows_l2(X: np.ndarray, max_norm: float, out: np.ndarray | None = None) 
         ``out``, or a new float64 array, whose rows have norm at most
         ``max_norm``. Computed in float64 whatever the input type: float32
         rounding would overshoot the bound.
+
+    Notes
+    -----
+    Into ``out`` the rows go by blocks of ``CLIP_BLOCK_BYTES`` of float64
+    (at least two rows each; each cast to float64 on its own, never the whole
+    of a float32 ``X``):
+    a row's scale depends on that row only, so the values are those of the
+    whole-array computation, and each block is read from memory once, for
+    its norms, and copied from the cache; a block whose rows are mostly
+    clipped is multiplied by its scales in one pass instead of copied and
+    then rewritten where clipped. At n = 1e5, d = 500 on one thread, no row
+    clipped: 88 ms before the blocks, 80-84 ms; 16% clipped: 135 ms, 97-104
+    ms; all clipped: 122 ms. An ``UnlearnableSGDClassifier`` fit there with
+    a bound that clips nearly every row took 520-540 ms, now 300 ms (2
+    threads: 340-360 ms, now 220 ms).
+
+    Examples
+    --------
+    >>> clip_rows_l2(np.array([[3.0, 4.0], [0.3, 0.4]]), 1.0).round(6)
+    array([[0.6, 0.8],
+           [0.3, 0.4]])
     """
-    X = np.asarray(X, dtype=np.float64)
-    if out is not None:
-        max_norm = storable_bound(max_norm, out.dtype)
-    scale = clip_scales(X, max_norm)
     if out is None:
-        return X * scale[:, None]
-    # Rows inside the ball have scale 1 and x * 1 == x exactly: copy them
-    # (a plain, unbuffered cast) and multiply only the rows that were scaled.
-    with np.errstate(over="ignore"):  # a float32 cast of a long row, rewritten below
-        out[...] = X
+        X = np.asarray(X, dtype=np.float64)
+        return X * clip_scales(X, max_norm)[:, None]
+    X = np.asarray(X)
+    max_norm = storable_bound(max_norm, out.dtype)
+    for rows in _clip_blocks(X.shape[0], X.shape[1]):
+        _clip_block_into(X[rows], max_norm, out[rows])
+    return out
+
+
+def _clip_blocks(n: int, d: int) -> list[slice]:
+    """Blocks of rows of about ``CLIP_BLOCK_BYTES`` of float64, none of one
+    row unless ``X`` has one: a lone row cast from a Fortran-ordered array is
+    contiguous, and einsum then sums its squares in another order than it
+    does a row of the strided whole (1e-15 apart)."""
+    step = max(2, CLIP_BLOCK_BYTES // (8 * max(d, 1)))
+    starts = list(range(0, n, step))
+    if len(starts) > 1 and n - starts[-1] == 1:
+        starts.pop()  # the last row joins the block before it
+    return [slice(start, stop) for start, stop in zip(starts, [*starts[1:], n], strict=True)]
+
+
+def _clip_block_into(X: np.ndarray, max_norm: float, out: np.ndarray) -> None:
+    """``out[...] = clip_rows_l2(X, max_norm)`` for one block of rows."""
+    X = np.asarray(X, dtype=np.float64)
+    scale = clip_scales(X, max_norm)
     scaled = np.flatnonzero(scale != 1.0)
+    # Rows inside the ball have scale 1 and x * 1 == x exactly: when few rows
+    # are scaled, copy the block (a plain, unbuffered cast) and multiply only
+    # those; when many are, one multiplication of the whole block (the same
+    # values; at d = 500 the copy and the gather took 3.6 times as long with
+    # every row scaled, 0.7 times with none).
+    with np.errstate(over="ignore"):  # a float32 cast of a long row, rewritten below
+        if 4 * scaled.size > len(X):
+            np.multiply(X, scale[:, None], out=out, casting="same_kind")
+            return
+        out[...] = X
     if scaled.size:
         out[scaled] = X[scaled] * scale[scaled, None]
-    return out
 
 
 def storable_bound(max_norm: float, dtype: DTypeLike) -> float:
