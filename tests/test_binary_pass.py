@@ -135,13 +135,19 @@ def test_certificate_leaves_room_for_the_gradients_rounding(fused, monkeypatch):
 @pytest.mark.parametrize("order", ["C", "F"])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("fit_intercept", [True, False])
-def test_blockwise_normalized_rows_equal_clip_then_divide(order, dtype, fit_intercept, monkeypatch):
+@pytest.mark.parametrize("block_rows", [13, 1])
+def test_blockwise_normalized_rows_equal_clip_then_divide(
+    order, dtype, fit_intercept, block_rows, monkeypatch
+):
     # Several blocks and a partial last one; rows inside, on and over the
-    # bound, a zero row, and rows whose squared norm overflows.
+    # bound, a zero row, and rows whose squared norm overflows. Blocks of
+    # one row are made of two (a lone row of a Fortran-ordered float32 X
+    # would sum its squares in another order than the whole array does).
     from sklearn_dpu.linear_model import _logistic_solvers
+    from sklearn_dpu.privacy import clipping
     from sklearn_dpu.privacy.clipping import clip_rows_l2
 
-    monkeypatch.setattr(_logistic_solvers, "CLIP_BLOCK_BYTES", 8 * 7 * 13)
+    monkeypatch.setattr(clipping, "CLIP_BLOCK_BYTES", 8 * 7 * block_rows)
     rng = np.random.default_rng(3)
     X = rng.standard_normal((101, 7)) * rng.choice([0.1, 1.0, 10.0], size=(101, 1))
     X[5] = 0.0

@@ -67,7 +67,7 @@ def test_clip_rows_l2_out_with_few_clipped_rows_per_block(monkeypatch, dtype, or
     norms = np.linalg.norm(X.astype(np.float64), axis=1)
     bound = 1.0
     monkeypatch.setattr(clipping, "CLIP_BLOCK_BYTES", 8 * X.shape[1] * block_rows)
-    blocks = clipping._clip_blocks(*X.shape)
+    blocks = clipping.clip_blocks(*X.shape)
     assert all(rows.stop - rows.start >= 2 for rows in blocks)
     assert [rows.start for rows in blocks][1:] == [rows.stop for rows in blocks][:-1]
     clipped = [int((norms[rows] > bound * clipping._INSIDE).sum()) for rows in blocks]

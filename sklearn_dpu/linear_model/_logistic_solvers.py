@@ -31,8 +31,8 @@ from numpy.typing import ArrayLike
 
 from .._progress import print_phase
 from .._row_threads import map_row_ranges
-from ..privacy.clipping import CLIP_BLOCK_BYTES, clip_scales
-from ._binary_pass import ZeroHessianCache, row_blocks
+from ..privacy.clipping import clip_blocks, clip_scales
+from ._binary_pass import ZeroHessianCache
 from ._certified_minimize import certified_minimize
 from ._logistic_releases import (
     ChunkModel,
@@ -263,14 +263,11 @@ def _clip_divide_into(X: ArrayLike, norm_bound: float, out: np.ndarray) -> None:
     """
     X = np.asarray(X)
     n, d = out.shape
-    step = max(1, CLIP_BLOCK_BYTES // (8 * max(d, 1)))
-    map_row_ranges(
-        lambda start, stop: _clip_divide_range(X, norm_bound, out, step, start, stop), n, d
-    )
+    map_row_ranges(lambda start, stop: _clip_divide_range(X, norm_bound, out, start, stop), n, d)
 
 
-def _clip_divide_range(X, norm_bound, out, step, start, stop):
-    for block, _ in row_blocks(stop - start, step, start):
+def _clip_divide_range(X, norm_bound, out, start, stop):
+    for block in clip_blocks(stop - start, X.shape[1], start):
         Xb = np.asarray(X[block], dtype=np.float64)
         ob = out[block]
         scale = clip_scales(Xb, norm_bound)

@@ -16,6 +16,7 @@ __all__ = [
     "CLIP_BLOCK_BYTES",
     "MIN_FLOAT32_NORM_BOUND",
     "MIN_NORM_BOUND",
+    "clip_blocks",
     "clip_rows_l2",
     "clip_scales",
     "clip_to_interval",
@@ -197,21 +198,29 @@ def clip_rows_l2(X: np.ndarray, max_norm: float, out: np.ndarray | None = None) 
         return X * clip_scales(X, max_norm)[:, None]
     X = np.asarray(X)
     max_norm = storable_bound(max_norm, out.dtype)
-    for rows in _clip_blocks(X.shape[0], X.shape[1]):
+    for rows in clip_blocks(X.shape[0], X.shape[1]):
         _clip_block_into(X[rows], max_norm, out[rows])
     return out
 
 
-def _clip_blocks(n: int, d: int) -> list[slice]:
-    """Blocks of rows of about ``CLIP_BLOCK_BYTES`` of float64, none of one
-    row unless ``X`` has one: a lone row cast from a Fortran-ordered array is
-    contiguous, and einsum then sums its squares in another order than it
-    does a row of the strided whole (1e-15 apart)."""
+def clip_blocks(n: int, d: int, start: int = 0) -> list[slice]:
+    """Blocks of rows ``start .. start + n - 1`` of about ``CLIP_BLOCK_BYTES``
+    of float64 (``d`` columns), none of one row unless ``n`` is one: a lone
+    row cast from a Fortran-ordered array is contiguous, and einsum then sums
+    its squares in another order than it does a row of the strided whole
+    (1e-15 apart).
+
+    Examples
+    --------
+    >>> clip_blocks(5, 1 << 20)
+    [slice(0, 2, None), slice(2, 5, None)]
+    """
     step = max(2, CLIP_BLOCK_BYTES // (8 * max(d, 1)))
-    starts = list(range(0, n, step))
-    if len(starts) > 1 and n - starts[-1] == 1:
+    starts = list(range(start, start + n, step))
+    if len(starts) > 1 and start + n - starts[-1] == 1:
         starts.pop()  # the last row joins the block before it
-    return [slice(start, stop) for start, stop in zip(starts, [*starts[1:], n], strict=True)]
+    stops = [*starts[1:], start + n]
+    return [slice(first, stop) for first, stop in zip(starts, stops, strict=True)]
 
 
 def _clip_block_into(X: np.ndarray, max_norm: float, out: np.ndarray) -> None:
