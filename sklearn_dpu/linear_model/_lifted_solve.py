@@ -39,8 +39,8 @@ probability 1e-3
 and the system stays positive definite. The iterations run in float32 (half
 the memory traffic), then in float64 from their Ritz vector when float32
 rounding keeps the residual above the tolerance; after ``max(96, q / 6)``
-steps in all the dense solver runs. The bound is the same bits for the same matrix at the
-same BLAS thread count (a threaded product rounds differently).
+steps in all the dense solver runs. The bound is the same bits for the same
+matrix at the same BLAS thread count (a threaded product rounds differently).
 
 The system is solved by conjugate gradients [HS52]_ when they converge fast,
 else by a Cholesky factorization. The lift makes the system well conditioned

@@ -31,7 +31,7 @@ from numpy.typing import ArrayLike
 
 from .._progress import print_phase
 from .._row_threads import map_row_ranges
-from ..privacy.clipping import clip_blocks, clip_scales
+from ..privacy.clipping import clip_block_into, clip_blocks
 from ._binary_pass import ZeroHessianCache
 from ._certified_minimize import certified_minimize
 from ._logistic_releases import (
@@ -252,11 +252,10 @@ def normalized_rows(
 def _clip_divide_into(X: ArrayLike, norm_bound: float, out: np.ndarray) -> None:
     """``out[...] = clip_rows_l2(X, norm_bound) / norm_bound``, block by block.
 
-    A row's clipping scale depends on that row only
-    (:func:`~sklearn_dpu.privacy.clipping.clip_scales`), and ``x * 1.0 == x``
-    exactly, so dividing the rows of scale 1 and multiplying then dividing
-    the others gives the values of the whole-array computation, bit for
-    bit, with one read of ``X`` (the block stays in cache from its norms to
+    A row's clipping scale depends on that row only, and ``x * 1.0 == x``
+    exactly (:func:`~sklearn_dpu.privacy.clipping.clip_block_into`), so the
+    blocks give the values of the whole-array computation, bit for bit,
+    with one read of ``X`` (the block stays in cache from its norms to
     its division) and one write of ``out``, instead of a norm pass, a copy
     and a division pass over ``out``. Row ranges run on threads
     (:func:`~sklearn_dpu._row_threads.map_row_ranges`; each row is written by one).
@@ -268,20 +267,4 @@ def _clip_divide_into(X: ArrayLike, norm_bound: float, out: np.ndarray) -> None:
 
 def _clip_divide_range(X, norm_bound, out, start, stop):
     for block in clip_blocks(stop - start, X.shape[1], start):
-        Xb = np.asarray(X[block], dtype=np.float64)
-        ob = out[block]
-        scale = clip_scales(Xb, norm_bound)
-        # Rows inside the ball have scale 1: x * 1 / b is x / b exactly, so
-        # when few rows are scaled one division writes the block and only
-        # those are multiplied; when many are, the whole block is multiplied
-        # then divided (the same values; see clip_rows_l2). Only a scaled row
-        # (|x| > b) can overflow here, and it is rewritten below: no warning
-        # may depend on the values.
-        scaled = np.flatnonzero(scale != 1.0)
-        if 4 * scaled.size > len(Xb):
-            np.divide(np.multiply(Xb, scale[:, None]), norm_bound, out=ob)
-            continue
-        with np.errstate(over="ignore"):
-            np.divide(Xb, norm_bound, out=ob)
-        if scaled.size:
-            ob[scaled] = np.multiply(Xb[scaled], scale[scaled, None]) / norm_bound
+        clip_block_into(X[block], norm_bound, out[block], divisor=norm_bound)

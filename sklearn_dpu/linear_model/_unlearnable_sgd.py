@@ -155,8 +155,9 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
         and prediction) are scaled down to it. A number is never computed from
         the data; it must be at least ``1e-30`` (the rows are stored in
         float32, whose rounding below its normal range would leave rows
-        longer than a smaller bound). ``"auto"``: a private median of the rows' L2 norms, released
-        first (pure DP) for ``BOUND_EPSILON_SHARE = 0.1`` of epsilon as
+        longer than a smaller bound). ``"auto"``: a private median of the
+        rows' L2 norms, released first (pure DP) for
+        ``BOUND_EPSILON_SHARE = 0.1`` of epsilon as
         ``feature_norm_`` (kept by edits); the count and run get the other
         ``0.9 epsilon``, so ``privacy_spent_`` stays at most ``epsilon``.
         Deletions are then certified at ``k * 0.1 epsilon``, ``k`` the rows
