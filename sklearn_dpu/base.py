@@ -19,6 +19,7 @@ hand.
 
 import copy
 import dataclasses
+import operator
 import time
 import warnings
 from collections.abc import Callable, Mapping
@@ -41,12 +42,11 @@ from .privacy import budget as budget_module
 from .privacy.budget import pending_entries
 from .privacy.events import event_to_dict
 from .privacy.ledger import (
+    DecodedLedger,
     PrivacySpent,
     Release,
     ReleasePlan,
-    charge_increment,
     privacy_spent,
-    worst_case_events,
 )
 from .unlearning.ids import ID_KIND_NOTES, sample_id_kind
 from .unlearning.report import DeletionOutcome, DeletionPlan, DeletionReport
@@ -115,11 +115,8 @@ class PrivateEstimatorMixin:
         """
         if not self._budgets():
             return []
-        before = [] if restart else list(getattr(self, "privacy_ledger_", []))
-        after = [*before, *planned]
-        return charge_increment(
-            worst_case_events(before, self.delta), worst_case_events(after, self.delta)
-        )
+        before = DecodedLedger.of(()) if restart else self._decoded_ledger()
+        return before.increment(planned, self.delta)
 
     def _check_budget(self, increment: list, what: str, bounds=()) -> None:
         """Refuse ``increment`` (and the (epsilon, delta) ``bounds`` of releases
@@ -470,7 +467,29 @@ class PrivateEstimatorMixin:
         self.deletion_log_ = [*self.deletion_log_, report]
 
     def _set_ledger(self, ledger: list[dict]) -> None:
+        """Publish ``ledger`` as ``privacy_ledger_``; when it extends the
+        current one (the same dicts first), its decoding extends the current
+        decoding instead of being redone (:meth:`_decoded_ledger`)."""
+        current = getattr(self, "privacy_ledger_", None)
+        cached = self.__dict__.get("_decoded")
+        decoded = None
+        if cached is not None and cached[0] is current and len(ledger) >= len(current):
+            if all(map(operator.is_, ledger, current)):
+                decoded = cached[1].extended(ledger[len(current) :])
         self.privacy_ledger_ = ledger
+        self._decoded = None if decoded is None else (ledger, decoded)
+
+    def _decoded_ledger(self) -> DecodedLedger:
+        """``privacy_ledger_`` decoded
+        (:class:`~sklearn_dpu.privacy.ledger.DecodedLedger`), kept with the
+        list it decodes and redone when ``privacy_ledger_`` is another list
+        (restored, loaded, copied). Not persisted."""
+        ledger = getattr(self, "privacy_ledger_", [])
+        cached = self.__dict__.get("_decoded")
+        if cached is None or cached[0] is not ledger or len(cached[1].entries) != len(ledger):
+            cached = (ledger, DecodedLedger.of(ledger))
+            self._decoded = cached
+        return cached[1]
 
     @property
     def privacy_spent_(self) -> PrivacySpent:
@@ -480,10 +499,11 @@ class PrivateEstimatorMixin:
         arrival chunks), so releases do not pay for it.
         """
         check_is_fitted(self, "privacy_ledger_")
-        return privacy_spent(self.privacy_ledger_, self.delta)
+        return self._decoded_ledger().spent(self.delta)
 
     def __getstate__(self):
         state = super().__getstate__()
+        state = {name: value for name, value in state.items() if name != "_decoded"}
         return {
             **state,
             "_sklearn_dpu_state_format": STATE_FORMAT_VERSION,

@@ -290,9 +290,12 @@ _EDITS = {
 }
 
 
+@pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
 @pytest.mark.parametrize("edit", list(_EDITS))
-def test_editing_the_ledger_is_detected(budget_path, edit):
+def test_editing_the_ledger_is_detected(budget_path, edit, warm):
     budget = _ledger_with_charges(budget_path)
+    if warm:  # the handle has verified every charge: it re-hashes only new ones
+        budget.spent()
     _sql(budget_path, *_EDITS[edit])
     for operation in (
         budget.spent,
@@ -306,6 +309,27 @@ def test_editing_the_ledger_is_detected(budget_path, edit):
         with pytest.raises(LedgerTamperedError, match="modified outside sklearn_dpu"):
             operation()
     assert "unreadable: LedgerTamperedError" in repr(budget)
+
+
+def test_a_handle_hashes_only_the_charges_it_has_not_verified(budget_path, monkeypatch):
+    budget = _ledger_with_charges(budget_path)
+    other = PrivacyBudget(5.0, DELTA, budget_path)  # another process's handle, say
+    calls = []
+    real = PrivacyBudget._digest
+    monkeypatch.setattr(PrivacyBudget, "_digest", lambda *a: calls.append(1) or real(*a))
+    budget.spent()
+    calls.clear()
+    assert budget.spent() == other.spent()  # verified already: the genesis digest only
+    assert len(calls) == 1 + 1  # (and the other handle's own genesis)
+    other.charge([G(12.0)], "from the other handle")
+    calls.clear()
+    spent = budget.spent()
+    assert len(calls) == 1 + 1  # the genesis and the new charge
+    assert spent == PrivacyBudget(5.0, DELTA, budget_path).spent()
+    # control: a fresh handle hashes all four when it opens, then only the genesis
+    calls.clear()
+    PrivacyBudget(5.0, DELTA, budget_path).spent()
+    assert len(calls) == (1 + 4) + 1
 
 
 def test_editing_the_cap_is_detected(budget_path):
