@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import pickle
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -283,6 +284,8 @@ _EDITS = {
         + "' WHERE id = 1"
     ],
     "edit-description": ["UPDATE charges SET description = 'nothing' WHERE id = 1"],
+    "edit-digest": ["UPDATE charges SET digest = '00' || substr(digest, 3) WHERE id = 1"],
+    "edit-ledger-id": ["UPDATE meta SET value = 'ffff' WHERE key = 'ledger_id'"],
     "insert": [
         "INSERT INTO charges (created, description, events, digest) "
         "SELECT created, description, events, digest FROM charges WHERE id = 1"
@@ -330,6 +333,34 @@ def test_a_handle_hashes_only_the_charges_it_has_not_verified(budget_path, monke
     calls.clear()
     PrivacyBudget(5.0, DELTA, budget_path).spent()
     assert len(calls) == (1 + 4) + 1
+
+
+def test_a_warm_handle_reads_a_ledger_restored_from_a_backup(budget_path, tmp_path):
+    budget = PrivacyBudget(5.0, DELTA, budget_path)
+    empty, one = tmp_path / "empty.sqlite", tmp_path / "one.sqlite"
+    shutil.copy(budget_path, empty)
+    budget.charge([G(3.0)], "one")
+    shutil.copy(budget_path, one)
+    budget.charge([G(3.0)], "two")
+    assert budget.spent().epsilon > PrivacyBudget(5.0, DELTA, one).spent().epsilon
+    for backup in (one, empty):
+        shutil.copy(backup, budget_path)
+        assert budget.spent() == PrivacyBudget(5.0, DELTA, budget_path).spent()
+        assert len(budget.charges()) == len(PrivacyBudget(5.0, DELTA, backup).charges())
+    assert budget.spent().epsilon == 0.0
+    budget.charge([G(0.95)], "after the restore")  # fits under 5 alone, not with the two
+    assert budget.spent() == PrivacyBudget(5.0, DELTA, budget_path).spent()
+
+
+def test_a_warm_handle_decodes_the_charges_verified_by_a_read_that_did_not_decode(budget_path):
+    budget = _ledger_with_charges(budget_path)
+    other = PrivacyBudget(5.0, DELTA, budget_path)
+    budget.spent()
+    other.charge([G(20.0)], "a")
+    budget.history()  # verifies the new charge, decodes nothing
+    other.charge([G(21.0)], "b")
+    assert budget.spent() == PrivacyBudget(5.0, DELTA, budget_path).spent()
+    assert len(budget.charges()) == 5
 
 
 def test_editing_the_cap_is_detected(budget_path):

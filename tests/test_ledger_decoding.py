@@ -11,6 +11,7 @@ out below as the reference). An estimator keeps its decoding in step with
 """
 
 import copy
+import operator
 import pickle
 from collections import defaultdict
 
@@ -124,12 +125,15 @@ def test_a_long_gaussian_ledger_sums_its_precision_in_ledger_order():
     assert decoded.spent(DELTA) == privacy_spent(releases, DELTA)
 
 
-def _fitted(budget=None):
+def _data():
     rng = np.random.default_rng(0)
     X = rng.uniform(-1, 1, size=(400, 3))
-    y = X @ np.array([0.5, -0.2, 0.1])
+    return X, X @ np.array([0.5, -0.2, 0.1])
+
+
+def _fitted(budget=None):
     est = DPLinearRegression(feature_norm=2.0, target_bound=2.0, random_state=0, budget=budget)
-    return est.fit(X, y)
+    return est.fit(*_data())
 
 
 def test_an_estimator_keeps_its_decoding_in_step_with_its_ledger(tmp_path):
@@ -138,9 +142,10 @@ def test_an_estimator_keeps_its_decoding_in_step_with_its_ledger(tmp_path):
     for k in range(6):
         decoded_before = est._decoded_ledger()
         est.delete_samples([k])
-        # extended, not rebuilt: the earlier entries are the same objects
-        assert est._decoded[0] is est.privacy_ledger_
-        assert est._decoded[1].releases[: len(decoded_before.releases)] == (decoded_before.releases)
+        # extended, not rebuilt: the earlier records are the same objects
+        assert est._decoded.entries == tuple(est.privacy_ledger_)
+        kept = est._decoded.releases[: len(decoded_before.releases)]
+        assert all(map(operator.is_, kept, decoded_before.releases))
         assert est.privacy_spent_ == privacy_spent(est.privacy_ledger_, est.delta)
     # the budget was charged the worst case of the estimator's ledger, no less
     assert budget.spent().epsilon >= est.privacy_spent_.epsilon - 1e-9
@@ -155,9 +160,45 @@ def test_an_estimator_keeps_its_decoding_in_step_with_its_ledger(tmp_path):
         assert other.privacy_spent_ == est.privacy_spent_
         other.delete_samples([50])
         assert other.privacy_spent_ == privacy_spent(other.privacy_ledger_, other.delta)
-    # a ledger replaced by another list (not an extension) is decoded afresh
-    est.privacy_ledger_ = est.privacy_ledger_[:1]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda ledger, costly: [costly, *ledger[1:]],  # another list, the same length
+        lambda ledger, costly: ledger[:1],  # a shorter one
+        lambda ledger, costly: ledger.__setitem__(0, costly),  # an entry replaced in place
+        lambda ledger, costly: ledger.append(costly),  # an entry added in place
+    ],
+    ids=["other-list", "shorter", "replaced", "appended"],
+)
+def test_a_ledger_changed_outside_a_release_is_decoded_afresh(change):
+    est = _fitted()
+    est.delete_samples([0])
+    before = est.privacy_spent_  # decoded now
+    costly = Release("a costlier release", G(0.1), (1, 1), "ref").to_dict()
+    changed = change(est.privacy_ledger_, costly)
+    if changed is not None:
+        est.privacy_ledger_ = changed
     assert est.privacy_spent_ == privacy_spent(est.privacy_ledger_, est.delta)
+    assert est.privacy_spent_ != before
+
+
+def test_a_refit_is_accounted_afresh():
+    est = _fitted()
+    first = est.privacy_spent_
+    est.set_params(epsilon=3 * est.epsilon).fit(*_data())  # a ledger of the same length
+    assert est.privacy_spent_ == privacy_spent(est.privacy_ledger_, est.delta)
+    assert est.privacy_spent_.epsilon > first.epsilon
+
+
+@pytest.mark.parametrize("chunks", [(5, 2), (0, 1 << 62), (-(1 << 62), 0)])
+def test_a_release_with_impossible_chunks_is_refused(chunks):
+    with pytest.raises(ValueError, match="first <= last"):
+        Release("r", G(1.0), chunks, "ref")
+    record = Release("r", G(1.0), (1, 1), "ref").to_dict()
+    with pytest.raises(ValueError, match="first <= last"):
+        Release.from_dict({**record, "chunks": list(chunks)})
 
 
 def test_a_budgets_stored_events_compose_as_the_whole_list():
@@ -179,3 +220,21 @@ def test_a_budgets_stored_events_compose_as_the_whole_list():
         assert stored.epsilon(new, bounds, DELTA) == epsilon_upper_bound(
             [*events, *new], bounds, DELTA
         )
+
+
+@pytest.mark.parametrize("inner", [(1, 1), (2, 2)], ids=["left", "right"])
+def test_a_group_inside_its_neighbour_is_not_a_candidate(inner):
+    # chunks 1-2 hold a wide release and, on one side, a narrow one: the chunk
+    # without the narrow one is inside its neighbour, so one group is compared
+    from sklearn_dpu.privacy.ledger import _worst_case_group
+
+    chunks = np.array([(1, 2), inner, (4, 4)])
+    compared = []
+
+    def precision_of(indices):
+        compared.append(tuple(indices))
+        return float(len(indices))
+
+    worst = _worst_case_group(chunks, DELTA, precision_of, lambda indices: [])
+    assert list(worst) == [0, 1]
+    assert sorted(compared) == [(0, 1), (2,)]  # not the group (0,) inside (0, 1)

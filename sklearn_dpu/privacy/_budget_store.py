@@ -248,11 +248,15 @@ class LedgerStore:
                 f"digest its {len(rows)} charges do not produce (charges were deleted from "
                 "its end, or added). Restore the file from a backup"
             )
-        if start < len(rows) or verified is None or verified.genesis != genesis:
-            if start and verified.decoded_rows == start:  # its events stay decoded
-                kept = {"stored": verified.stored, "decoded_rows": start}
-            else:
-                kept = {}
+        if (
+            verified is None
+            or verified.genesis != genesis
+            or not start == len(verified.rows) == len(rows)
+        ):
+            kept = {}
+            if verified is not None and verified.genesis == genesis:
+                if verified.decoded_rows <= start:  # decoded rows of the equal prefix
+                    kept = {"stored": verified.stored, "decoded_rows": verified.decoded_rows}
             self._verified = _VerifiedCharges(genesis, tuple(rows), tuple(digests), **kept)
         return [row[:4] for row in rows], digest
 

@@ -42,6 +42,10 @@ __all__ = [
 ]
 
 
+# Chunks are numbered well inside int64, so that a sweep over them never overflows.
+_CHUNK_LIMIT = 1 << 62
+
+
 class PrivacySpent(NamedTuple):
     """The (epsilon, delta) of everything an estimator or budget released."""
 
@@ -59,7 +63,9 @@ class Release:
         What was released and how, in words.
     event : dp_accounting.dp_event.DpEvent
     chunks : tuple of (int, int)
-        First and last chunk (inclusive) whose records the release depends on.
+        First and last chunk (inclusive) whose records the release depends on:
+        integers, the first not after the last, below ``2**62`` in absolute
+        value (else ValueError).
     reference : str
         The theorem the privacy of this release rests on.
     """
@@ -68,6 +74,14 @@ class Release:
     event: dp_event.DpEvent
     chunks: tuple[int, int]
     reference: str
+
+    def __post_init__(self):
+        first, last = self.chunks
+        if not (-_CHUNK_LIMIT < first <= last < _CHUNK_LIMIT):
+            raise ValueError(
+                f"a release's chunks are a first and a last chunk, first <= last, below "
+                f"2**62 in absolute value; got {self.chunks!r}"
+            )
 
     @classmethod
     def of(
@@ -216,25 +230,28 @@ def _worst_case_group(
     by Gaussian precision (``precision_of`` a group's indices) when every
     candidate has one, else by the composed epsilon of their events
     (``events_of``). Ties go to the group of the earliest chunk.
+
+    The releases are intervals of chunks, so a group contained in another
+    is contained in the next group on that side (every interval through both
+    chunks crosses every chunk between them): comparing each group with its
+    two neighbours finds the maximal ones, in ``O(groups n)``.
     """
     if not len(chunks):
         return np.zeros(0, dtype=np.intp)
     first, last = chunks[:, 0], chunks[:, 1]
-    groups: dict[bytes, np.ndarray] = {}
-    for chunk in np.unique(np.concatenate([first, last + 1])):
-        touched = (first <= chunk) & (last >= chunk)
-        if touched.any():
-            groups.setdefault(touched.tobytes(), touched)
-    # A group contained in another is never the worst case (composing more
-    # releases cannot lower epsilon): only the maximal ones are compared.
-    masks = list(groups.values())
+    # The groups in chunk order; two consecutive ones always differ (a release
+    # opens or closes at every boundary).
+    runs = [(first <= c) & (last >= c) for c in np.unique(np.concatenate([first, last + 1]))]
+
+    def inside(mask: np.ndarray, other: np.ndarray) -> bool:
+        return not (mask & ~other).any()
+
     candidates = [
         np.flatnonzero(mask)
-        for mask in masks
-        if not any(
-            other is not mask and not (mask & ~other).any() and (other & ~mask).any()
-            for other in masks
-        )
+        for j, mask in enumerate(runs)
+        if mask.any()
+        and not (j > 0 and inside(mask, runs[j - 1]))
+        and not (j + 1 < len(runs) and inside(mask, runs[j + 1]))
     ]
     if len(candidates) == 1:
         return candidates[0]
@@ -304,7 +321,7 @@ def _keyed_increment(
     return [event_at(last[k]) for k, count in missing.items() for _ in range(max(count, 0))]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class DecodedLedger:
     """A ledger decoded once, so that accounting it again costs no decoding.
 
