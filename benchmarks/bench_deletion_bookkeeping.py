@@ -14,7 +14,8 @@ main extracted as ``sklearn_dpu_main``). Ratios from one run, never timed
 assertions; on a busy machine the medians are noisy.
 
 Usage: ``python benchmarks/bench_deletion_bookkeeping.py [--deletions K]
-[--window W] [--baseline MODULE] [--out FILE]``.
+[--window W] [--baseline MODULE] [--out FILE] [--quick]`` (``--quick``: 200
+deletions).
 """
 
 import argparse
@@ -74,7 +75,10 @@ def main():
     parser.add_argument("--window", type=int, default=20)
     parser.add_argument("--baseline", default=None, help="module name of an older copy")
     parser.add_argument("--out", default=None, help="also write the table to this file")
+    parser.add_argument("--quick", action="store_true", help="200 deletions")
     args = parser.parse_args()
+    if args.quick:
+        args.deletions = min(args.deletions, 200)
     warnings.simplefilter("ignore")
     packages = {"this": "sklearn_dpu"}
     if args.baseline:
