@@ -363,6 +363,30 @@ def test_a_warm_handle_decodes_the_charges_verified_by_a_read_that_did_not_decod
     assert len(budget.charges()) == 5
 
 
+def test_a_handle_shared_by_threads_keeps_events_with_the_rows_they_decode(tmp_path):
+    # Thread B verifies ledger X; the file is restored to Y (as many charges,
+    # others); thread A verifies Y on the same handle; B then decodes X's
+    # rows. The handle must not take X's events for Y's.
+    path = tmp_path / "budget.sqlite"
+    PrivacyBudget(3.0, DELTA, path)
+    shutil.copy(path, tmp_path / "empty")
+    PrivacyBudget(3.0, DELTA, path).charge([G(20.0)], "cheap")
+    shutil.copy(path, tmp_path / "X")
+    shutil.copy(tmp_path / "empty", path)
+    PrivacyBudget(3.0, DELTA, path).charge([G(1.5)], "expensive")
+    shutil.copy(path, tmp_path / "Y")
+    shutil.copy(tmp_path / "X", path)
+    handle = PrivacyBudget(3.0, DELTA, path)
+    with handle._reading() as db:  # thread B
+        rows, _, verified = handle._verify(db)
+        shutil.copy(tmp_path / "Y", path)
+        handle.history()  # thread A
+        assert handle._decoded_events(rows, verified).events == (G(20.0),)  # X's, for B
+    assert handle.spent() == PrivacyBudget(3.0, DELTA, path).spent()
+    with pytest.raises(BudgetExceededError):
+        handle.charge([G(1.6)], "next")
+
+
 def test_editing_the_cap_is_detected(budget_path):
     budget = _ledger_with_charges(budget_path)
     _sql(budget_path, "UPDATE meta SET value = '50.0' WHERE key = 'epsilon'")

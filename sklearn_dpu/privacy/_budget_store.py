@@ -202,6 +202,12 @@ class LedgerStore:
         """All charges ``(id, created, description, events)``, after checking
         the hash chain from the ledger parameters to the stored head; and the
         last digest. Raises LedgerTamperedError if any link is broken."""
+        rows, digest, _ = self._verify(db)
+        return rows, digest
+
+    def _verify(self, db) -> tuple[list[tuple], str, "_VerifiedCharges"]:
+        """:meth:`_verified_rows`, and the record of this verification (the
+        handle's cache, which another thread may replace meanwhile)."""
         stored = self._read_meta(db)
         key = self._key()
         if key is not None:
@@ -257,8 +263,9 @@ class LedgerStore:
             if verified is not None and verified.genesis == genesis:
                 if verified.decoded_rows <= start:  # decoded rows of the equal prefix
                     kept = {"stored": verified.stored, "decoded_rows": verified.decoded_rows}
-            self._verified = _VerifiedCharges(genesis, tuple(rows), tuple(digests), **kept)
-        return [row[:4] for row in rows], digest
+            verified = _VerifiedCharges(genesis, tuple(rows), tuple(digests), **kept)
+            self._verified = verified
+        return [row[:4] for row in rows], digest, verified
 
     def _events(self, rows) -> list[dp_event.DpEvent]:
         return [event for row in rows for event in self._row_events(row)]
@@ -273,17 +280,21 @@ class LedgerStore:
 
     def _load_events(self, db) -> "StoredEvents":
         """Every charge's events, in order (chain verified)."""
-        return self._decoded_events(self._verified_rows(db)[0])
+        rows, _, verified = self._verify(db)
+        return self._decoded_events(rows, verified)
 
-    def _decoded_events(self, rows: list) -> "StoredEvents":
-        """The events of ``rows``, just returned by :meth:`_verified_rows`; the
-        rows decoded by an earlier call of this handle are not decoded again."""
-        verified = self._verified
+    def _decoded_events(self, rows: list, verified: "_VerifiedCharges") -> "StoredEvents":
+        """The events of ``rows``, which ``verified`` (from :meth:`_verify`)
+        holds; the rows it has decoded are not decoded again. The decoding is
+        kept only if ``verified`` is still the handle's cache: a record always
+        holds the events of its own rows, whatever another thread did since."""
         stored = verified.stored
         if verified.decoded_rows < len(rows):
             new = [e for row in rows[verified.decoded_rows :] for e in self._row_events(row)]
             stored = stored.extended(new)
-            self._verified = dataclasses.replace(verified, stored=stored, decoded_rows=len(rows))
+            decoded = dataclasses.replace(verified, stored=stored, decoded_rows=len(rows))
+            if self.__dict__.get("_verified") is verified:
+                self._verified = decoded
         return stored
 
 

@@ -246,8 +246,8 @@ class PrivacyBudget(LedgerStore):
         with self._closing(timeout=timeout) as db:
             db.execute("BEGIN IMMEDIATE")
             try:
-                rows, digest = self._verified_rows(db)
-                stored = self._decoded_events(rows)
+                rows, digest, verified = self._verify(db)
+                stored = self._decoded_events(rows, verified)
                 new = [e for events, _, _ in entries for e in events]
                 if any(checked for _, _, checked in entries):
                     self._raise_if_over(stored, new, entries[-1][1])
