@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import pickle
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -283,6 +284,8 @@ _EDITS = {
         + "' WHERE id = 1"
     ],
     "edit-description": ["UPDATE charges SET description = 'nothing' WHERE id = 1"],
+    "edit-digest": ["UPDATE charges SET digest = '00' || substr(digest, 3) WHERE id = 1"],
+    "edit-ledger-id": ["UPDATE meta SET value = 'ffff' WHERE key = 'ledger_id'"],
     "insert": [
         "INSERT INTO charges (created, description, events, digest) "
         "SELECT created, description, events, digest FROM charges WHERE id = 1"
@@ -290,9 +293,12 @@ _EDITS = {
 }
 
 
+@pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
 @pytest.mark.parametrize("edit", list(_EDITS))
-def test_editing_the_ledger_is_detected(budget_path, edit):
+def test_editing_the_ledger_is_detected(budget_path, edit, warm):
     budget = _ledger_with_charges(budget_path)
+    if warm:  # the handle has verified every charge: it re-hashes only new ones
+        budget.spent()
     _sql(budget_path, *_EDITS[edit])
     for operation in (
         budget.spent,
@@ -306,6 +312,79 @@ def test_editing_the_ledger_is_detected(budget_path, edit):
         with pytest.raises(LedgerTamperedError, match="modified outside sklearn_dpu"):
             operation()
     assert "unreadable: LedgerTamperedError" in repr(budget)
+
+
+def test_a_handle_hashes_only_the_charges_it_has_not_verified(budget_path, monkeypatch):
+    budget = _ledger_with_charges(budget_path)
+    other = PrivacyBudget(5.0, DELTA, budget_path)  # another process's handle, say
+    calls = []
+    real = PrivacyBudget._digest
+    monkeypatch.setattr(PrivacyBudget, "_digest", lambda *a: calls.append(1) or real(*a))
+    budget.spent()
+    calls.clear()
+    assert budget.spent() == other.spent()  # verified already: the genesis digest only
+    assert len(calls) == 1 + 1  # (and the other handle's own genesis)
+    other.charge([G(12.0)], "from the other handle")
+    calls.clear()
+    spent = budget.spent()
+    assert len(calls) == 1 + 1  # the genesis and the new charge
+    assert spent == PrivacyBudget(5.0, DELTA, budget_path).spent()
+    # control: a fresh handle hashes all four when it opens, then only the genesis
+    calls.clear()
+    PrivacyBudget(5.0, DELTA, budget_path).spent()
+    assert len(calls) == (1 + 4) + 1
+
+
+def test_a_warm_handle_reads_a_ledger_restored_from_a_backup(budget_path, tmp_path):
+    budget = PrivacyBudget(5.0, DELTA, budget_path)
+    empty, one = tmp_path / "empty.sqlite", tmp_path / "one.sqlite"
+    shutil.copy(budget_path, empty)
+    budget.charge([G(3.0)], "one")
+    shutil.copy(budget_path, one)
+    budget.charge([G(3.0)], "two")
+    assert budget.spent().epsilon > PrivacyBudget(5.0, DELTA, one).spent().epsilon
+    for backup in (one, empty):
+        shutil.copy(backup, budget_path)
+        assert budget.spent() == PrivacyBudget(5.0, DELTA, budget_path).spent()
+        assert len(budget.charges()) == len(PrivacyBudget(5.0, DELTA, backup).charges())
+    assert budget.spent().epsilon == 0.0
+    budget.charge([G(0.95)], "after the restore")  # fits under 5 alone, not with the two
+    assert budget.spent() == PrivacyBudget(5.0, DELTA, budget_path).spent()
+
+
+def test_a_warm_handle_decodes_the_charges_verified_by_a_read_that_did_not_decode(budget_path):
+    budget = _ledger_with_charges(budget_path)
+    other = PrivacyBudget(5.0, DELTA, budget_path)
+    budget.spent()
+    other.charge([G(20.0)], "a")
+    budget.history()  # verifies the new charge, decodes nothing
+    other.charge([G(21.0)], "b")
+    assert budget.spent() == PrivacyBudget(5.0, DELTA, budget_path).spent()
+    assert len(budget.charges()) == 5
+
+
+def test_a_handle_shared_by_threads_keeps_events_with_the_rows_they_decode(tmp_path):
+    # Thread B verifies ledger X; the file is restored to Y (as many charges,
+    # others); thread A verifies Y on the same handle; B then decodes X's
+    # rows. The handle must not take X's events for Y's.
+    path = tmp_path / "budget.sqlite"
+    PrivacyBudget(3.0, DELTA, path)
+    shutil.copy(path, tmp_path / "empty")
+    PrivacyBudget(3.0, DELTA, path).charge([G(20.0)], "cheap")
+    shutil.copy(path, tmp_path / "X")
+    shutil.copy(tmp_path / "empty", path)
+    PrivacyBudget(3.0, DELTA, path).charge([G(1.5)], "expensive")
+    shutil.copy(path, tmp_path / "Y")
+    shutil.copy(tmp_path / "X", path)
+    handle = PrivacyBudget(3.0, DELTA, path)
+    with handle._reading() as db:  # thread B
+        rows, _, verified = handle._verify(db)
+        shutil.copy(tmp_path / "Y", path)
+        handle.history()  # thread A
+        assert handle._decoded_events(rows, verified).events == (G(20.0),)  # X's, for B
+    assert handle.spent() == PrivacyBudget(3.0, DELTA, path).spent()
+    with pytest.raises(BudgetExceededError):
+        handle.charge([G(1.6)], "next")
 
 
 def test_editing_the_cap_is_detected(budget_path):

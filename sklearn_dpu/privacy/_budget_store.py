@@ -9,19 +9,22 @@ does not protect against is in ``doc/budget.rst``. Private: the public names
 are in :mod:`sklearn_dpu.privacy.budget`.
 """
 
+import dataclasses
 import hashlib
 import hmac
 import json
+import math
 import os
 import secrets
 import sqlite3
 import urllib.parse
 from contextlib import closing, contextmanager
+from dataclasses import dataclass
 
 from dp_accounting import dp_event
 
 from ..exceptions import LedgerTamperedError, LedgerUnavailableError, PersistenceError
-from .accounting import NEIGHBORING_RELATION
+from .accounting import NEIGHBORING_RELATION, epsilon_upper_bound, gaussian_precision
 from .events import event_from_dict
 
 _FORMAT_VERSION = 2
@@ -199,6 +202,12 @@ class LedgerStore:
         """All charges ``(id, created, description, events)``, after checking
         the hash chain from the ledger parameters to the stored head; and the
         last digest. Raises LedgerTamperedError if any link is broken."""
+        rows, digest, _ = self._verify(db)
+        return rows, digest
+
+    def _verify(self, db) -> tuple[list[tuple], str, "_VerifiedCharges"]:
+        """:meth:`_verified_rows`, and the record of this verification (the
+        handle's cache, which another thread may replace meanwhile)."""
         stored = self._read_meta(db)
         key = self._key()
         if key is not None:
@@ -209,7 +218,7 @@ class LedgerStore:
                     "created with"
                 )
         meta = {k: stored[k] for k in stored if k != "head"}
-        digest = self._digest(key, "", json.dumps(sorted(meta.items())))
+        genesis = digest = self._digest(key, "", json.dumps(sorted(meta.items())))
         try:
             rows = db.execute(
                 "SELECT id, created, description, events, digest FROM charges ORDER BY id"
@@ -217,7 +226,17 @@ class LedgerStore:
             head = json.loads(stored["head"])
         except (sqlite3.DatabaseError, ValueError, KeyError) as err:
             raise PersistenceError(f"{self.path} is not a privacy budget ledger: {err}") from err
-        for position, (row_id, created, description, events, stored_digest) in enumerate(rows):
+        # Rows equal to rows this handle verified under the same genesis (same
+        # parameters, same key) recompute the same digests: only the rest is hashed.
+        verified = self.__dict__.get("_verified")
+        start = 0
+        if verified is not None and verified.genesis == genesis:
+            start = verified.prefix_of(rows)
+            if start:
+                digest = verified.digests[start - 1]
+        digests = list(verified.digests[:start]) if start else []
+        for position in range(start, len(rows)):
+            row_id, created, description, events, stored_digest = rows[position]
             content = json.dumps([row_id, created, description, events])
             digest = self._digest(key, digest, content)
             if not (isinstance(stored_digest, str) and hmac.compare_digest(digest, stored_digest)):
@@ -227,6 +246,7 @@ class LedgerStore:
                     "(a charge was deleted, edited or inserted). Its total cannot be trusted; "
                     "restore the file from a backup"
                 )
+            digests.append(digest)
         if head != [len(rows), digest]:
             raise LedgerTamperedError(
                 f"the budget ledger {self.path} was modified outside sklearn_dpu: it records "
@@ -234,19 +254,109 @@ class LedgerStore:
                 f"digest its {len(rows)} charges do not produce (charges were deleted from "
                 "its end, or added). Restore the file from a backup"
             )
-        return [row[:4] for row in rows], digest
+        if (
+            verified is None
+            or verified.genesis != genesis
+            or not start == len(verified.rows) == len(rows)
+        ):
+            kept = {}
+            if verified is not None and verified.genesis == genesis:
+                if verified.decoded_rows <= start:  # decoded rows of the equal prefix
+                    kept = {"stored": verified.stored, "decoded_rows": verified.decoded_rows}
+            verified = _VerifiedCharges(genesis, tuple(rows), tuple(digests), **kept)
+            self._verified = verified
+        return [row[:4] for row in rows], digest, verified
 
     def _events(self, rows) -> list[dp_event.DpEvent]:
+        return [event for row in rows for event in self._row_events(row)]
+
+    def _row_events(self, row) -> tuple[dp_event.DpEvent, ...]:
         try:
-            return [event_from_dict(item) for row in rows for item in json.loads(row[3])]
+            return tuple(event_from_dict(item) for item in json.loads(row[3]))
         except (ValueError, TypeError, KeyError) as err:  # JSONDecodeError is a ValueError
             raise PersistenceError(
                 f"{self.path} holds a charge that is not a valid privacy event: {err}"
             ) from err
 
-    def _load_events(self, db) -> list[dp_event.DpEvent]:
-        rows, _ = self._verified_rows(db)
-        return self._events(rows)
+    def _load_events(self, db) -> "StoredEvents":
+        """Every charge's events, in order (chain verified)."""
+        rows, _, verified = self._verify(db)
+        return self._decoded_events(rows, verified)
+
+    def _decoded_events(self, rows: list, verified: "_VerifiedCharges") -> "StoredEvents":
+        """The events of ``rows``, which ``verified`` (from :meth:`_verify`)
+        holds; the rows it has decoded are not decoded again. The decoding is
+        kept only if ``verified`` is still the handle's cache: a record always
+        holds the events of its own rows, whatever another thread did since."""
+        stored = verified.stored
+        if verified.decoded_rows < len(rows):
+            new = [e for row in rows[verified.decoded_rows :] for e in self._row_events(row)]
+            stored = stored.extended(new)
+            decoded = dataclasses.replace(verified, stored=stored, decoded_rows=len(rows))
+            if self.__dict__.get("_verified") is verified:
+                self._verified = decoded
+        return stored
+
+
+@dataclass(frozen=True)
+class StoredEvents:
+    """The events a budget's ledger holds, in order, and their Gaussian precision.
+
+    ``precision`` is :func:`~sklearn_dpu.privacy.accounting.gaussian_precision`
+    of ``events``, kept so that composing them with more events costs only
+    the new ones (it is summed in the same order either way, so the total is
+    the same bits); ``None`` when the events are not all Gaussian, ``inf``
+    with a noiseless one (then the events themselves are composed).
+    """
+
+    events: tuple = ()
+    precision: float | None = 0.0
+
+    def extended(self, events: list) -> "StoredEvents":
+        """These events followed by ``events``."""
+        return StoredEvents(self.events + tuple(events), self._precision_with(events))
+
+    def _precision_with(self, events: list) -> float | None:
+        if self.precision is None or math.isinf(self.precision):
+            return gaussian_precision([*self.events, *events])
+        return gaussian_precision(events, start=self.precision)
+
+    def epsilon(self, new: list, bounds: list, delta: float) -> float:
+        """``epsilon_upper_bound([*events, *new], bounds, delta)``."""
+        return epsilon_upper_bound(
+            [*self.events, *new], bounds, delta, precision=self._precision_with(new)
+        )
+
+
+@dataclass(frozen=True)
+class _VerifiedCharges:
+    """The charges a handle last verified, so that the next verification hashes
+    (and decodes) only the charges added since.
+
+    ``genesis``: the chain's first digest (a digest of the ledger's
+    parameters, under its key); ``rows``: the charges as read,
+    ``(id, created, description, events, digest)``; ``digests``: the chain's
+    digest after each; ``stored``: the events of the first ``decoded_rows``
+    rows. A row read again equal to its verified copy (every column, the
+    stored digest included) under the same genesis recomputes the same
+    digest, so verifying only what follows the equal prefix detects exactly
+    what verifying everything does. Process-local: handles pickle without it.
+    """
+
+    genesis: str
+    rows: tuple
+    digests: tuple
+    stored: StoredEvents = StoredEvents()
+    decoded_rows: int = 0
+
+    def prefix_of(self, rows: list) -> int:
+        """How many of ``rows``, from the first, equal the verified rows (all
+        of these or none: a ledger only grows, and any other difference is
+        verified from the start)."""
+        count = len(self.rows)
+        if count and len(rows) >= count and tuple(rows[:count]) == self.rows:
+            return count
+        return 0
 
 
 def upgrade_format_1(path: str, key: str | bytes | None = None) -> None:

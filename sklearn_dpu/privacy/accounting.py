@@ -41,6 +41,7 @@ from .events import event_from_dict, event_key
 __all__ = [
     "NEIGHBORING_RELATION",
     "analytic_gaussian_epsilon",
+    "epsilon_of_precision",
     "epsilon_spent",
     "epsilon_upper_bound",
     "gaussian_precision",
@@ -113,9 +114,15 @@ def analytic_gaussian_epsilon(sigma: float, delta: float, tol: float = 1e-12) ->
     )
 
 
-def gaussian_precision(events: Iterable[dp_event.DpEvent]) -> float | None:
-    """Sum of ``count / multiplier**2`` if every event is Gaussian, else None."""
-    total = 0.0
+def gaussian_precision(events: Iterable[dp_event.DpEvent], start: float = 0.0) -> float | None:
+    """Sum of ``count / multiplier**2`` if every event is Gaussian, else None.
+
+    ``start``: the finite precision of events composed before these (the
+    sum goes on from it, in order: ``gaussian_precision(a + b)`` is
+    ``gaussian_precision(b, start=gaussian_precision(a))`` when the latter
+    is finite).
+    """
+    total = start
     for event in events:
         count = 1
         while isinstance(event, dp_event.SelfComposedDpEvent):
@@ -163,36 +170,53 @@ def epsilon_spent(events: Iterable[dp_event.DpEvent], delta: float) -> float:
     events = list(events)
     precision = gaussian_precision(events)
     if precision is not None:
-        if precision == 0:
-            return 0.0
-        if math.isinf(precision):
-            return math.inf
-        return _gaussian_epsilon(precision, delta)
+        return epsilon_of_precision(precision, delta)
     return _epsilon_of_coalesced(_coalesced_key(events), float(delta))
 
 
+def epsilon_of_precision(precision: float, delta: float) -> float:
+    """Epsilon at ``delta`` of a Gaussian-only history of the given precision
+    (:func:`gaussian_precision`): what :func:`epsilon_spent` gives for it."""
+    if precision == 0:
+        return 0.0
+    if math.isinf(precision):
+        return math.inf
+    return _gaussian_epsilon(precision, delta)
+
+
 def epsilon_upper_bound(
-    events: Iterable[dp_event.DpEvent], bounds: Iterable[tuple[float, float]], delta: float
+    events: Iterable[dp_event.DpEvent],
+    bounds: Iterable[tuple[float, float]],
+    delta: float,
+    precision: float | None = None,
 ) -> float:
     """Epsilon at ``delta`` of ``events`` composed with releases known only as (eps_i, delta_i)-DP.
 
     Basic composition [DR14]_ (Theorem 3.16) of the events' exact composition,
     taken at ``delta - sum(delta_i)``, with the bounded releases:
     ``epsilon_spent(events, delta - sum delta_i) + sum eps_i``. ``inf`` when
-    the bounds use up ``delta``.
+    the bounds use up ``delta``. ``precision``, when given, must be
+    :func:`gaussian_precision` of ``events`` (a caller that keeps it saves
+    summing them again).
 
     References
     ----------
     .. [DR14] C. Dwork and A. Roth, "The algorithmic foundations of
        differential privacy", 2014, Theorem 3.16.
     """
+
+    def spent(at: float) -> float:
+        if precision is not None:
+            return epsilon_of_precision(precision, at)
+        return epsilon_spent(events, at)
+
     bounds = list(bounds)
     if not bounds:
-        return epsilon_spent(events, delta)
+        return spent(delta)
     rest = delta - sum(d for _, d in bounds)
     if rest <= 0:
         return math.inf
-    return epsilon_spent(events, rest) + sum(e for e, _ in bounds)
+    return spent(rest) + sum(e for e, _ in bounds)
 
 
 def _leaves(event: dp_event.DpEvent, count: int, out: Counter, by_key: dict) -> None:

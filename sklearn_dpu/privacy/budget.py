@@ -44,7 +44,7 @@ from ._budget_store import (
     _key_id,
     upgrade_format_1,
 )
-from .accounting import epsilon_spent, epsilon_upper_bound
+from .accounting import epsilon_spent
 from .calibration import check_epsilon_delta
 from .events import event_from_dict, event_to_dict
 from .ledger import PrivacySpent, worst_case_events
@@ -226,7 +226,7 @@ class PrivacyBudget(LedgerStore):
         )
 
     def _raise_if_over(self, stored, new, description, bounds=()) -> None:
-        total = epsilon_upper_bound([*stored, *new], bounds, self.delta)
+        total = stored.epsilon(new, bounds, self.delta)
         if total > self.epsilon + _TOLERANCE:
             raise BudgetExceededError(
                 f"{description} would bring the budget in {self.path} to epsilon="
@@ -246,8 +246,8 @@ class PrivacyBudget(LedgerStore):
         with self._closing(timeout=timeout) as db:
             db.execute("BEGIN IMMEDIATE")
             try:
-                rows, digest = self._verified_rows(db)
-                stored = self._events(rows)
+                rows, digest, verified = self._verify(db)
+                stored = self._decoded_events(rows, verified)
                 new = [e for events, _, _ in entries for e in events]
                 if any(checked for _, _, checked in entries):
                     self._raise_if_over(stored, new, entries[-1][1])
@@ -365,8 +365,8 @@ class PrivacyBudget(LedgerStore):
     def spent(self) -> PrivacySpent:
         """The composed (epsilon, delta) of everything charged so far (chain verified)."""
         with self._reading() as db:
-            events = self._load_events(db)
-        return PrivacySpent(epsilon_spent(events, self.delta), self.delta)
+            stored = self._load_events(db)
+        return PrivacySpent(stored.epsilon([], [], self.delta), self.delta)
 
     def remaining(self) -> float:
         """Epsilon left under the cap at ``delta`` (0 when spent past the cap).
@@ -414,9 +414,7 @@ class PrivacyBudget(LedgerStore):
             pending += [e for entry in pending_entries(records, self.path) for e in entry[0]]
         with self._reading() as db:
             stored = self._load_events(db)
-        return epsilon_upper_bound(
-            [*stored, *pending, *per_fit * n_fits], bounds * n_fits, self.delta
-        )
+        return stored.epsilon([*pending, *per_fit * n_fits], bounds * n_fits, self.delta)
 
     def can_afford(self, estimator: "PrivateEstimatorMixin | Pipeline", n_fits: int = 1) -> bool:
         """Whether ``n_fits`` more fits of ``estimator`` fit under the cap.

@@ -12,18 +12,25 @@ survive pickling, JSON and skops without trusting any extra type. Decoding an
 event only ever instantiates classes of ``dp_accounting.dp_event``.
 """
 
-from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+import numpy as np
 from dp_accounting import dp_event
 
-from .accounting import NEIGHBORING_RELATION, epsilon_spent, gaussian_precision
+from .accounting import (
+    NEIGHBORING_RELATION,
+    epsilon_of_precision,
+    epsilon_spent,
+    gaussian_precision,
+)
 from .events import event_from_dict, event_key, event_to_dict
 
 __all__ = [
     "ApproximateDPBound",
+    "DecodedLedger",
     "PrivacySpent",
     "Release",
     "ReleasePlan",
@@ -33,6 +40,10 @@ __all__ = [
     "privacy_spent",
     "worst_case_events",
 ]
+
+
+# Chunks are numbered well inside int64, so that a sweep over them never overflows.
+_CHUNK_LIMIT = 1 << 62
 
 
 class PrivacySpent(NamedTuple):
@@ -52,7 +63,9 @@ class Release:
         What was released and how, in words.
     event : dp_accounting.dp_event.DpEvent
     chunks : tuple of (int, int)
-        First and last chunk (inclusive) whose records the release depends on.
+        First and last chunk (inclusive) whose records the release depends on:
+        integers, the first not after the last, below ``2**62`` in absolute
+        value (else ValueError).
     reference : str
         The theorem the privacy of this release rests on.
     """
@@ -61,6 +74,14 @@ class Release:
     event: dp_event.DpEvent
     chunks: tuple[int, int]
     reference: str
+
+    def __post_init__(self):
+        first, last = self.chunks
+        if not (-_CHUNK_LIMIT < first <= last < _CHUNK_LIMIT):
+            raise ValueError(
+                f"a release's chunks are a first and a last chunk, first <= last, below "
+                f"2**62 in absolute value; got {self.chunks!r}"
+            )
 
     @classmethod
     def of(
@@ -194,6 +215,56 @@ def _releases(entries: Iterable) -> list[Release]:
     return [e if isinstance(e, Release) else Release.from_dict(e) for e in entries]
 
 
+def _worst_case_group(
+    chunks: np.ndarray,
+    delta: float,
+    precision_of: Callable[[np.ndarray], float | None],
+    events_of: Callable[[np.ndarray], list],
+) -> np.ndarray:
+    """Indices (ascending) of the releases that touched the most exposed chunk.
+
+    ``chunks`` holds each release's first and last chunk, shape ``(n, 2)``.
+    At every chunk where the releases touching it change (a release's first
+    chunk, or the one after its last) the set of releases touching it is a
+    group; the candidates are the groups no other group contains, compared
+    by Gaussian precision (``precision_of`` a group's indices) when every
+    candidate has one, else by the composed epsilon of their events
+    (``events_of``). Ties go to the group of the earliest chunk.
+
+    The releases are intervals of chunks, so a group contained in another
+    is contained in the next group on that side (every interval through both
+    chunks crosses every chunk between them): comparing each group with its
+    two neighbours finds the maximal ones, in ``O(groups n)``.
+    """
+    if not len(chunks):
+        return np.zeros(0, dtype=np.intp)
+    first, last = chunks[:, 0], chunks[:, 1]
+    # The groups in chunk order; two consecutive ones always differ (a release
+    # opens or closes at every boundary).
+    runs = [(first <= c) & (last >= c) for c in np.unique(np.concatenate([first, last + 1]))]
+
+    def inside(mask: np.ndarray, other: np.ndarray) -> bool:
+        return not (mask & ~other).any()
+
+    candidates = [
+        np.flatnonzero(mask)
+        for j, mask in enumerate(runs)
+        if mask.any()
+        and not (j > 0 and inside(mask, runs[j - 1]))
+        and not (j + 1 < len(runs) and inside(mask, runs[j + 1]))
+    ]
+    if len(candidates) == 1:
+        return candidates[0]
+    precisions = [precision_of(indices) for indices in candidates]
+    if all(p is not None for p in precisions):
+        return candidates[max(range(len(candidates)), key=precisions.__getitem__)]
+    return max(candidates, key=lambda indices: epsilon_spent(events_of(indices), delta))
+
+
+def _chunk_array(releases: Sequence[Release]) -> np.ndarray:
+    return np.array([r.chunks for r in releases], dtype=np.int64).reshape(-1, 2)
+
+
 def worst_case_events(entries: Iterable, delta: float) -> list[dp_event.DpEvent]:
     """Events that touched the most exposed chunk (largest composed epsilon).
 
@@ -207,31 +278,14 @@ def worst_case_events(entries: Iterable, delta: float) -> list[dp_event.DpEvent]
     list of dp_accounting.dp_event.DpEvent
     """
     releases = _releases(entries)
-    if not releases:
-        return []
-    opening, closing = defaultdict(list), defaultdict(list)
-    for i, release in enumerate(releases):
-        opening[release.chunks[0]].append(i)
-        closing[release.chunks[1] + 1].append(i)
-    groups: dict[frozenset, list] = {}
-    active: set[int] = set()
-    for chunk in sorted(opening.keys() | closing.keys()):
-        active.difference_update(closing[chunk])
-        active.update(opening[chunk])
-        key = frozenset(active)
-        if key and key not in groups:
-            groups[key] = [releases[i].event for i in sorted(active)]
-    # A chunk whose releases are a subset of another chunk's is never the
-    # worst case (composing more releases cannot lower epsilon): skip it, so
-    # epsilon is only computed for the groups that can be maximal.
-    keys = [k for k in groups if not any(k < other for other in groups)]
-    candidates = [groups[k] for k in keys]
-    if len(candidates) == 1:
-        return candidates[0]
-    precisions = [gaussian_precision(events) for events in candidates]
-    if all(p is not None for p in precisions):
-        return candidates[max(range(len(candidates)), key=precisions.__getitem__)]
-    return max(candidates, key=lambda events: epsilon_spent(events, delta))
+
+    def events_of(indices: np.ndarray) -> list:
+        return [releases[i].event for i in indices]
+
+    def precision_of(indices: np.ndarray) -> float | None:
+        return gaussian_precision(events_of(indices))
+
+    return events_of(_worst_case_group(_chunk_array(releases), delta, precision_of, events_of))
 
 
 def privacy_spent(entries: Iterable, delta: float) -> PrivacySpent:
@@ -249,8 +303,124 @@ def charge_increment(
     these increments contain every worst-case set the ledger ever had, so the
     budget's total is never below the estimator's own ``privacy_spent_``.
     """
+    after = list(after)
+    return _keyed_increment(
+        list(map(event_key, before)), list(map(event_key, after)), after.__getitem__
+    )
 
-    by_key = {event_key(event): event for event in after}
-    missing = Counter(map(event_key, after))
-    missing.subtract(Counter(map(event_key, before)))
-    return [by_key[k] for k, count in missing.items() for _ in range(max(count, 0))]
+
+def _keyed_increment(
+    before_keys: list[str], after_keys: list[str], event_at: Callable[[int], dp_event.DpEvent]
+) -> list[dp_event.DpEvent]:
+    """:func:`charge_increment` with the events' keys (:func:`event_key`)
+    given; ``event_at(i)``, the ``i``-th event of ``after``, is read only for
+    the events charged (each key's last event, as a dict of them keeps)."""
+    last = {key: i for i, key in enumerate(after_keys)}
+    missing = Counter(after_keys)
+    missing.subtract(Counter(before_keys))
+    return [event_at(last[k]) for k, count in missing.items() for _ in range(max(count, 0))]
+
+
+@dataclass(frozen=True, eq=False)
+class DecodedLedger:
+    """A ledger decoded once, so that accounting it again costs no decoding.
+
+    An estimator's ``privacy_ledger_`` is a list of plain dicts; every
+    deletion accounts it again (its budget increment, its report's
+    ``remaining_epsilon``). Decoding each entry (its :class:`Release`, its
+    chunks, its event's canonical key for :func:`charge_increment`, its
+    Gaussian precision) once, and only the new entries when the ledger
+    grows, keeps a deletion's bookkeeping from re-reading every earlier
+    deletion's record. What it computes is what :func:`privacy_spent`,
+    :func:`worst_case_events` and :func:`charge_increment` compute from the
+    dicts, the same bits: a Gaussian group's precision is the same per-event
+    terms summed in the same order (``np.add.accumulate`` adds sequentially).
+
+    Parameters
+    ----------
+    entries : tuple of dict
+        The ledger's entries (the estimator's dicts themselves).
+    releases : tuple of Release
+        ``entries`` decoded.
+    chunks : ndarray of shape (n_releases, 2)
+        Each release's first and last chunk.
+    keys : ndarray of object, shape (n_releases,)
+        :func:`~sklearn_dpu.privacy.events.event_key` of each release's event.
+    precisions : ndarray of shape (n_releases,)
+        :func:`~sklearn_dpu.privacy.accounting.gaussian_precision` of each
+        release's event alone (NaN: not Gaussian).
+
+    Examples
+    --------
+    >>> from dp_accounting import dp_event
+    >>> first = Release("a count", dp_event.GaussianDpEvent(2.0), (1, 1), "[DR14] Thm A.1")
+    >>> ledger = DecodedLedger.of([first.to_dict()])
+    >>> ledger.extended([first.to_dict()]).spent(1e-5) == privacy_spent([first] * 2, 1e-5)
+    True
+    """
+
+    entries: tuple
+    releases: tuple[Release, ...]
+    chunks: np.ndarray
+    keys: np.ndarray
+    precisions: np.ndarray
+
+    @classmethod
+    def of(cls, entries: Iterable) -> "DecodedLedger":
+        """Decode ``entries`` (dicts or :class:`Release` records)."""
+        empty = np.zeros(0)
+        none = cls((), (), empty.reshape(0, 2).astype(np.int64), empty.astype(object), empty)
+        return none.extended(entries)
+
+    def extended(self, entries: Iterable) -> "DecodedLedger":
+        """This ledger followed by ``entries`` (only they are decoded)."""
+        entries = tuple(entries)
+        releases = tuple(_releases(entries))
+        keys = np.empty(len(releases), dtype=object)
+        keys[:] = [event_key(r.event) for r in releases]
+        precisions = [gaussian_precision([r.event]) for r in releases]
+        return DecodedLedger(
+            self.entries + entries,
+            self.releases + releases,
+            np.concatenate([self.chunks, _chunk_array(releases)]),
+            np.concatenate([self.keys, keys]),
+            np.concatenate([self.precisions, np.array(precisions, dtype=float)]),
+        )
+
+    def _events_of(self, indices: np.ndarray) -> list:
+        return [self.releases[i].event for i in indices]
+
+    def _precision_of(self, indices: np.ndarray) -> float | None:
+        # gaussian_precision of the events in this order, from the per-event
+        # terms (0.0 + x is x, and a no-op event's term 0.0 adds nothing);
+        # with a non-Gaussian or noiseless event (NaN, inf), the function
+        # itself, whose early returns decide.
+        terms = self.precisions[indices]
+        if not len(terms):
+            return 0.0
+        if not np.isfinite(terms).all():
+            return gaussian_precision(self._events_of(indices))
+        return float(np.add.accumulate(terms)[-1])
+
+    def worst_case(self, delta: float) -> np.ndarray:
+        """Indices of :func:`worst_case_events`, ascending."""
+        return _worst_case_group(self.chunks, delta, self._precision_of, self._events_of)
+
+    def spent(self, delta: float) -> PrivacySpent:
+        """:func:`privacy_spent` of the ledger."""
+        indices = self.worst_case(delta)
+        precision = self._precision_of(indices)
+        if precision is not None:
+            return PrivacySpent(epsilon_of_precision(precision, delta), delta)
+        return PrivacySpent(epsilon_spent(self._events_of(indices), delta), delta)
+
+    def increment(self, planned: Sequence[Release], delta: float) -> list[dp_event.DpEvent]:
+        """:func:`charge_increment` of the worst cases before and after
+        ``planned`` is appended: what a shared budget is charged for it."""
+        after = self.extended(planned)
+        worst = after.worst_case(delta)
+        return _keyed_increment(
+            list(self.keys[self.worst_case(delta)]),
+            list(after.keys[worst]),
+            lambda i: after.releases[worst[i]].event,
+        )
