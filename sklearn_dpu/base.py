@@ -439,7 +439,7 @@ class PrivateEstimatorMixin:
         """Rows deleted since the fit, ``n_new`` of this call included: the
         group a release kept through deletions is stated for (public: the
         requesters named them)."""
-        return sum(report.n_deleted for report in self.deletion_log_) + int(n_new)
+        return sum(map(operator.attrgetter("n_deleted"), self.deletion_log_)) + int(n_new)
 
     def _changed_params(self, frozen: Mapping[str, Any]) -> list[str]:
         """Names of the parameters whose value differs from ``frozen``, the

@@ -203,11 +203,12 @@ class LedgerStore:
         the hash chain from the ledger parameters to the stored head; and the
         last digest. Raises LedgerTamperedError if any link is broken."""
         rows, digest, _ = self._verify(db)
-        return rows, digest
+        return [row[:4] for row in rows], digest
 
     def _verify(self, db) -> tuple[list[tuple], str, "_VerifiedCharges"]:
-        """:meth:`_verified_rows`, and the record of this verification (the
-        handle's cache, which another thread may replace meanwhile)."""
+        """:meth:`_verified_rows` with the rows as read (their stored digest
+        last), and the record of this verification (the handle's cache,
+        which another thread may replace meanwhile)."""
         stored = self._read_meta(db)
         key = self._key()
         if key is not None:
@@ -233,8 +234,7 @@ class LedgerStore:
         if verified is not None and verified.genesis == genesis:
             start = verified.prefix_of(rows)
             if start:
-                digest = verified.digests[start - 1]
-        digests = list(verified.digests[:start]) if start else []
+                digest = verified.digest
         for position in range(start, len(rows)):
             row_id, created, description, events, stored_digest = rows[position]
             content = json.dumps([row_id, created, description, events])
@@ -246,7 +246,6 @@ class LedgerStore:
                     "(a charge was deleted, edited or inserted). Its total cannot be trusted; "
                     "restore the file from a backup"
                 )
-            digests.append(digest)
         if head != [len(rows), digest]:
             raise LedgerTamperedError(
                 f"the budget ledger {self.path} was modified outside sklearn_dpu: it records "
@@ -263,9 +262,9 @@ class LedgerStore:
             if verified is not None and verified.genesis == genesis:
                 if verified.decoded_rows <= start:  # decoded rows of the equal prefix
                     kept = {"stored": verified.stored, "decoded_rows": verified.decoded_rows}
-            verified = _VerifiedCharges(genesis, tuple(rows), tuple(digests), **kept)
+            verified = _VerifiedCharges(genesis, rows, digest, **kept)
             self._verified = verified
-        return [row[:4] for row in rows], digest, verified
+        return rows, digest, verified
 
     def _events(self, rows) -> list[dp_event.DpEvent]:
         return [event for row in rows for event in self._row_events(row)]
@@ -334,18 +333,18 @@ class _VerifiedCharges:
     (and decodes) only the charges added since.
 
     ``genesis``: the chain's first digest (a digest of the ledger's
-    parameters, under its key); ``rows``: the charges as read,
-    ``(id, created, description, events, digest)``; ``digests``: the chain's
-    digest after each; ``stored``: the events of the first ``decoded_rows``
-    rows. A row read again equal to its verified copy (every column, the
+    parameters, under its key); ``rows``: the charges as read, a list of
+    ``(id, created, description, events, digest)`` never modified;
+    ``digest``: the chain's digest after the last; ``stored``: the events of
+    the first ``decoded_rows`` rows. A row read again equal to its verified copy (every column, the
     stored digest included) under the same genesis recomputes the same
     digest, so verifying only what follows the equal prefix detects exactly
     what verifying everything does. Process-local: handles pickle without it.
     """
 
     genesis: str
-    rows: tuple
-    digests: tuple
+    rows: list
+    digest: str
     stored: StoredEvents = StoredEvents()
     decoded_rows: int = 0
 
@@ -354,7 +353,7 @@ class _VerifiedCharges:
         of these or none: a ledger only grows, and any other difference is
         verified from the start)."""
         count = len(self.rows)
-        if count and len(rows) >= count and tuple(rows[:count]) == self.rows:
+        if count and len(rows) >= count and rows[:count] == self.rows:
             return count
         return 0
 
