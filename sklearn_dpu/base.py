@@ -486,9 +486,11 @@ class PrivateEstimatorMixin:
         never edited in place). Not persisted."""
         ledger = getattr(self, "privacy_ledger_", [])
         decoded = self.__dict__.get("_decoded")
-        if decoded is None or len(decoded.entries) != len(ledger):
-            decoded = None
-        if decoded is None or not _starts_with(ledger, decoded):
+        if not (
+            decoded is not None
+            and len(decoded.entries) == len(ledger)
+            and _starts_with(ledger, decoded)
+        ):
             decoded = self._decoded = DecodedLedger.of(ledger)
         return decoded
 

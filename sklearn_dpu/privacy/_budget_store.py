@@ -336,10 +336,11 @@ class _VerifiedCharges:
     parameters, under its key); ``rows``: the charges as read, a list of
     ``(id, created, description, events, digest)`` never modified;
     ``digest``: the chain's digest after the last; ``stored``: the events of
-    the first ``decoded_rows`` rows. A row read again equal to its verified copy (every column, the
-    stored digest included) under the same genesis recomputes the same
-    digest, so verifying only what follows the equal prefix detects exactly
-    what verifying everything does. Process-local: handles pickle without it.
+    the first ``decoded_rows`` rows. A row read again equal to its verified
+    copy (every column, the stored digest included) under the same genesis
+    recomputes the same digest, so verifying only what follows the equal
+    prefix detects exactly what verifying everything does. Process-local:
+    handles pickle without it.
     """
 
     genesis: str

@@ -314,7 +314,7 @@ def _keyed_increment(
 ) -> list[dp_event.DpEvent]:
     """:func:`charge_increment` with the events' keys (:func:`event_key`)
     given; ``event_at(i)``, the ``i``-th event of ``after``, is read only for
-    the events charged (each key's last event, as a dict of them keeps)."""
+    the events charged: for each key, its last event in ``after``."""
     last = {key: i for i, key in enumerate(after_keys)}
     missing = Counter(after_keys)
     missing.subtract(Counter(before_keys))
