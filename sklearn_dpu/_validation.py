@@ -16,11 +16,64 @@ Rounding the released model to float32 is post-processing of a DP release,
 so the guarantee is unchanged.
 """
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
+import scipy.sparse
+from sklearn.utils.validation import check_array
 
-__all__ = ["cast_outputs", "is_dask_collection", "is_scratch", "output_dtype"]
+__all__ = [
+    "NonFiniteInputError",
+    "cast_outputs",
+    "is_dask_collection",
+    "is_scratch",
+    "encode_checking_finite",
+    "output_dtype",
+]
+
+T = TypeVar("T")
+
+
+class NonFiniteInputError(ValueError):
+    """``X`` holds a NaN or an infinity, found by a pass that reads every row
+    anyway (a clip or an encoding computes each row's norm, and a row's norm
+    is NaN or infinite exactly when the row is not finite, or its norm
+    overflows): see :func:`encode_checking_finite`."""
+
+
+def encode_checking_finite(estimator: Any, X: Any, encode: Callable[[], T]) -> T:
+    """``encode()``, a pass over in-memory ``X`` that also checks it is finite.
+
+    scikit-learn's ``validate_data`` checks that ``X`` is finite in a pass of
+    its own over the data (at n = 1e5, d = 500 on one thread, 39 ms of an
+    ``UnlearnableSGDClassifier`` fit's 250). A fit whose first pass clips or
+    encodes every row validates ``X`` with ``ensure_all_finite=False`` and
+    runs that pass here: for a dense ``X`` the pass raises
+    :class:`NonFiniteInputError` at the first block that holds a NaN or an
+    infinity, and scikit-learn's check then runs, to raise its usual error
+    (the message ``validate_data`` gives); a sparse ``X`` has its stored
+    values checked by scikit-learn first (a pass over them only). Call it
+    before anything is charged or changed, so that the estimator is left as
+    it was.
+
+    Examples
+    --------
+    >>> def clip():
+    ...     raise NonFiniteInputError("found while clipping")
+    >>> encode_checking_finite(None, np.array([[1.0, np.nan]]), clip)
+    Traceback (most recent call last):
+    ...
+    ValueError: Input X contains NaN.
+    """
+    if scipy.sparse.issparse(X):
+        check_array(X, accept_sparse=True, dtype=None, input_name="X", estimator=estimator)
+        return encode()
+    try:
+        return encode()
+    except NonFiniteInputError:
+        check_array(X, dtype=None, input_name="X", estimator=estimator)
+        raise
 
 
 def is_dask_collection(data: object) -> bool:

@@ -9,6 +9,7 @@ and the codes must be those of the reference ``encode_rows``.
 import numpy as np
 import pytest
 
+from sklearn_dpu._validation import NonFiniteInputError
 from sklearn_dpu.linear_model import _sufficient_statistics as ss
 from sklearn_dpu.linear_model._sufficient_statistics import (
     encode_rows,
@@ -147,7 +148,7 @@ def test_rows_at_the_sphere_code_as_the_reference():
 def test_encoder_refuses_non_finite_features(bad, norm):
     X, y = _data(600, 4, np.float64, seed=2)
     X[517, 2] = bad
-    with pytest.raises(ss.NonFiniteInputError):
+    with pytest.raises(NonFiniteInputError):
         encode_with_gram(X, y, norm, 0.0, 4.0, True)
 
 

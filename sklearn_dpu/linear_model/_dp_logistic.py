@@ -24,7 +24,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._compat import DELTA_CONSTRAINT, HasMethods, Interval, StrOptions, _fit_context
-from .._validation import output_dtype
+from .._validation import encode_checking_finite, output_dtype
 from ..base import PrivateEstimatorMixin, PublicSizes
 from ..privacy.clipping import MIN_NORM_BOUND
 from ..privacy.ledger import ReleasePlan
@@ -383,13 +383,20 @@ class DPLogisticRegression(
 
     def _fit(self, X, y, sample_id, public_classes=None):
         self._check_public_params()
+        # With a public bound the clip is the pass that checks X is finite
+        # (_checked_rows); an 'auto' bound reads X before it, so scikit-learn checks.
+        public_bound = not auto_bounds.is_auto(self.feature_norm)
 
         def validate():
-            if is_dask_collection(X):  # rows normalized and kept on the workers
+            in_memory = not is_dask_collection(X)
+            if not in_memory:  # rows normalized and kept on the workers
                 Xv, classes, y_index = dask_sums.validate_fit(self, X, y)
             else:
-                Xv, yv = validate_data(self, X, y, accept_sparse="csr", dtype=_DTYPES)
-                Xv = canonical_sparse(Xv)
+                finite = not public_bound
+                Xv, yv = validate_data(
+                    self, X, y, accept_sparse="csr", dtype=_DTYPES, ensure_all_finite=finite
+                )
+                Xv = canonical_sparse(Xv, self)
                 check_classification_targets(yv)
                 classes, y_index = updates.encode_labels(yv)
             if public_classes is not None:
@@ -404,14 +411,17 @@ class DPLogisticRegression(
             ids = registry.check_new_ids(
                 registry.default_ids(Xv.shape[0]) if sample_id is None else sample_id, Xv.shape[0]
             )
-            return Xv, classes, y_index, registry, ids
+            rows = None
+            if in_memory and public_bound:
+                rows = self._checked_rows(Xv, y_index, self.feature_norm)
+            return Xv, classes, y_index, registry, ids, rows
 
         def compute(data):
-            Xv, classes, y_index, registry, ids = data
+            Xv, classes, y_index, registry, ids, rows = data
             self.classes_ = classes
             self._output_dtype = output_dtype(Xv)
             made = self._release_bound(Xv)
-            rows, A, loss = dask_sums.design(self, Xv, y_index)
+            rows, A, loss = dask_sums.design(self, Xv, y_index, rows)
             registry.add(ids, rows, chunk=1, adopt=True)
             state = LogisticUnlearningState(registry, self._frozen_params())
             params, rng = self._params(), release_generator(self.random_state, len(made))
@@ -492,9 +502,21 @@ class DPLogisticRegression(
         bounds = auto_bounds.planned_bounds(self.get_params(deep=False), _SHARE) if first else ()
         plan = ReleasePlan((*bounds, planned), exact=False, restart=first)
 
+        # The clip checks X is finite (_checked_rows) unless an 'auto' bound
+        # must first be drawn from X (the first call).
+        checked_by_clip = not (first and auto_bounds.is_auto(self.feature_norm))
+
         def validate():
-            Xv, yv = validate_data(self, X, y, accept_sparse="csr", dtype=_DTYPES, reset=first)
-            Xv = canonical_sparse(Xv)
+            Xv, yv = validate_data(
+                self,
+                X,
+                y,
+                accept_sparse="csr",
+                dtype=_DTYPES,
+                reset=first,
+                ensure_all_finite=not checked_by_clip,
+            )
+            Xv = canonical_sparse(Xv, self)
             check_classification_targets(yv)
             if first:
                 labels = np.unique(classes)
@@ -513,10 +535,15 @@ class DPLogisticRegression(
             ids = registry.check_new_ids(
                 registry.default_ids(Xv.shape[0]) if sample_id is None else sample_id, Xv.shape[0]
             )
-            return Xv, yv, labels, registry, ids
+            y_index = np.searchsorted(labels, yv)
+            rows = None
+            if checked_by_clip:  # the first call's bound is public; a later one's is fixed
+                bound = self.feature_norm if first else self._norm_bound()
+                rows = self._checked_rows(Xv, y_index, bound)
+            return Xv, y_index, labels, registry, ids, rows
 
         def compute(data):
-            Xv, yv, labels, registry, ids = data
+            Xv, y_index, labels, registry, ids, rows = data
             made = []
             if first:
                 self.classes_ = labels
@@ -529,8 +556,7 @@ class DPLogisticRegression(
                 n_ledger = len(self.privacy_ledger_)
                 theta0 = self.unlearning_state_.chunks[-1].theta
             registry = self.unlearning_state_.registry
-            y_index = np.searchsorted(labels, yv)
-            rows = in_storage_of(self._rows(Xv, y_index), registry)
+            rows = in_storage_of(self._rows(Xv, y_index) if rows is None else rows, registry)
             rng = release_generator(self.random_state, n_ledger)
             model, mechanisms = private_sgd_pass(
                 self._params(), self._loss(), rows[:, :-1], y_index, theta0, rng
@@ -657,9 +683,21 @@ class DPLogisticRegression(
         """Clip rows to ``feature_norm``, divide by it, add the intercept column."""
         return np.ascontiguousarray(self._rows(X, None)[:, :-1])
 
-    def _rows(self, X, y_index) -> np.ndarray:
-        """Registry rows ``[a, class index]`` with ``a`` the normalized row."""
-        return normalized_rows(X, y_index, self._norm_bound(), bool(self.fit_intercept))
+    def _rows(self, X, y_index, norm_bound: float | None = None) -> np.ndarray:
+        """Registry rows ``[a, class index]`` with ``a`` the row normalized by
+        ``norm_bound`` (default: the bound in use)."""
+        if norm_bound is None:
+            norm_bound = self._norm_bound()
+        return normalized_rows(X, y_index, norm_bound, bool(self.fit_intercept))
+
+    def _checked_rows(self, X, y_index, norm_bound: float) -> np.ndarray:
+        """:meth:`_rows` with ``norm_bound`` of in-memory ``X`` validated with
+        ``ensure_all_finite=False``, checking it is finite
+        (:func:`~sklearn_dpu._validation.encode_checking_finite`: the clip
+        does, for a dense ``X``). Called before anything is charged or changed,
+        so before an earlier fit's released bound is forgotten: the caller
+        names the bound."""
+        return encode_checking_finite(self, X, lambda: self._rows(X, y_index, norm_bound))
 
     def _params(self) -> releases.ReleaseParams:
         """The public parameters a release reads (``'auto'``: the model's share)."""

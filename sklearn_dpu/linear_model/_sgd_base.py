@@ -21,7 +21,12 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._row_threads import map_row_ranges
-from .._validation import cast_outputs, is_dask_collection, output_dtype
+from .._validation import (
+    cast_outputs,
+    encode_checking_finite,
+    is_dask_collection,
+    output_dtype,
+)
 from ..base import PrivateEstimatorMixin
 from ..privacy.clipping import clip_rows_l2
 from ..privacy.ledger import PrivacySpent, Release, privacy_spent
@@ -118,6 +123,13 @@ class BaseUnlearnableSGD(
         rows[:, -1] = codes
         return rows
 
+    def _checked_encode(self, X, y, classes_, feature_norm: float) -> np.ndarray:
+        """:meth:`_encode` of in-memory rows validated with
+        ``ensure_all_finite=False``, checking they are finite
+        (:func:`~sklearn_dpu._validation.encode_checking_finite`: the clip
+        does, for a dense ``X``). Call it before anything is charged or changed."""
+        return encode_checking_finite(self, X, lambda: self._encode(X, y, classes_, feature_norm))
+
     # --------------------------------------------------------- accounting
 
     def _ledger_delta(self) -> float:
@@ -165,10 +177,13 @@ class BaseUnlearnableSGD(
         self.feature_norm_, made = draw_bound(X, mechanism, self.random_state)
         return dataclasses.replace(params, feature_norm=self.feature_norm_), [made]
 
-    def _train(self, params, classes_given: bool, registry, ids, data, classes_):
-        """Draw the bound ('auto') and the count, train the run; return the releases."""
+    def _train(self, params, classes_given: bool, registry, ids, data, classes_, rows):
+        """Draw the bound ('auto') and the count, train the run; return the
+        releases. ``rows``: the encoded ``data`` when the bound is public
+        (encoded during validation), else ``None``."""
         params, made = self._release_bound(params, data[0])
-        rows = self._encode(*data, classes_, params.feature_norm)
+        if rows is None:
+            rows = self._encode(*data, classes_, params.feature_norm)
         n, n_features = len(rows), rows.shape[1] - 1
         rng = release_generator(self.random_state, len(made))
         if params.schedule_size is not None:

@@ -28,10 +28,15 @@ import numpy as np
 import scipy.linalg
 from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator
-from sklearn.utils.validation import check_array, validate_data
+from sklearn.utils.validation import validate_data
 
 from .._row_threads import sum_over_row_ranges
-from .._validation import is_dask_collection, is_scratch
+from .._validation import (
+    NonFiniteInputError,
+    encode_checking_finite,
+    is_dask_collection,
+    is_scratch,
+)
 from ..privacy.clipping import _INSIDE, FIXED_POINT_BITS, clip_rows_l2, clip_scales, to_fixed_point
 from ..unlearning.row_store import active_directory, gather_blocks
 from ._lifted_solve import lifted_solve
@@ -47,7 +52,6 @@ __all__ = [
     "encode_with_gram",
     "encode_with_gram_dask",
     "encode_training_data",
-    "NonFiniteInputError",
     "gram_of_codes",
     "subtract_gram_of_codes",
     "is_dask_collection",
@@ -289,10 +293,6 @@ def encode_with_gram(
     return codes, gram
 
 
-class NonFiniteInputError(ValueError):
-    """``X`` holds a NaN or an infinity (found while encoding)."""
-
-
 def encode_training_data(
     estimator: BaseEstimator,
     X: Any,
@@ -315,11 +315,11 @@ def encode_training_data(
     """
     if is_dask_collection(X):
         return encode_with_gram_dask(X, y, feature_norm, center, half_range, fit_intercept)
-    try:
-        return encode_with_gram(X, y, feature_norm, center, half_range, fit_intercept)
-    except NonFiniteInputError:
-        check_array(X, dtype=None, input_name="X", estimator=estimator)
-        raise
+    return encode_checking_finite(
+        estimator,
+        X,
+        lambda: encode_with_gram(X, y, feature_norm, center, half_range, fit_intercept),
+    )
 
 
 def _encode_block(X, y, feature_norm, center, half_range, fit_intercept):

@@ -489,11 +489,17 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
         else:
             plan = ReleasePlan((), exact=False, restart=True)
 
+        # With a public bound the clip is the pass that checks X is finite
+        # (_checked_encode); 'auto' bounds read X before it, so scikit-learn checks.
+        public_bound = not is_auto(self.feature_norm)
+
         def validate():
-            if is_dask_collection(X) and not is_auto(self.feature_norm):  # rows stay on workers
-                return validate_dask(self, X, y, sample_id, classes)
-            Xv, yv = validate_data(self, X, y, accept_sparse="csr", dtype=_DTYPES)
-            Xv = canonical_sparse(Xv)
+            if is_dask_collection(X) and public_bound:  # rows stay on workers
+                return (*validate_dask(self, X, y, sample_id, classes), None)
+            Xv, yv = validate_data(
+                self, X, y, accept_sparse="csr", dtype=_DTYPES, ensure_all_finite=not public_bound
+            )
+            Xv = canonical_sparse(Xv, self)
             check_classification_targets(yv)
             if classes is None:
                 classes_ = np.unique(yv)
@@ -511,7 +517,10 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
             ids = registry.check_new_ids(
                 registry.default_ids(Xv.shape[0]) if sample_id is None else sample_id, Xv.shape[0]
             )
-            return registry, ids, (Xv, yv), classes_
+            rows = None
+            if public_bound:
+                rows = self._checked_encode(Xv, yv, classes_, params.feature_norm)
+            return registry, ids, (Xv, yv), classes_, rows
 
         given = classes is not None
         self._run_update("fit", plan, validate, lambda data: self._train(params, given, *data))
@@ -590,8 +599,11 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
         plan = ReleasePlan(() if worst is None else (worst,), exact=False)
 
         def validate():
-            Xv, yv = validate_data(self, X, y, accept_sparse="csr", dtype=_DTYPES, reset=False)
-            Xv = canonical_sparse(Xv)
+            # The clip checks X is finite (_checked_encode): one pass over it.
+            Xv, yv = validate_data(
+                self, X, y, accept_sparse="csr", dtype=_DTYPES, reset=False, ensure_all_finite=False
+            )
+            Xv = canonical_sparse(Xv, self)
             if not np.isin(yv, self.classes_).all():
                 raise ValueError(
                     f"y contains labels not in classes_={self.classes_!r}; a fitted "
@@ -601,7 +613,7 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
             ids = registry.check_new_ids(
                 registry.default_ids(Xv.shape[0]) if sample_id is None else sample_id, Xv.shape[0]
             )
-            rows = self._encode(Xv, yv, self.classes_, ledger.params.feature_norm)
+            rows = self._checked_encode(Xv, yv, self.classes_, ledger.params.feature_norm)
             return ids, in_storage_of(rows, registry)
 
         def compute(data):
