@@ -16,64 +16,71 @@ Rounding the released model to float32 is post-processing of a DP release,
 so the guarantee is unchanged.
 """
 
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
-import scipy.sparse
-from sklearn.utils.validation import check_array
 
 __all__ = [
     "NonFiniteInputError",
     "cast_outputs",
     "is_dask_collection",
     "is_scratch",
-    "encode_checking_finite",
+    "nonfinite_x_reported_first",
     "output_dtype",
 ]
-
-T = TypeVar("T")
 
 
 class NonFiniteInputError(ValueError):
     """``X`` holds a NaN or an infinity, found by a pass that reads every row
     anyway (a clip or an encoding computes each row's norm, and a row's norm
     is NaN or infinite exactly when the row is not finite, or its norm
-    overflows): see :func:`encode_checking_finite`."""
+    overflows): see :func:`nonfinite_x_reported_first`."""
 
 
-def encode_checking_finite(estimator: Any, X: Any, encode: Callable[[], T]) -> T:
-    """``encode()``, a pass over in-memory ``X`` that also checks it is finite.
+@contextmanager
+def nonfinite_x_reported_first(validate: Callable[[], Any]) -> Iterator[None]:
+    """Validation that leaves X's finiteness to a later pass: on a
+    ``ValueError`` in the block, scikit-learn's ``validate`` runs again, with
+    the check, so that its error comes first.
 
     scikit-learn's ``validate_data`` checks that ``X`` is finite in a pass of
     its own over the data (at n = 1e5, d = 500 on one thread, 39 ms of an
     ``UnlearnableSGDClassifier`` fit's 250). A fit whose first pass clips or
     encodes every row validates ``X`` with ``ensure_all_finite=False`` and
-    runs that pass here: for a dense ``X`` the pass raises
-    :class:`NonFiniteInputError` at the first block that holds a NaN or an
-    infinity, and scikit-learn's check then runs, to raise its usual error
-    (the message ``validate_data`` gives); a sparse ``X`` has its stored
-    values checked by scikit-learn first (a pass over them only). Call it
-    before anything is charged or changed, so that the estimator is left as
-    it was.
+    runs that pass in this block, which meets every NaN or infinity on its
+    way (:class:`NonFiniteInputError`; a sparse ``X`` is checked when its
+    duplicates are summed). Whatever ``ValueError`` the block raises (that
+    one, or an error in ``y``, the labels or the ids), ``validate`` (the
+    same ``validate_data`` call with the finiteness check) runs then: the
+    error it raises is the one scikit-learn's validation gives first (feature
+    names before a NaN in ``X``, a NaN in ``X`` before one in ``y``), with
+    its message; when it passes, the block's error is raised. Nothing is read
+    twice unless the validation fails. The block must come before anything
+    is charged or changed, so that the estimator is left as it was.
 
     Examples
     --------
-    >>> def clip():
-    ...     raise NonFiniteInputError("found while clipping")
-    >>> encode_checking_finite(None, np.array([[1.0, np.nan]]), clip)
+    >>> from sklearn.utils import check_array
+    >>> X = [[1.0, np.nan]]
+    >>> with nonfinite_x_reported_first(lambda: check_array(X, input_name="X")):
+    ...     raise ValueError("Input y contains NaN.")
     Traceback (most recent call last):
     ...
     ValueError: Input X contains NaN.
     """
-    if scipy.sparse.issparse(X):
-        check_array(X, accept_sparse=True, dtype=None, input_name="X", estimator=estimator)
-        return encode()
     try:
-        return encode()
-    except NonFiniteInputError:
-        check_array(X, dtype=None, input_name="X", estimator=estimator)
-        raise
+        yield
+    except ValueError as error:
+        failure = error
+    else:
+        return
+    try:
+        validate()
+    except ValueError as first:
+        raise first from None  # one traceback: scikit-learn's error replaces the block's
+    raise failure
 
 
 def is_dask_collection(data: object) -> bool:

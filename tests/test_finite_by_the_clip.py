@@ -19,7 +19,11 @@ from sklearn.utils import check_array
 
 from sklearn_dpu import PrivacyBudget
 from sklearn_dpu._validation import NonFiniteInputError
-from sklearn_dpu.linear_model import DPLogisticRegression, UnlearnableSGDClassifier
+from sklearn_dpu.linear_model import (
+    DPLinearRegression,
+    DPLogisticRegression,
+    UnlearnableSGDClassifier,
+)
 from sklearn_dpu.privacy.clipping import clip_block_into, clip_rows_l2
 
 rng = np.random.default_rng(0)
@@ -172,3 +176,58 @@ def test_a_refit_with_a_public_bound_after_an_auto_one_clips_to_the_public_bound
     fresh = ESTIMATORS[name]().set_params(feature_norm=0.5).fit(X, Y)
     assert not hasattr(est, "feature_norm_")
     np.testing.assert_array_equal(est.coef_, fresh.coef_)
+
+
+def _linear(**kwargs):
+    return DPLinearRegression(feature_norm=3.0, target_bound=2.0, random_state=0, **kwargs)
+
+
+ALL = {**ESTIMATORS, "linear": _linear}
+
+
+def _y_with_nan():
+    y = Y.astype(float)
+    y[3] = np.nan
+    return y
+
+
+@pytest.mark.parametrize("name", list(ALL))
+@pytest.mark.parametrize(
+    "other_error",
+    [_y_with_nan, lambda: np.zeros(len(Y)), lambda: Y[:-1]],
+    ids=["nan-y", "one-class", "short-y"],
+)
+def test_a_non_finite_x_is_the_error_reported_as_scikit_learn_reports_it(name, other_error):
+    # validate_data checks X first; with the check moved into the clip, an
+    # error in y (or the labels) must not take its place.
+    est = ALL[name]()
+    X_bad = _bad(np.nan)
+    with pytest.raises(ValueError) as raised:
+        est.fit(X_bad, other_error())
+    assert str(raised.value) == _expected_message(X_bad, est)
+    # One traceback: the error replaces the one found first.
+    assert raised.value.__suppress_context__
+
+
+@pytest.mark.parametrize("name", list(ESTIMATORS))
+def test_partial_fit_reports_a_non_finite_x_before_labels_and_ids(name):
+    est = ESTIMATORS[name]().fit(X[:200], Y[:200], sample_id=np.arange(200))
+    registry = est.unlearning_state_.registry
+    before = dict(registry.__dict__)
+    X_bad = _bad(np.nan, row=250)[200:]
+    expected = _expected_message(X_bad, est)
+    for y, ids in [(Y[200:], np.arange(200)), (np.full(200, 7), None), (Y[200:], None)]:
+        with pytest.raises(ValueError) as raised:
+            est.partial_fit(X_bad, y, sample_id=ids)
+        assert str(raised.value) == expected
+    # The ids were not looked up (the registry's lazy index stays unbuilt).
+    assert registry.__dict__.keys() == before.keys()
+    assert all(registry.__dict__[key] is before[key] for key in before)
+
+
+def test_errors_other_than_x_are_unchanged():
+    est = _sgd()
+    with pytest.raises(ValueError, match="Input y contains NaN"):
+        est.fit(X, _y_with_nan())
+    with pytest.raises(ValueError, match="at least 2 classes"):
+        est.fit(X, np.zeros(len(Y)))

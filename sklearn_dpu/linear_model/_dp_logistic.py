@@ -13,6 +13,7 @@ estimator's public API and the hooks of the release procedure of
 """
 
 import math
+from functools import partial
 from numbers import Integral, Real
 from typing import Any, Self
 
@@ -24,7 +25,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._compat import DELTA_CONSTRAINT, HasMethods, Interval, StrOptions, _fit_context
-from .._validation import encode_checking_finite, output_dtype
+from .._validation import nonfinite_x_reported_first, output_dtype
 from ..base import PrivateEstimatorMixin, PublicSizes
 from ..privacy.clipping import MIN_NORM_BOUND
 from ..privacy.ledger import ReleasePlan
@@ -384,36 +385,29 @@ class DPLogisticRegression(
     def _fit(self, X, y, sample_id, public_classes=None):
         self._check_public_params()
         # With a public bound the clip is the pass that checks X is finite
-        # (_checked_rows); an 'auto' bound reads X before it, so scikit-learn checks.
+        # (nonfinite_x_reported_first); an 'auto' bound reads X before it, so
+        # scikit-learn checks.
         public_bound = not auto_bounds.is_auto(self.feature_norm)
 
         def validate():
-            in_memory = not is_dask_collection(X)
-            if not in_memory:  # rows normalized and kept on the workers
+            rows = None
+            if is_dask_collection(X):  # rows normalized and kept on the workers
                 Xv, classes, y_index = dask_sums.validate_fit(self, X, y)
+                classes, y_index = self._label_set(classes, y_index, public_classes)
             else:
-                finite = not public_bound
-                Xv, yv = validate_data(
-                    self, X, y, accept_sparse="csr", dtype=_DTYPES, ensure_all_finite=finite
-                )
-                Xv = canonical_sparse(Xv, self)
-                check_classification_targets(yv)
-                classes, y_index = updates.encode_labels(yv)
-            if public_classes is not None:
-                classes, y_index = updates.with_label_set(classes, y_index, public_classes)
-            if len(classes) < 2:
-                raise ValueError(
-                    "DPLogisticRegression needs samples of at least 2 classes in the data, "
-                    f"but the data contains only one class: {classes[0]!r}"
-                )
-            self._check_public_params(len(classes))
+                validated = partial(validate_data, self, X, y, accept_sparse="csr", dtype=_DTYPES)
+                with nonfinite_x_reported_first(validated):
+                    Xv, yv = validated(ensure_all_finite=not public_bound)
+                    Xv = canonical_sparse(Xv)
+                    check_classification_targets(yv)
+                    classes, y_index = updates.encode_labels(yv)
+                    classes, y_index = self._label_set(classes, y_index, public_classes)
+                    if public_bound:
+                        rows = self._rows(Xv, y_index, self.feature_norm)
             registry = new_registry(Xv, self._n_coef(self.n_features_in_) + 1)
             ids = registry.check_new_ids(
                 registry.default_ids(Xv.shape[0]) if sample_id is None else sample_id, Xv.shape[0]
             )
-            rows = None
-            if in_memory and public_bound:
-                rows = self._checked_rows(Xv, y_index, self.feature_norm)
             return Xv, classes, y_index, registry, ids, rows
 
         def compute(data):
@@ -502,44 +496,43 @@ class DPLogisticRegression(
         bounds = auto_bounds.planned_bounds(self.get_params(deep=False), _SHARE) if first else ()
         plan = ReleasePlan((*bounds, planned), exact=False, restart=first)
 
-        # The clip checks X is finite (_checked_rows) unless an 'auto' bound
-        # must first be drawn from X (the first call).
+        # The clip is the pass that checks X is finite (nonfinite_x_reported_first),
+        # unless an 'auto' bound must first be drawn from X (the first call).
         checked_by_clip = not (first and auto_bounds.is_auto(self.feature_norm))
 
         def validate():
-            Xv, yv = validate_data(
-                self,
-                X,
-                y,
-                accept_sparse="csr",
-                dtype=_DTYPES,
-                reset=first,
-                ensure_all_finite=not checked_by_clip,
+            validated = partial(
+                validate_data, self, X, y, accept_sparse="csr", dtype=_DTYPES, reset=first
             )
-            Xv = canonical_sparse(Xv, self)
-            check_classification_targets(yv)
+            with nonfinite_x_reported_first(validated):
+                Xv, yv = validated(ensure_all_finite=not checked_by_clip)
+                Xv = canonical_sparse(Xv)
+                check_classification_targets(yv)
+                if first:
+                    labels = np.unique(classes)
+                    if len(labels) < 2:
+                        raise ValueError("classes must contain at least 2 classes")
+                else:
+                    labels = self.classes_
+                unseen = np.setdiff1d(np.unique(yv), labels)
+                if unseen.size:
+                    raise ValueError(
+                        f"y contains labels {unseen.tolist()!r} that are not in classes_ "
+                        f"{labels.tolist()!r}: the label set is fixed at the first call; "
+                        "pass every label of the stream in `classes`"
+                    )
+                y_index = np.searchsorted(labels, yv)
+                rows = None
+                if checked_by_clip:  # the first call's bound is public; a later one's fixed
+                    bound = self.feature_norm if first else self._norm_bound()
+                    rows = self._rows(Xv, y_index, bound)
             if first:
-                labels = np.unique(classes)
-                if len(labels) < 2:
-                    raise ValueError("classes must contain at least 2 classes")
                 registry = new_registry(Xv, self._n_coef(Xv.shape[1]) + 1)
             else:
-                labels, registry = self.classes_, state.registry
-            unseen = np.setdiff1d(np.unique(yv), labels)
-            if unseen.size:
-                raise ValueError(
-                    f"y contains labels {unseen.tolist()!r} that are not in classes_ "
-                    f"{labels.tolist()!r}: the label set is fixed at the first call; pass "
-                    "every label of the stream in `classes`"
-                )
+                registry = state.registry
             ids = registry.check_new_ids(
                 registry.default_ids(Xv.shape[0]) if sample_id is None else sample_id, Xv.shape[0]
             )
-            y_index = np.searchsorted(labels, yv)
-            rows = None
-            if checked_by_clip:  # the first call's bound is public; a later one's is fixed
-                bound = self.feature_norm if first else self._norm_bound()
-                rows = self._checked_rows(Xv, y_index, bound)
             return Xv, y_index, labels, registry, ids, rows
 
         def compute(data):
@@ -683,21 +676,25 @@ class DPLogisticRegression(
         """Clip rows to ``feature_norm``, divide by it, add the intercept column."""
         return np.ascontiguousarray(self._rows(X, None)[:, :-1])
 
+    def _label_set(self, classes, y_index, public_classes):
+        """The fit's label set (``public_classes`` when given), checked
+        against the parameters before anything is charged."""
+        if public_classes is not None:
+            classes, y_index = updates.with_label_set(classes, y_index, public_classes)
+        if len(classes) < 2:
+            raise ValueError(
+                "DPLogisticRegression needs samples of at least 2 classes in the data, "
+                f"but the data contains only one class: {classes[0]!r}"
+            )
+        self._check_public_params(len(classes))
+        return classes, y_index
+
     def _rows(self, X, y_index, norm_bound: float | None = None) -> np.ndarray:
         """Registry rows ``[a, class index]`` with ``a`` the row normalized by
         ``norm_bound`` (default: the bound in use)."""
         if norm_bound is None:
             norm_bound = self._norm_bound()
         return normalized_rows(X, y_index, norm_bound, bool(self.fit_intercept))
-
-    def _checked_rows(self, X, y_index, norm_bound: float) -> np.ndarray:
-        """:meth:`_rows` with ``norm_bound`` of in-memory ``X`` validated with
-        ``ensure_all_finite=False``, checking it is finite
-        (:func:`~sklearn_dpu._validation.encode_checking_finite`: the clip
-        does, for a dense ``X``). Called before anything is charged or changed,
-        so before an earlier fit's released bound is forgotten: the caller
-        names the bound."""
-        return encode_checking_finite(self, X, lambda: self._rows(X, y_index, norm_bound))
 
     def _params(self) -> releases.ReleaseParams:
         """The public parameters a release reads (``'auto'``: the model's share)."""

@@ -457,7 +457,7 @@ def refit_with_rows(
         Xv, yv = validate_data(
             estimator, X, y, accept_sparse="csr", dtype=[np.float64, np.float32], reset=False
         )
-        Xv = canonical_sparse(Xv, estimator)
+        Xv = canonical_sparse(Xv)
         check_classification_targets(yv)
         if classes is not None and not np.array_equal(np.unique(classes), labels):
             raise ValueError(

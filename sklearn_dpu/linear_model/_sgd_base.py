@@ -23,7 +23,6 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .._row_threads import map_row_ranges
 from .._validation import (
     cast_outputs,
-    encode_checking_finite,
     is_dask_collection,
     output_dtype,
 )
@@ -122,13 +121,6 @@ class BaseUnlearnableSGD(
         map_row_ranges(clip_range, X.shape[0], X.shape[1])
         rows[:, -1] = codes
         return rows
-
-    def _checked_encode(self, X, y, classes_, feature_norm: float) -> np.ndarray:
-        """:meth:`_encode` of in-memory rows validated with
-        ``ensure_all_finite=False``, checking they are finite
-        (:func:`~sklearn_dpu._validation.encode_checking_finite`: the clip
-        does, for a dense ``X``). Call it before anything is charged or changed."""
-        return encode_checking_finite(self, X, lambda: self._encode(X, y, classes_, feature_norm))
 
     # --------------------------------------------------------- accounting
 

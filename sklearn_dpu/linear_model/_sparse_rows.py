@@ -42,7 +42,6 @@ from typing import Any
 import numpy as np
 import numpy.typing
 import scipy.sparse as sp
-from sklearn.utils.validation import check_array
 
 from .._row_threads import sum_over_row_ranges
 from ..privacy.clipping import _INSIDE, scales_to, storable_bound
@@ -72,24 +71,20 @@ def is_sparse(A: Any) -> bool:
     return sp.issparse(A)
 
 
-def canonical_sparse(X: Any, estimator: Any = None) -> Any:
+def canonical_sparse(X: Any) -> Any:
     """A validated training ``X`` as the rows its mechanisms may read.
 
     Dense ``X`` is returned as it is. A sparse ``X`` is copied (the caller's
     matrix is never edited), its duplicate entries summed (a row's values are
     what a dense row would hold: its norm, its clipping) and the sums checked
     finite: two finite duplicates can overflow to infinity, which would
-    escape the row's clipping. When the stored values themselves are not
-    finite (``X`` validated with ``ensure_all_finite=False``), the error is
-    scikit-learn's for ``estimator``. Called in validation, before any charge.
+    escape the row's clipping. Called in validation, before any charge.
     """
     if not is_sparse(X):
         return X
-    given = X
     X = sp.csr_array(X, copy=True)
     X.sum_duplicates()
     if not np.all(np.isfinite(X.data)):
-        check_array(given, accept_sparse=True, dtype=None, input_name="X", estimator=estimator)
         raise ValueError(
             f"Input X contains infinity or a value too large for {X.dtype!r} (after "
             "summing the sparse matrix's duplicate entries)."

@@ -33,7 +33,6 @@ from sklearn.utils.validation import validate_data
 from .._row_threads import sum_over_row_ranges
 from .._validation import (
     NonFiniteInputError,
-    encode_checking_finite,
     is_dask_collection,
     is_scratch,
 )
@@ -294,7 +293,6 @@ def encode_with_gram(
 
 
 def encode_training_data(
-    estimator: BaseEstimator,
     X: Any,
     y: np.ndarray,
     feature_norm: float,
@@ -307,19 +305,15 @@ def encode_training_data(
 
     ``X`` may come from :func:`validate_training_data` with ``finite=False``:
     the encoder meets every NaN or infinity on its way (in a row it checks
-    anyway, see :func:`_encode_block_into`), so the separate pass over the
-    data that scikit-learn's check costs is saved. On such an input,
-    scikit-learn's own check runs and raises its usual error (the message is
-    the one ``validate_data`` gives). Nothing is stored either way: call it
-    before anything is charged or changed.
+    anyway, see :func:`_encode_block_into`) and raises
+    :class:`~sklearn_dpu._validation.NonFiniteInputError`, so the separate
+    pass over the data that scikit-learn's check costs is saved. Run it in
+    :func:`~sklearn_dpu._validation.nonfinite_x_reported_first`, which turns
+    that error into scikit-learn's, before anything is charged or changed.
     """
     if is_dask_collection(X):
         return encode_with_gram_dask(X, y, feature_norm, center, half_range, fit_intercept)
-    return encode_checking_finite(
-        estimator,
-        X,
-        lambda: encode_with_gram(X, y, feature_norm, center, half_range, fit_intercept),
-    )
+    return encode_with_gram(X, y, feature_norm, center, half_range, fit_intercept)
 
 
 def _encode_block(X, y, feature_norm, center, half_range, fit_intercept):

@@ -1,6 +1,7 @@
 """A linear classifier trained by noisy mini-batch SGD, with exact insertions
 and deletions by coupling (dissertation Ch. 4 and App. C)."""
 
+from functools import partial
 from numbers import Integral, Real
 from typing import Any, Self
 
@@ -10,7 +11,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._compat import DELTA_CONSTRAINT, HasMethods, Interval, StrOptions, _fit_context, _num_samples
-from .._validation import is_dask_collection
+from .._validation import is_dask_collection, nonfinite_x_reported_first
 from ..base import PublicSizes
 from ..exceptions import UnlearningError
 from ..privacy.clipping import MIN_FLOAT32_NORM_BOUND
@@ -490,36 +491,37 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
             plan = ReleasePlan((), exact=False, restart=True)
 
         # With a public bound the clip is the pass that checks X is finite
-        # (_checked_encode); 'auto' bounds read X before it, so scikit-learn checks.
+        # (nonfinite_x_reported_first); an 'auto' bound reads X before it, so
+        # scikit-learn checks.
         public_bound = not is_auto(self.feature_norm)
 
         def validate():
             if is_dask_collection(X) and public_bound:  # rows stay on workers
                 return (*validate_dask(self, X, y, sample_id, classes), None)
-            Xv, yv = validate_data(
-                self, X, y, accept_sparse="csr", dtype=_DTYPES, ensure_all_finite=not public_bound
-            )
-            Xv = canonical_sparse(Xv, self)
-            check_classification_targets(yv)
-            if classes is None:
-                classes_ = np.unique(yv)
-            else:
-                classes_ = np.unique(np.asarray(classes))
-                if not np.isin(yv, classes_).all():
-                    raise ValueError("`classes` must include every label of y")
-            if len(classes_) < 2:
-                raise ValueError(
-                    f"{type(self).__name__} needs samples of at least 2 classes in "
-                    "the data, "
-                    f"but the data contain only one class: {classes_[0]!r}"
-                )
+            validated = partial(validate_data, self, X, y, accept_sparse="csr", dtype=_DTYPES)
+            with nonfinite_x_reported_first(validated):
+                Xv, yv = validated(ensure_all_finite=not public_bound)
+                Xv = canonical_sparse(Xv)
+                check_classification_targets(yv)
+                if classes is None:
+                    classes_ = np.unique(yv)
+                else:
+                    classes_ = np.unique(np.asarray(classes))
+                    if not np.isin(yv, classes_).all():
+                        raise ValueError("`classes` must include every label of y")
+                if len(classes_) < 2:
+                    raise ValueError(
+                        f"{type(self).__name__} needs samples of at least 2 classes in "
+                        "the data, "
+                        f"but the data contain only one class: {classes_[0]!r}"
+                    )
+                rows = None
+                if public_bound:
+                    rows = self._encode(Xv, yv, classes_, params.feature_norm)
             registry = new_registry(Xv, Xv.shape[1] + 1, dtype=np.float32)
             ids = registry.check_new_ids(
                 registry.default_ids(Xv.shape[0]) if sample_id is None else sample_id, Xv.shape[0]
             )
-            rows = None
-            if public_bound:
-                rows = self._checked_encode(Xv, yv, classes_, params.feature_norm)
             return registry, ids, (Xv, yv), classes_, rows
 
         given = classes is not None
@@ -599,21 +601,24 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
         plan = ReleasePlan(() if worst is None else (worst,), exact=False)
 
         def validate():
-            # The clip checks X is finite (_checked_encode): one pass over it.
-            Xv, yv = validate_data(
-                self, X, y, accept_sparse="csr", dtype=_DTYPES, reset=False, ensure_all_finite=False
+            # The clip is the pass that checks X is finite (nonfinite_x_reported_first),
+            # before the ids are looked up in the fitted registry.
+            validated = partial(
+                validate_data, self, X, y, accept_sparse="csr", dtype=_DTYPES, reset=False
             )
-            Xv = canonical_sparse(Xv, self)
-            if not np.isin(yv, self.classes_).all():
-                raise ValueError(
-                    f"y contains labels not in classes_={self.classes_!r}; a fitted "
-                    f"{type(self).__name__} cannot learn new classes (call fit)"
-                )
+            with nonfinite_x_reported_first(validated):
+                Xv, yv = validated(ensure_all_finite=False)
+                Xv = canonical_sparse(Xv)
+                if not np.isin(yv, self.classes_).all():
+                    raise ValueError(
+                        f"y contains labels not in classes_={self.classes_!r}; a fitted "
+                        f"{type(self).__name__} cannot learn new classes (call fit)"
+                    )
+                rows = self._encode(Xv, yv, self.classes_, ledger.params.feature_norm)
             registry = state.registry
             ids = registry.check_new_ids(
                 registry.default_ids(Xv.shape[0]) if sample_id is None else sample_id, Xv.shape[0]
             )
-            rows = self._checked_encode(Xv, yv, self.classes_, ledger.params.feature_norm)
             return ids, in_storage_of(rows, registry)
 
         def compute(data):
