@@ -39,7 +39,12 @@ def _logistic(**kwargs):
     return DPLogisticRegression(feature_norm=3.0, random_state=0, **kwargs)
 
 
+def _linear(**kwargs):
+    return DPLinearRegression(feature_norm=3.0, target_bound=2.0, random_state=0, **kwargs)
+
+
 ESTIMATORS = {"sgd": _sgd, "logistic": _logistic}
+ALL = {**ESTIMATORS, "linear": _linear}
 
 
 def _bad(bad, dtype=np.float64, sparse=False, row=317):
@@ -147,14 +152,17 @@ def _finiteness_checks(monkeypatch):
     return checked
 
 
-@pytest.mark.parametrize("name", list(ESTIMATORS))
+@pytest.mark.parametrize("name", ["sgd", "logistic", "linear"])
 def test_a_public_bound_fit_reads_x_for_finiteness_once(monkeypatch, name):
+    # scikit-learn's separate finiteness pass over X is folded into the clip
+    # (the encoding, for DPLinearRegression); y, n values, is still checked.
     checked = _finiteness_checks(monkeypatch)
-    est = ESTIMATORS[name]().fit(X, Y)
+    est = ALL[name]().fit(X, Y)
     assert "X" not in checked and "y" in checked
-    checked.clear()
-    est.partial_fit(X[:50], Y[:50])
-    assert "X" not in checked
+    if name != "linear":  # (DPLinearRegression's partial_fit checks X itself)
+        checked.clear()
+        est.partial_fit(X[:50], Y[:50])
+        assert "X" not in checked
 
 
 @pytest.mark.parametrize("name", list(ESTIMATORS))
@@ -176,13 +184,6 @@ def test_a_refit_with_a_public_bound_after_an_auto_one_clips_to_the_public_bound
     fresh = ESTIMATORS[name]().set_params(feature_norm=0.5).fit(X, Y)
     assert not hasattr(est, "feature_norm_")
     np.testing.assert_array_equal(est.coef_, fresh.coef_)
-
-
-def _linear(**kwargs):
-    return DPLinearRegression(feature_norm=3.0, target_bound=2.0, random_state=0, **kwargs)
-
-
-ALL = {**ESTIMATORS, "linear": _linear}
 
 
 def _y_with_nan():
