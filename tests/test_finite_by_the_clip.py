@@ -232,3 +232,39 @@ def test_errors_other_than_x_are_unchanged():
         est.fit(X, _y_with_nan())
     with pytest.raises(ValueError, match="at least 2 classes"):
         est.fit(X, np.zeros(len(Y)))
+
+
+@pytest.mark.parametrize("name", list(ESTIMATORS))
+def test_a_type_error_in_the_labels_does_not_hide_a_non_finite_x(name):
+    y = np.array(["a"] + [1] * 199 + ["b"] * 200, dtype=object)
+    X_bad = _bad(np.nan)
+    with pytest.raises(ValueError) as raised:
+        ESTIMATORS[name]().fit(X_bad, y)
+    assert str(raised.value) == _expected_message(X_bad, ESTIMATORS[name]())
+
+
+@pytest.mark.parametrize("name", list(ESTIMATORS))
+def test_a_refused_input_warns_once(name):
+    # The validation that runs again on failure is silent: scikit-learn's
+    # warnings (a column-vector y) appear once, not twice.
+    est = ESTIMATORS[name]().fit(X, Y)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(ValueError, match="not in classes_"):
+            est.partial_fit(X[:50], (Y[:50] + 5)[:, None])
+    assert len(caught) == 1, [str(w.message) for w in caught]
+
+
+@pytest.mark.parametrize("name", list(ALL))
+def test_under_assume_finite_a_non_finite_x_is_still_refused(name):
+    # scikit-learn skips its check; the clip still refuses, with a plain
+    # ValueError (the internal NonFiniteInputError does not reach users).
+    import sklearn
+
+    budget = PrivacyBudget(100.0, 1e-4)
+    est = ALL[name](budget=budget)
+    with sklearn.config_context(assume_finite=True):
+        with pytest.raises(ValueError, match="NaN or infinity") as raised:
+            est.fit(_bad(np.inf), Y)
+    assert type(raised.value) is ValueError
+    assert budget.spent().epsilon == 0.0

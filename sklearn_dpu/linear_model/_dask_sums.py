@@ -317,9 +317,7 @@ def validate_fit(estimator: Any, X: Any, y: Any) -> tuple[DaskInput, np.ndarray,
     return DaskInput(X, y), classes, None
 
 
-def design(
-    estimator: Any, X: Any, y_index: Any, rows: np.ndarray | None = None
-) -> tuple[np.ndarray, Any, Any]:
+def design(estimator: Any, X: Any, y_index: Any, rows: Any = None) -> tuple[Any, Any, Any]:
     """The registry rows, the design matrix and the loss a solver reads.
 
     In memory: the normalized rows (``rows`` when given, already computed),

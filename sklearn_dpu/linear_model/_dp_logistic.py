@@ -13,7 +13,6 @@ estimator's public API and the hooks of the release procedure of
 """
 
 import math
-from functools import partial
 from numbers import Integral, Real
 from typing import Any, Self
 
@@ -21,11 +20,10 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.special import expit, softmax
 from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._compat import DELTA_CONSTRAINT, HasMethods, Interval, StrOptions, _fit_context
-from .._validation import nonfinite_x_reported_first, output_dtype
+from .._validation import output_dtype
 from ..base import PrivateEstimatorMixin, PublicSizes
 from ..privacy.clipping import MIN_NORM_BOUND
 from ..privacy.ledger import ReleasePlan
@@ -40,7 +38,7 @@ from ._logistic_deletion import LogisticUnlearningState
 from ._logistic_solvers import normalized_rows, private_fit, private_sgd_pass
 from ._losses import LinearModelLoss
 from ._scores import ScoresToLabelsMixin
-from ._sparse_rows import canonical_sparse, in_storage_of, new_registry
+from ._sparse_rows import in_storage_of, new_registry
 from ._sufficient_statistics import is_dask_collection
 
 __all__ = ["DPLogisticRegression", "LogisticUnlearningState"]
@@ -56,7 +54,6 @@ _LABEL_SET_NOTE = (
 # Share of epsilon that feature_norm='auto' gives the row-norm bound.
 _SHARE = releases.SHARES.bounds
 # Input types kept (float32: see sklearn_dpu._validation); sparse input is CSR.
-_DTYPES = [np.float64, np.float32]
 
 
 class DPLogisticRegression(
@@ -384,26 +381,17 @@ class DPLogisticRegression(
 
     def _fit(self, X, y, sample_id, public_classes=None):
         self._check_public_params()
-        # With a public bound the clip is the pass that checks X is finite
-        # (nonfinite_x_reported_first); an 'auto' bound reads X before it, so
-        # scikit-learn checks.
         public_bound = not auto_bounds.is_auto(self.feature_norm)
 
         def validate():
             rows = None
             if is_dask_collection(X):  # rows normalized and kept on the workers
                 Xv, classes, y_index = dask_sums.validate_fit(self, X, y)
-                classes, y_index = self._label_set(classes, y_index, public_classes)
+                classes, y_index = updates.label_set(self, classes, y_index, public_classes)
             else:
-                validated = partial(validate_data, self, X, y, accept_sparse="csr", dtype=_DTYPES)
-                with nonfinite_x_reported_first(validated):
-                    Xv, yv = validated(ensure_all_finite=not public_bound)
-                    Xv = canonical_sparse(Xv)
-                    check_classification_targets(yv)
-                    classes, y_index = updates.encode_labels(yv)
-                    classes, y_index = self._label_set(classes, y_index, public_classes)
-                    if public_bound:
-                        rows = self._rows(Xv, y_index, self.feature_norm)
+                Xv, classes, y_index, rows = updates.validated_fit_data(
+                    self, X, y, public_classes, clip=public_bound
+                )
             registry = new_registry(Xv, self._n_coef(self.n_features_in_) + 1)
             ids = registry.check_new_ids(
                 registry.default_ids(Xv.shape[0]) if sample_id is None else sample_id, Xv.shape[0]
@@ -496,36 +484,8 @@ class DPLogisticRegression(
         bounds = auto_bounds.planned_bounds(self.get_params(deep=False), _SHARE) if first else ()
         plan = ReleasePlan((*bounds, planned), exact=False, restart=first)
 
-        # The clip is the pass that checks X is finite (nonfinite_x_reported_first),
-        # unless an 'auto' bound must first be drawn from X (the first call).
-        checked_by_clip = not (first and auto_bounds.is_auto(self.feature_norm))
-
         def validate():
-            validated = partial(
-                validate_data, self, X, y, accept_sparse="csr", dtype=_DTYPES, reset=first
-            )
-            with nonfinite_x_reported_first(validated):
-                Xv, yv = validated(ensure_all_finite=not checked_by_clip)
-                Xv = canonical_sparse(Xv)
-                check_classification_targets(yv)
-                if first:
-                    labels = np.unique(classes)
-                    if len(labels) < 2:
-                        raise ValueError("classes must contain at least 2 classes")
-                else:
-                    labels = self.classes_
-                unseen = np.setdiff1d(np.unique(yv), labels)
-                if unseen.size:
-                    raise ValueError(
-                        f"y contains labels {unseen.tolist()!r} that are not in classes_ "
-                        f"{labels.tolist()!r}: the label set is fixed at the first call; "
-                        "pass every label of the stream in `classes`"
-                    )
-                y_index = np.searchsorted(labels, yv)
-                rows = None
-                if checked_by_clip:  # the first call's bound is public; a later one's fixed
-                    bound = self.feature_norm if first else self._norm_bound()
-                    rows = self._rows(Xv, y_index, bound)
+            Xv, labels, y_index, rows = updates.validated_stream_data(self, X, y, classes, first)
             if first:
                 registry = new_registry(Xv, self._n_coef(Xv.shape[1]) + 1)
             else:
@@ -627,7 +587,7 @@ class DPLogisticRegression(
             For two classes, positive values predict ``classes_[1]``.
         """
         check_is_fitted(self)
-        X = validate_data(self, X, accept_sparse="csr", dtype=_DTYPES, reset=False)
+        X = validate_data(self, X, accept_sparse="csr", dtype=updates.INPUT_DTYPES, reset=False)
         scores = X @ self.coef_.T + self.intercept_
         return scores.ravel() if scores.shape[1] == 1 else scores
 
@@ -675,19 +635,6 @@ class DPLogisticRegression(
     def _normalize(self, X) -> np.ndarray:
         """Clip rows to ``feature_norm``, divide by it, add the intercept column."""
         return np.ascontiguousarray(self._rows(X, None)[:, :-1])
-
-    def _label_set(self, classes, y_index, public_classes):
-        """The fit's label set (``public_classes`` when given), checked
-        against the parameters before anything is charged."""
-        if public_classes is not None:
-            classes, y_index = updates.with_label_set(classes, y_index, public_classes)
-        if len(classes) < 2:
-            raise ValueError(
-                "DPLogisticRegression needs samples of at least 2 classes in the data, "
-                f"but the data contains only one class: {classes[0]!r}"
-            )
-        self._check_public_params(len(classes))
-        return classes, y_index
 
     def _rows(self, X, y_index, norm_bound: float | None = None) -> np.ndarray:
         """Registry rows ``[a, class index]`` with ``a`` the row normalized by

@@ -7,7 +7,6 @@ from typing import Any, Self
 
 import numpy as np
 from numpy.typing import ArrayLike
-from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._compat import DELTA_CONSTRAINT, HasMethods, Interval, StrOptions, _fit_context, _num_samples
@@ -20,7 +19,7 @@ from ..unlearning.ids import deletion_request, requested_ids
 from ..unlearning.report import DeletionPlan
 from ._auto_bounds import is_auto
 from ._coupled_sgd import InsertionRecord
-from ._sgd_base import BaseUnlearnableSGD
+from ._sgd_base import INPUT_DTYPES, BaseUnlearnableSGD
 from ._sgd_dask import validate_dask
 from ._sgd_edits import (
     delete_from_run,
@@ -31,9 +30,6 @@ from ._sgd_edits import (
 from ._sgd_plan import changed_run_params, check_sampling, run_params, schedule_run, size_bucket
 from ._sgd_releases import deletion_outcome, planned_fit
 from ._sparse_rows import canonical_sparse, in_storage_of, new_registry
-
-# Input types kept (see sklearn_dpu._validation); sparse input is CSR.
-_DTYPES = [np.float64, np.float32]
 
 __all__ = ["UnlearnableSGDClassifier", "schedule_run", "size_bucket"]
 
@@ -490,34 +486,13 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
         else:
             plan = ReleasePlan((), exact=False, restart=True)
 
-        # With a public bound the clip is the pass that checks X is finite
-        # (nonfinite_x_reported_first); an 'auto' bound reads X before it, so
-        # scikit-learn checks.
         public_bound = not is_auto(self.feature_norm)
 
         def validate():
             if is_dask_collection(X) and public_bound:  # rows stay on workers
                 return (*validate_dask(self, X, y, sample_id, classes), None)
-            validated = partial(validate_data, self, X, y, accept_sparse="csr", dtype=_DTYPES)
-            with nonfinite_x_reported_first(validated):
-                Xv, yv = validated(ensure_all_finite=not public_bound)
-                Xv = canonical_sparse(Xv)
-                check_classification_targets(yv)
-                if classes is None:
-                    classes_ = np.unique(yv)
-                else:
-                    classes_ = np.unique(np.asarray(classes))
-                    if not np.isin(yv, classes_).all():
-                        raise ValueError("`classes` must include every label of y")
-                if len(classes_) < 2:
-                    raise ValueError(
-                        f"{type(self).__name__} needs samples of at least 2 classes in "
-                        "the data, "
-                        f"but the data contain only one class: {classes_[0]!r}"
-                    )
-                rows = None
-                if public_bound:
-                    rows = self._encode(Xv, yv, classes_, params.feature_norm)
+            clip_bound = params.feature_norm if public_bound else None
+            Xv, yv, classes_, rows = self._validated_fit_data(X, y, classes, clip_bound)
             registry = new_registry(Xv, Xv.shape[1] + 1, dtype=np.float32)
             ids = registry.check_new_ids(
                 registry.default_ids(Xv.shape[0]) if sample_id is None else sample_id, Xv.shape[0]
@@ -604,7 +579,7 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
             # The clip is the pass that checks X is finite (nonfinite_x_reported_first),
             # before the ids are looked up in the fitted registry.
             validated = partial(
-                validate_data, self, X, y, accept_sparse="csr", dtype=_DTYPES, reset=False
+                validate_data, self, X, y, accept_sparse="csr", dtype=INPUT_DTYPES, reset=False
             )
             with nonfinite_x_reported_first(validated):
                 Xv, yv = validated(ensure_all_finite=False)

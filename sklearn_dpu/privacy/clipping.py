@@ -190,10 +190,11 @@ def clip_rows_l2(X: np.ndarray, max_norm: float, out: np.ndarray | None = None) 
     clipped: 88 ms before the blocks, 80-84 ms; 16% clipped: 135 ms, 97-104
     ms; all clipped: 122 ms. An ``UnlearnableSGDClassifier`` fit there with
     a bound that clips nearly every row took 520-540 ms, now 300 ms (2
-    threads: 340-360 ms, now 220 ms). A block holding a NaN or an infinity
-    raises :class:`~sklearn_dpu._validation.NonFiniteInputError`
-    (:func:`clip_block_into`), so a caller may skip scikit-learn's own
-    finiteness pass.
+    threads: 340-360 ms, now 220 ms). With ``out``, a block holding a NaN or
+    an infinity raises :class:`~sklearn_dpu._validation.NonFiniteInputError`
+    (:func:`clip_block_into`; earlier blocks are written), so a caller may
+    skip scikit-learn's own finiteness pass; without ``out``, such rows are
+    returned as they are.
 
     Examples
     --------
