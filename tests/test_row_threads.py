@@ -13,6 +13,7 @@ import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
 
 from sklearn_dpu import _row_threads
+from sklearn_dpu._validation import NonFiniteInputError
 from sklearn_dpu.linear_model import _binary_pass, _logistic_solvers
 from sklearn_dpu.linear_model._binary_pass import BinaryLogLossPass
 
@@ -328,7 +329,7 @@ def test_a_non_finite_row_in_a_later_range_raises(ranges):
     X = np.ones((1000, 3)) * 0.1
     X[-1, 0] = np.nan
     ranges(2)
-    with pytest.raises(ss.NonFiniteInputError):
+    with pytest.raises(NonFiniteInputError):
         ss.encode_with_gram(X, np.zeros(1000), 1.0, 0.0, 1.0, True)
 
 

@@ -317,10 +317,11 @@ def validate_fit(estimator: Any, X: Any, y: Any) -> tuple[DaskInput, np.ndarray,
     return DaskInput(X, y), classes, None
 
 
-def design(estimator: Any, X: Any, y_index: Any) -> tuple[np.ndarray, Any, Any]:
+def design(estimator: Any, X: Any, y_index: Any, rows: Any = None) -> tuple[Any, Any, Any]:
     """The registry rows, the design matrix and the loss a solver reads.
 
-    In memory: the normalized rows, their first columns and the loss. From a
+    In memory: the normalized rows (``rows`` when given, already computed),
+    their first columns and the loss. From a
     :class:`DaskInput`: the rows normalized (with the bound in use, released
     or public) and persisted on the workers, gathered once for the deletion
     registry, and a :class:`DaskLoss`, so that the solver's sums run on the
@@ -355,7 +356,8 @@ def design(estimator: Any, X: Any, y_index: Any) -> tuple[np.ndarray, Any, Any]:
         if not _on_a_cluster():  # the blocks are in this process: keep one copy, as views
             rows = DaskRows(_from_array(gathered, rows.rows.chunks[0]))
         return gathered, rows, DaskLoss(estimator._loss())
-    rows = estimator._rows(X, y_index)
+    if rows is None:
+        rows = estimator._rows(X, y_index)
     return rows, rows[:, :-1], estimator._loss()
 
 

@@ -10,6 +10,7 @@ privately estimated bounds in :mod:`sklearn_dpu.linear_model._linear_bounds`.
 """
 
 from dataclasses import replace
+from functools import partial
 from numbers import Integral, Real
 from typing import Any, Self
 
@@ -19,7 +20,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._compat import DELTA_CONSTRAINT, HasMethods, Interval, StrOptions, _fit_context
-from .._validation import cast_outputs, output_dtype
+from .._validation import cast_outputs, nonfinite_x_reported_first, output_dtype
 from ..base import PrivateEstimatorMixin, PublicSizes
 from ..privacy.calibration import gaussian_noise_multiplier
 from ..privacy.clipping import MIN_NORM_BOUND
@@ -385,8 +386,11 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         recipe = None if auto else self._recipe(frozen)
 
         def validate():
-            X_, y_, n_rows = validate_training_data(self, X, y, reset=True, finite=auto)
-            encoded = None if auto else self._encode(X_, y_, self.feature_norm, *target)
+            # Public bounds: the encoding is the pass that checks X is finite.
+            validated = partial(validate_training_data, self, X, y, reset=True)
+            with nonfinite_x_reported_first(validated):
+                X_, y_, n_rows = validated(finite=auto)
+                encoded = None if auto else self._encode(X_, y_, self.feature_norm, *target)
             registry = SampleRegistry(self.n_features_in_ + 1)
             ids = registry.default_ids(n_rows) if sample_id is None else sample_id
             return X_, y_, registry, registry.check_new_ids(ids, n_rows), encoded
@@ -666,9 +670,7 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         )
 
     def _encode(self, X, y, feature_norm, center, half_range):
-        return encode_training_data(
-            self, X, y, feature_norm, center, half_range, self.fit_intercept
-        )
+        return encode_training_data(X, y, feature_norm, center, half_range, self.fit_intercept)
 
     def _publish_bounds(self, bounds) -> None:
         """Publish the released bounds (DP releases); a public bound publishes nothing."""

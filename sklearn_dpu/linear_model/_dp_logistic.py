@@ -20,7 +20,6 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.special import expit, softmax
 from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._compat import DELTA_CONSTRAINT, HasMethods, Interval, StrOptions, _fit_context
@@ -39,7 +38,7 @@ from ._logistic_deletion import LogisticUnlearningState
 from ._logistic_solvers import normalized_rows, private_fit, private_sgd_pass
 from ._losses import LinearModelLoss
 from ._scores import ScoresToLabelsMixin
-from ._sparse_rows import canonical_sparse, in_storage_of, new_registry
+from ._sparse_rows import in_storage_of, new_registry
 from ._sufficient_statistics import is_dask_collection
 
 __all__ = ["DPLogisticRegression", "LogisticUnlearningState"]
@@ -55,7 +54,6 @@ _LABEL_SET_NOTE = (
 # Share of epsilon that feature_norm='auto' gives the row-norm bound.
 _SHARE = releases.SHARES.bounds
 # Input types kept (float32: see sklearn_dpu._validation); sparse input is CSR.
-_DTYPES = [np.float64, np.float32]
 
 
 class DPLogisticRegression(
@@ -383,35 +381,29 @@ class DPLogisticRegression(
 
     def _fit(self, X, y, sample_id, public_classes=None):
         self._check_public_params()
+        public_bound = not auto_bounds.is_auto(self.feature_norm)
 
         def validate():
+            rows = None
             if is_dask_collection(X):  # rows normalized and kept on the workers
                 Xv, classes, y_index = dask_sums.validate_fit(self, X, y)
+                classes, y_index = updates.label_set(self, classes, y_index, public_classes)
             else:
-                Xv, yv = validate_data(self, X, y, accept_sparse="csr", dtype=_DTYPES)
-                Xv = canonical_sparse(Xv)
-                check_classification_targets(yv)
-                classes, y_index = updates.encode_labels(yv)
-            if public_classes is not None:
-                classes, y_index = updates.with_label_set(classes, y_index, public_classes)
-            if len(classes) < 2:
-                raise ValueError(
-                    "DPLogisticRegression needs samples of at least 2 classes in the data, "
-                    f"but the data contains only one class: {classes[0]!r}"
+                Xv, classes, y_index, rows = updates.validated_fit_data(
+                    self, X, y, public_classes, clip=public_bound
                 )
-            self._check_public_params(len(classes))
             registry = new_registry(Xv, self._n_coef(self.n_features_in_) + 1)
             ids = registry.check_new_ids(
                 registry.default_ids(Xv.shape[0]) if sample_id is None else sample_id, Xv.shape[0]
             )
-            return Xv, classes, y_index, registry, ids
+            return Xv, classes, y_index, registry, ids, rows
 
         def compute(data):
-            Xv, classes, y_index, registry, ids = data
+            Xv, classes, y_index, registry, ids, rows = data
             self.classes_ = classes
             self._output_dtype = output_dtype(Xv)
             made = self._release_bound(Xv)
-            rows, A, loss = dask_sums.design(self, Xv, y_index)
+            rows, A, loss = dask_sums.design(self, Xv, y_index, rows)
             registry.add(ids, rows, chunk=1, adopt=True)
             state = LogisticUnlearningState(registry, self._frozen_params())
             params, rng = self._params(), release_generator(self.random_state, len(made))
@@ -493,30 +485,18 @@ class DPLogisticRegression(
         plan = ReleasePlan((*bounds, planned), exact=False, restart=first)
 
         def validate():
-            Xv, yv = validate_data(self, X, y, accept_sparse="csr", dtype=_DTYPES, reset=first)
-            Xv = canonical_sparse(Xv)
-            check_classification_targets(yv)
+            Xv, labels, y_index, rows = updates.validated_stream_data(self, X, y, classes, first)
             if first:
-                labels = np.unique(classes)
-                if len(labels) < 2:
-                    raise ValueError("classes must contain at least 2 classes")
                 registry = new_registry(Xv, self._n_coef(Xv.shape[1]) + 1)
             else:
-                labels, registry = self.classes_, state.registry
-            unseen = np.setdiff1d(np.unique(yv), labels)
-            if unseen.size:
-                raise ValueError(
-                    f"y contains labels {unseen.tolist()!r} that are not in classes_ "
-                    f"{labels.tolist()!r}: the label set is fixed at the first call; pass "
-                    "every label of the stream in `classes`"
-                )
+                registry = state.registry
             ids = registry.check_new_ids(
                 registry.default_ids(Xv.shape[0]) if sample_id is None else sample_id, Xv.shape[0]
             )
-            return Xv, yv, labels, registry, ids
+            return Xv, y_index, labels, registry, ids, rows
 
         def compute(data):
-            Xv, yv, labels, registry, ids = data
+            Xv, y_index, labels, registry, ids, rows = data
             made = []
             if first:
                 self.classes_ = labels
@@ -529,8 +509,7 @@ class DPLogisticRegression(
                 n_ledger = len(self.privacy_ledger_)
                 theta0 = self.unlearning_state_.chunks[-1].theta
             registry = self.unlearning_state_.registry
-            y_index = np.searchsorted(labels, yv)
-            rows = in_storage_of(self._rows(Xv, y_index), registry)
+            rows = in_storage_of(self._rows(Xv, y_index) if rows is None else rows, registry)
             rng = release_generator(self.random_state, n_ledger)
             model, mechanisms = private_sgd_pass(
                 self._params(), self._loss(), rows[:, :-1], y_index, theta0, rng
@@ -608,7 +587,7 @@ class DPLogisticRegression(
             For two classes, positive values predict ``classes_[1]``.
         """
         check_is_fitted(self)
-        X = validate_data(self, X, accept_sparse="csr", dtype=_DTYPES, reset=False)
+        X = validate_data(self, X, accept_sparse="csr", dtype=updates.INPUT_DTYPES, reset=False)
         scores = X @ self.coef_.T + self.intercept_
         return scores.ravel() if scores.shape[1] == 1 else scores
 
@@ -657,9 +636,12 @@ class DPLogisticRegression(
         """Clip rows to ``feature_norm``, divide by it, add the intercept column."""
         return np.ascontiguousarray(self._rows(X, None)[:, :-1])
 
-    def _rows(self, X, y_index) -> np.ndarray:
-        """Registry rows ``[a, class index]`` with ``a`` the normalized row."""
-        return normalized_rows(X, y_index, self._norm_bound(), bool(self.fit_intercept))
+    def _rows(self, X, y_index, norm_bound: float | None = None) -> np.ndarray:
+        """Registry rows ``[a, class index]`` with ``a`` the row normalized by
+        ``norm_bound`` (default: the bound in use)."""
+        if norm_bound is None:
+            norm_bound = self._norm_bound()
+        return normalized_rows(X, y_index, norm_bound, bool(self.fit_intercept))
 
     def _params(self) -> releases.ReleaseParams:
         """The public parameters a release reads (``'auto'``: the model's share)."""

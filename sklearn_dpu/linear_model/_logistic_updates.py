@@ -4,8 +4,10 @@ that read and write the estimator's state.
 The public class (``_dp_logistic.py``) is the API and the release hooks of
 :class:`~sklearn_dpu.base.PrivateEstimatorMixin`; the functions here carry
 out one deletion request (:func:`delete_samples`, planned and charged through
-:meth:`~sklearn_dpu.base.PrivateEstimatorMixin._run_deletion`) and set the
-fitted attributes from the released model (:func:`publish`). The recipes they
+:meth:`~sklearn_dpu.base.PrivateEstimatorMixin._run_deletion`), set the
+fitted attributes from the released model (:func:`publish`) and validate
+in-memory training data (:func:`validated_fit_data`,
+:func:`validated_stream_data`), the clip checking that ``X`` is finite. The recipes they
 call are in :mod:`sklearn_dpu.linear_model._logistic_deletion`,
 :mod:`sklearn_dpu.linear_model._langevin` and
 :mod:`sklearn_dpu.linear_model._auto_bounds`.
@@ -13,15 +15,19 @@ call are in :mod:`sklearn_dpu.linear_model._logistic_deletion`,
 
 from collections import Counter
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import validate_data
 
-from .._validation import cast_outputs
+from .._validation import cast_outputs, nonfinite_x_reported_first
 from . import _auto_bounds as auto_bounds
 from . import _langevin as langevin
 from . import _logistic_deletion as deletion
+from ._sparse_rows import canonical_sparse
 
 __all__ = ["delete_samples", "encode_labels", "publish"]
 
@@ -110,6 +116,70 @@ def publish(estimator: Any) -> None:
     est.C_ = 1.0 / (config.Lambda * est._norm_bound() ** 2)
     est.n_iter_ = int(last.n_iter)
     cast_outputs(est)  # float32 in, float32 out (LogisticRegression's)
+
+
+#: Input types kept (see sklearn_dpu._validation); sparse input is CSR.
+INPUT_DTYPES = [np.float64, np.float32]
+
+
+def validated_fit_data(estimator: Any, X: Any, y: Any, public_classes: Any, clip: bool) -> tuple:
+    """``fit``'s validation of in-memory ``X, y``: ``(X, classes, y_index,
+    rows)``, ``rows`` the registry rows when ``clip`` (a public bound: the
+    clip is the pass that checks ``X`` is finite, see
+    :func:`~sklearn_dpu._validation.nonfinite_x_reported_first`), else
+    ``None`` (an 'auto' bound reads ``X`` first: scikit-learn checks it)."""
+    validated = partial(validate_data, estimator, X, y, accept_sparse="csr", dtype=INPUT_DTYPES)
+    with nonfinite_x_reported_first(validated):
+        Xv, yv = validated(ensure_all_finite=not clip)
+        Xv = canonical_sparse(Xv)
+        check_classification_targets(yv)
+        classes, y_index = label_set(estimator, *encode_labels(yv), public_classes)
+        rows = estimator._rows(Xv, y_index, estimator.feature_norm) if clip else None
+    return Xv, classes, y_index, rows
+
+
+def validated_stream_data(estimator: Any, X: Any, y: Any, classes: Any, first: bool) -> tuple:
+    """``partial_fit``'s validation: ``(X, labels, y_index, rows)``, the
+    registry rows clipped in the pass that checks ``X`` is finite, unless the
+    first call must draw an 'auto' bound from ``X`` first (then ``None``)."""
+    clip = not (first and auto_bounds.is_auto(estimator.feature_norm))
+    validated = partial(
+        validate_data, estimator, X, y, accept_sparse="csr", dtype=INPUT_DTYPES, reset=first
+    )
+    with nonfinite_x_reported_first(validated):
+        Xv, yv = validated(ensure_all_finite=not clip)
+        Xv = canonical_sparse(Xv)
+        check_classification_targets(yv)
+        labels = np.unique(classes) if first else estimator.classes_
+        if first and len(labels) < 2:
+            raise ValueError("classes must contain at least 2 classes")
+        unseen = np.setdiff1d(np.unique(yv), labels)
+        if unseen.size:
+            raise ValueError(
+                f"y contains labels {unseen.tolist()!r} that are not in classes_ "
+                f"{labels.tolist()!r}: the label set is fixed at the first call; pass "
+                "every label of the stream in `classes`"
+            )
+        y_index = np.searchsorted(labels, yv)
+        rows = None
+        if clip:  # the first call's bound is public; a later one's is fixed
+            bound = estimator.feature_norm if first else estimator._norm_bound()
+            rows = estimator._rows(Xv, y_index, bound)
+    return Xv, labels, y_index, rows
+
+
+def label_set(estimator: Any, classes: np.ndarray, y_index: Any, public_classes: Any) -> tuple:
+    """The fit's label set (``public_classes`` when given) and ``y``'s
+    indices in it, checked against the parameters before anything is charged."""
+    if public_classes is not None:
+        classes, y_index = with_label_set(classes, y_index, public_classes)
+    if len(classes) < 2:
+        raise ValueError(
+            "DPLogisticRegression needs samples of at least 2 classes in the data, "
+            f"but the data contains only one class: {classes[0]!r}"
+        )
+    estimator._check_public_params(len(classes))
+    return classes, y_index
 
 
 def with_label_set(

@@ -13,15 +13,22 @@ App. C).
 
 import dataclasses
 import math
+from functools import partial
 
 import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.metaestimators import available_if
+from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._row_threads import map_row_ranges
-from .._validation import cast_outputs, is_dask_collection, output_dtype
+from .._validation import (
+    cast_outputs,
+    is_dask_collection,
+    nonfinite_x_reported_first,
+    output_dtype,
+)
 from ..base import PrivateEstimatorMixin
 from ..privacy.clipping import clip_rows_l2
 from ..privacy.ledger import PrivacySpent, Release, privacy_spent
@@ -33,7 +40,7 @@ from ._sgd_dask import WorkerRows
 from ._sgd_edits import SGDEditLedger, start_run
 from ._sgd_plan import BOUND_EPSILON_SHARE, SGDParams, schedule_run
 from ._sgd_releases import count_mechanism, fit_ledger
-from ._sparse_rows import clip_sparse, is_sparse, sparse_clipped_rows
+from ._sparse_rows import canonical_sparse, clip_sparse, is_sparse, sparse_clipped_rows
 
 __all__ = ["BaseUnlearnableSGD"]
 
@@ -44,6 +51,10 @@ _STORAGE_MARGIN = 1.0 - 1e-6
 
 def _has_proba(estimator) -> bool:
     return get_loss(estimator.loss).has_proba
+
+
+#: Input types kept (see sklearn_dpu._validation); sparse input is CSR.
+INPUT_DTYPES = [np.float64, np.float32]
 
 
 class BaseUnlearnableSGD(
@@ -118,6 +129,33 @@ class BaseUnlearnableSGD(
         rows[:, -1] = codes
         return rows
 
+    def _validated_fit_data(self, X, y, classes, clip_bound: float | None) -> tuple:
+        """``fit``'s validation of in-memory ``X, y``: ``(X, y, classes_,
+        rows)``, ``rows`` the encoded rows when the bound is public
+        (``clip_bound``: the clip is the pass that checks ``X`` is finite, see
+        :func:`~sklearn_dpu._validation.nonfinite_x_reported_first`), else
+        ``None`` (an 'auto' bound reads ``X`` first: scikit-learn checks it)."""
+        clip = clip_bound is not None
+        validated = partial(validate_data, self, X, y, accept_sparse="csr", dtype=INPUT_DTYPES)
+        with nonfinite_x_reported_first(validated):
+            Xv, yv = validated(ensure_all_finite=not clip)
+            Xv = canonical_sparse(Xv)
+            check_classification_targets(yv)
+            if classes is None:
+                classes_ = np.unique(yv)
+            else:
+                classes_ = np.unique(np.asarray(classes))
+                if not np.isin(yv, classes_).all():
+                    raise ValueError("`classes` must include every label of y")
+            if len(classes_) < 2:
+                raise ValueError(
+                    f"{type(self).__name__} needs samples of at least 2 classes in "
+                    "the data, "
+                    f"but the data contain only one class: {classes_[0]!r}"
+                )
+            rows = self._encode(Xv, yv, classes_, clip_bound) if clip else None
+        return Xv, yv, classes_, rows
+
     # --------------------------------------------------------- accounting
 
     def _ledger_delta(self) -> float:
@@ -165,10 +203,13 @@ class BaseUnlearnableSGD(
         self.feature_norm_, made = draw_bound(X, mechanism, self.random_state)
         return dataclasses.replace(params, feature_norm=self.feature_norm_), [made]
 
-    def _train(self, params, classes_given: bool, registry, ids, data, classes_):
-        """Draw the bound ('auto') and the count, train the run; return the releases."""
+    def _train(self, params, classes_given: bool, registry, ids, data, classes_, rows):
+        """Draw the bound ('auto') and the count, train the run; return the
+        releases. ``rows``: the encoded ``data`` when the bound is public
+        (encoded during validation), else ``None``."""
         params, made = self._release_bound(params, data[0])
-        rows = self._encode(*data, classes_, params.feature_norm)
+        if rows is None:
+            rows = self._encode(*data, classes_, params.feature_norm)
         n, n_features = len(rows), rows.shape[1] - 1
         rng = release_generator(self.random_state, len(made))
         if params.schedule_size is not None:

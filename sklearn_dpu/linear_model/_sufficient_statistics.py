@@ -28,10 +28,14 @@ import numpy as np
 import scipy.linalg
 from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator
-from sklearn.utils.validation import check_array, validate_data
+from sklearn.utils.validation import validate_data
 
 from .._row_threads import sum_over_row_ranges
-from .._validation import is_dask_collection, is_scratch
+from .._validation import (
+    NonFiniteInputError,
+    is_dask_collection,
+    is_scratch,
+)
 from ..privacy.clipping import _INSIDE, FIXED_POINT_BITS, clip_rows_l2, clip_scales, to_fixed_point
 from ..unlearning.row_store import active_directory, gather_blocks
 from ._lifted_solve import lifted_solve
@@ -47,7 +51,6 @@ __all__ = [
     "encode_with_gram",
     "encode_with_gram_dask",
     "encode_training_data",
-    "NonFiniteInputError",
     "gram_of_codes",
     "subtract_gram_of_codes",
     "is_dask_collection",
@@ -289,12 +292,7 @@ def encode_with_gram(
     return codes, gram
 
 
-class NonFiniteInputError(ValueError):
-    """``X`` holds a NaN or an infinity (found while encoding)."""
-
-
 def encode_training_data(
-    estimator: BaseEstimator,
     X: Any,
     y: np.ndarray,
     feature_norm: float,
@@ -307,19 +305,15 @@ def encode_training_data(
 
     ``X`` may come from :func:`validate_training_data` with ``finite=False``:
     the encoder meets every NaN or infinity on its way (in a row it checks
-    anyway, see :func:`_encode_block_into`), so the separate pass over the
-    data that scikit-learn's check costs is saved. On such an input,
-    scikit-learn's own check runs and raises its usual error (the message is
-    the one ``validate_data`` gives). Nothing is stored either way: call it
-    before anything is charged or changed.
+    anyway, see :func:`_encode_block_into`) and raises
+    :class:`~sklearn_dpu._validation.NonFiniteInputError`, so the separate
+    pass over the data that scikit-learn's check costs is saved. Run it in
+    :func:`~sklearn_dpu._validation.nonfinite_x_reported_first`, which turns
+    that error into scikit-learn's, before anything is charged or changed.
     """
     if is_dask_collection(X):
         return encode_with_gram_dask(X, y, feature_norm, center, half_range, fit_intercept)
-    try:
-        return encode_with_gram(X, y, feature_norm, center, half_range, fit_intercept)
-    except NonFiniteInputError:
-        check_array(X, dtype=None, input_name="X", estimator=estimator)
-        raise
+    return encode_with_gram(X, y, feature_norm, center, half_range, fit_intercept)
 
 
 def _encode_block(X, y, feature_norm, center, half_range, fit_intercept):

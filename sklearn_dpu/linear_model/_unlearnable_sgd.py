@@ -1,16 +1,16 @@
 """A linear classifier trained by noisy mini-batch SGD, with exact insertions
 and deletions by coupling (dissertation Ch. 4 and App. C)."""
 
+from functools import partial
 from numbers import Integral, Real
 from typing import Any, Self
 
 import numpy as np
 from numpy.typing import ArrayLike
-from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._compat import DELTA_CONSTRAINT, HasMethods, Interval, StrOptions, _fit_context, _num_samples
-from .._validation import is_dask_collection
+from .._validation import is_dask_collection, nonfinite_x_reported_first
 from ..base import PublicSizes
 from ..exceptions import UnlearningError
 from ..privacy.clipping import MIN_FLOAT32_NORM_BOUND
@@ -19,7 +19,7 @@ from ..unlearning.ids import deletion_request, requested_ids
 from ..unlearning.report import DeletionPlan
 from ._auto_bounds import is_auto
 from ._coupled_sgd import InsertionRecord
-from ._sgd_base import BaseUnlearnableSGD
+from ._sgd_base import INPUT_DTYPES, BaseUnlearnableSGD
 from ._sgd_dask import validate_dask
 from ._sgd_edits import (
     delete_from_run,
@@ -30,9 +30,6 @@ from ._sgd_edits import (
 from ._sgd_plan import changed_run_params, check_sampling, run_params, schedule_run, size_bucket
 from ._sgd_releases import deletion_outcome, planned_fit
 from ._sparse_rows import canonical_sparse, in_storage_of, new_registry
-
-# Input types kept (see sklearn_dpu._validation); sparse input is CSR.
-_DTYPES = [np.float64, np.float32]
 
 __all__ = ["UnlearnableSGDClassifier", "schedule_run", "size_bucket"]
 
@@ -489,29 +486,18 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
         else:
             plan = ReleasePlan((), exact=False, restart=True)
 
+        public_bound = not is_auto(self.feature_norm)
+
         def validate():
-            if is_dask_collection(X) and not is_auto(self.feature_norm):  # rows stay on workers
-                return validate_dask(self, X, y, sample_id, classes)
-            Xv, yv = validate_data(self, X, y, accept_sparse="csr", dtype=_DTYPES)
-            Xv = canonical_sparse(Xv)
-            check_classification_targets(yv)
-            if classes is None:
-                classes_ = np.unique(yv)
-            else:
-                classes_ = np.unique(np.asarray(classes))
-                if not np.isin(yv, classes_).all():
-                    raise ValueError("`classes` must include every label of y")
-            if len(classes_) < 2:
-                raise ValueError(
-                    f"{type(self).__name__} needs samples of at least 2 classes in "
-                    "the data, "
-                    f"but the data contain only one class: {classes_[0]!r}"
-                )
+            if is_dask_collection(X) and public_bound:  # rows stay on workers
+                return (*validate_dask(self, X, y, sample_id, classes), None)
+            clip_bound = params.feature_norm if public_bound else None
+            Xv, yv, classes_, rows = self._validated_fit_data(X, y, classes, clip_bound)
             registry = new_registry(Xv, Xv.shape[1] + 1, dtype=np.float32)
             ids = registry.check_new_ids(
                 registry.default_ids(Xv.shape[0]) if sample_id is None else sample_id, Xv.shape[0]
             )
-            return registry, ids, (Xv, yv), classes_
+            return registry, ids, (Xv, yv), classes_, rows
 
         given = classes is not None
         self._run_update("fit", plan, validate, lambda data: self._train(params, given, *data))
@@ -590,18 +576,24 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
         plan = ReleasePlan(() if worst is None else (worst,), exact=False)
 
         def validate():
-            Xv, yv = validate_data(self, X, y, accept_sparse="csr", dtype=_DTYPES, reset=False)
-            Xv = canonical_sparse(Xv)
-            if not np.isin(yv, self.classes_).all():
-                raise ValueError(
-                    f"y contains labels not in classes_={self.classes_!r}; a fitted "
-                    f"{type(self).__name__} cannot learn new classes (call fit)"
-                )
+            # The clip is the pass that checks X is finite (nonfinite_x_reported_first),
+            # before the ids are looked up in the fitted registry.
+            validated = partial(
+                validate_data, self, X, y, accept_sparse="csr", dtype=INPUT_DTYPES, reset=False
+            )
+            with nonfinite_x_reported_first(validated):
+                Xv, yv = validated(ensure_all_finite=False)
+                Xv = canonical_sparse(Xv)
+                if not np.isin(yv, self.classes_).all():
+                    raise ValueError(
+                        f"y contains labels not in classes_={self.classes_!r}; a fitted "
+                        f"{type(self).__name__} cannot learn new classes (call fit)"
+                    )
+                rows = self._encode(Xv, yv, self.classes_, ledger.params.feature_norm)
             registry = state.registry
             ids = registry.check_new_ids(
                 registry.default_ids(Xv.shape[0]) if sample_id is None else sample_id, Xv.shape[0]
             )
-            rows = self._encode(Xv, yv, self.classes_, ledger.params.feature_norm)
             return ids, in_storage_of(rows, registry)
 
         def compute(data):
