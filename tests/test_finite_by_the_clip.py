@@ -282,3 +282,15 @@ def test_auto_bounds_under_assume_finite_check_x_before_the_charge():
             est.fit(_bad(np.nan), Y.astype(float))
     assert budget.spent().epsilon == 0.0
     assert not hasattr(est, "coef_")
+
+
+def test_linear_partial_fit_under_assume_finite_refuses_nan_before_the_charge():
+    import sklearn
+
+    budget = PrivacyBudget(100.0, 1e-4)
+    est = _linear(budget=budget).fit(X[:200], Y[:200].astype(float))
+    spent = budget.spent().epsilon
+    with sklearn.config_context(assume_finite=True):
+        with pytest.raises(ValueError, match="Input X contains NaN"):
+            est.partial_fit(_bad(np.nan, row=250)[200:], Y[200:].astype(float))
+    assert budget.spent().epsilon == spent

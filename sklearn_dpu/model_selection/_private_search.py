@@ -28,7 +28,6 @@ from ._search_progress import print_candidates as _print_candidates
 from ._search_results import Split as _Split
 from ._search_results import (
     candidate_points,
-    check_values_like_candidates,
     cv_results,
     fit_candidate,
     public_sizes,
@@ -510,7 +509,6 @@ class PrivateGridSearch(
             plan = ReleasePlan((), exact=False, restart=True)
 
         def validate():
-            check_values_like_candidates(self, X, y)  # (the random-run plans charge first)
             return split_rows(X, y, sample_id, rng, self.validation_fraction)
 
         def compute(split):

@@ -16,23 +16,14 @@ import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.base import clone, is_classifier
 from sklearn.model_selection import ParameterGrid, ParameterSampler
-from sklearn.pipeline import Pipeline
-from sklearn.utils import get_tags
-from sklearn.utils.validation import check_X_y, indexable
+from sklearn.utils.validation import indexable
 
-from .._validation import is_dask_collection
 from ..base import PublicSizes
 from ..privacy.ledger import Release
 from ..privacy.random import release_generator
 from ..unlearning.report import DeletionCost
 
-__all__ = [
-    "candidate_points",
-    "candidates",
-    "check_values_like_candidates",
-    "cv_results",
-    "split_rows",
-]
+__all__ = ["candidate_points", "candidates", "cv_results", "split_rows"]
 
 #: The stream of ``release_generator`` that samples ``param_distributions``
 #: (streams 0 and 1 are the split/candidates' seeds and the selection).
@@ -126,36 +117,6 @@ class Split:
     y_val: np.ndarray
     validation_ids: np.ndarray
     full: tuple = ()  # (X, y, ids): every row, for a refit
-
-
-def check_values_like_candidates(search: Any, X: Any, y: Any) -> None:
-    """Refuse, before anything is charged, in-memory data whose values every
-    candidate would refuse: a NaN or an infinity in ``X`` (a NaN is let
-    through when the estimator's tags allow it, or, for a pipeline, its first
-    step's: an imputer) or in ``y``, with scikit-learn's message.
-
-    The random-run methods charge their exact plan before the candidates
-    are fitted, so an error from the candidates' own validation came after
-    the charge. Dask collections are checked by the candidates, on the
-    workers.
-    """
-    if is_dask_collection(X) or is_dask_collection(y):
-        return
-    first = search.estimator
-    while isinstance(first, Pipeline):  # (a pipeline's own tags do not say)
-        first = next(step for _, step in first.steps if step not in (None, "passthrough"))
-    allow_nan = get_tags(first).input_tags.allow_nan
-    check_X_y(
-        X,
-        y,
-        accept_sparse=True,
-        dtype=None,
-        ensure_all_finite="allow-nan" if allow_nan else True,
-        ensure_2d=False,
-        allow_nd=True,
-        multi_output=True,
-        estimator=search,
-    )
 
 
 def split_rows(
