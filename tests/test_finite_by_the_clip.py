@@ -264,7 +264,33 @@ def test_under_assume_finite_a_non_finite_x_is_still_refused(name):
     budget = PrivacyBudget(100.0, 1e-4)
     est = ALL[name](budget=budget)
     with sklearn.config_context(assume_finite=True):
-        with pytest.raises(ValueError, match="NaN or infinity") as raised:
+        with pytest.raises(ValueError, match="infinity") as raised:
             est.fit(_bad(np.inf), Y)
     assert type(raised.value) is ValueError
     assert budget.spent().epsilon == 0.0
+
+
+def test_auto_bounds_under_assume_finite_check_x_before_the_charge():
+    # The 'auto' bounds are charged before they are drawn from X: their
+    # finiteness check runs whatever scikit-learn's assume_finite says.
+    import sklearn
+
+    budget = PrivacyBudget(100.0, 1e-4)
+    est = DPLinearRegression(feature_norm="auto", target_bound=2.0, budget=budget)
+    with sklearn.config_context(assume_finite=True):
+        with pytest.raises(ValueError, match="Input X contains NaN"):
+            est.fit(_bad(np.nan), Y.astype(float))
+    assert budget.spent().epsilon == 0.0
+    assert not hasattr(est, "coef_")
+
+
+def test_linear_partial_fit_under_assume_finite_refuses_nan_before_the_charge():
+    import sklearn
+
+    budget = PrivacyBudget(100.0, 1e-4)
+    est = _linear(budget=budget).fit(X[:200], Y[:200].astype(float))
+    spent = budget.spent().epsilon
+    with sklearn.config_context(assume_finite=True):
+        with pytest.raises(ValueError, match="Input X contains NaN"):
+            est.partial_fit(_bad(np.nan, row=250)[200:], Y[200:].astype(float))
+    assert budget.spent().epsilon == spent

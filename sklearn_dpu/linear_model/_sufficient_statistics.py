@@ -22,11 +22,13 @@ References
    ICML 2017.
 """
 
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.linalg
 from numpy.typing import ArrayLike
+from sklearn import config_context
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import validate_data
 
@@ -589,18 +591,22 @@ def validate_training_data(
     ``finite=False``, and block-wise when encoded. With
     ``finite=False`` the values of ``X`` are not checked for NaN and
     infinities (``y`` always is): the caller must pass it through
-    :func:`encode_training_data`, which does, before using it.
+    :func:`encode_training_data`, which does, before using it. With
+    ``finite=True`` they are checked even under
+    ``sklearn.config_context(assume_finite=True)``: the 'auto' bounds are
+    charged before they are drawn from ``X``, and a NaN would reach them.
     """
     if not is_dask_collection(X):
-        X, y = validate_data(
-            estimator,
-            X,
-            y,
-            dtype=[np.float64, np.float32],
-            y_numeric=True,
-            reset=reset,
-            ensure_all_finite=finite,
-        )
+        with config_context(assume_finite=False) if finite else nullcontext():
+            X, y = validate_data(
+                estimator,
+                X,
+                y,
+                dtype=[np.float64, np.float32],
+                y_numeric=True,
+                reset=reset,
+                ensure_all_finite=finite,
+            )
         return X, y, len(X)
     n_rows, n_features = X.shape
     if np.isnan(n_rows):
