@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "INPUT_DTYPES",
     "NonFiniteInputError",
     "cast_outputs",
     "is_dask_collection",
@@ -33,6 +34,10 @@ __all__ = [
     "nonfinite_x_reported_first",
     "output_dtype",
 ]
+
+#: The input types the estimators keep (float32 stays float32); anything
+#: else is converted to float64 by scikit-learn's validation.
+INPUT_DTYPES = [np.float64, np.float32]
 
 
 class NonFiniteInputError(ValueError):

@@ -23,7 +23,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._compat import DELTA_CONSTRAINT, HasMethods, Interval, StrOptions, _fit_context
-from .._validation import output_dtype
+from .._validation import INPUT_DTYPES, output_dtype
 from ..base import PrivateEstimatorMixin, PublicSizes
 from ..privacy.clipping import MIN_NORM_BOUND
 from ..privacy.ledger import ReleasePlan
@@ -53,7 +53,6 @@ _LABEL_SET_NOTE = (
 
 # Share of epsilon that feature_norm='auto' gives the row-norm bound.
 _SHARE = releases.SHARES.bounds
-# Input types kept (float32: see sklearn_dpu._validation); sparse input is CSR.
 
 
 class DPLogisticRegression(
@@ -587,7 +586,7 @@ class DPLogisticRegression(
             For two classes, positive values predict ``classes_[1]``.
         """
         check_is_fitted(self)
-        X = validate_data(self, X, accept_sparse="csr", dtype=updates.INPUT_DTYPES, reset=False)
+        X = validate_data(self, X, accept_sparse="csr", dtype=INPUT_DTYPES, reset=False)
         scores = X @ self.coef_.T + self.intercept_
         return scores.ravel() if scores.shape[1] == 1 else scores
 

@@ -59,6 +59,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
 from .._progress import step_ticker
+from .._validation import INPUT_DTYPES
 from ..privacy.langevin import LangevinRun, unlearning_rho, unlearning_steps, zcdp_epsilon
 from ..privacy.ledger import Release, ReleasePlan
 from ..privacy.mechanisms import GaussianCount, GaussianDP
@@ -455,7 +456,7 @@ def refit_with_rows(
 
     def validate():
         Xv, yv = validate_data(
-            estimator, X, y, accept_sparse="csr", dtype=[np.float64, np.float32], reset=False
+            estimator, X, y, accept_sparse="csr", dtype=INPUT_DTYPES, reset=False
         )
         Xv = canonical_sparse(Xv)
         check_classification_targets(yv)

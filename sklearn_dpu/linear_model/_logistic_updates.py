@@ -7,8 +7,8 @@ out one deletion request (:func:`delete_samples`, planned and charged through
 :meth:`~sklearn_dpu.base.PrivateEstimatorMixin._run_deletion`), set the
 fitted attributes from the released model (:func:`publish`) and validate
 in-memory training data (:func:`validated_fit_data`,
-:func:`validated_stream_data`), the clip checking that ``X`` is finite. The recipes they
-call are in :mod:`sklearn_dpu.linear_model._logistic_deletion`,
+:func:`validated_stream_data`), the clip checking that ``X`` is finite. The
+recipes they call are in :mod:`sklearn_dpu.linear_model._logistic_deletion`,
 :mod:`sklearn_dpu.linear_model._langevin` and
 :mod:`sklearn_dpu.linear_model._auto_bounds`.
 """
@@ -23,7 +23,7 @@ from numpy.typing import ArrayLike
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
-from .._validation import cast_outputs, nonfinite_x_reported_first
+from .._validation import INPUT_DTYPES, cast_outputs, nonfinite_x_reported_first
 from . import _auto_bounds as auto_bounds
 from . import _langevin as langevin
 from . import _logistic_deletion as deletion
@@ -116,10 +116,6 @@ def publish(estimator: Any) -> None:
     est.C_ = 1.0 / (config.Lambda * est._norm_bound() ** 2)
     est.n_iter_ = int(last.n_iter)
     cast_outputs(est)  # float32 in, float32 out (LogisticRegression's)
-
-
-#: Input types kept (see sklearn_dpu._validation); sparse input is CSR.
-INPUT_DTYPES = [np.float64, np.float32]
 
 
 def validated_fit_data(estimator: Any, X: Any, y: Any, public_classes: Any, clip: bool) -> tuple:

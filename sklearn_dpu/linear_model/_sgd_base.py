@@ -24,6 +24,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._row_threads import map_row_ranges
 from .._validation import (
+    INPUT_DTYPES,
     cast_outputs,
     is_dask_collection,
     nonfinite_x_reported_first,
@@ -51,10 +52,6 @@ _STORAGE_MARGIN = 1.0 - 1e-6
 
 def _has_proba(estimator) -> bool:
     return get_loss(estimator.loss).has_proba
-
-
-#: Input types kept (see sklearn_dpu._validation); sparse input is CSR.
-INPUT_DTYPES = [np.float64, np.float32]
 
 
 class BaseUnlearnableSGD(
@@ -284,7 +281,7 @@ class BaseUnlearnableSGD(
         ndarray of shape (n_samples,) for two classes, else (n_samples, n_classes)
         """
         check_is_fitted(self)
-        X = validate_data(self, X, accept_sparse="csr", dtype=[np.float64, np.float32], reset=False)
+        X = validate_data(self, X, accept_sparse="csr", dtype=INPUT_DTYPES, reset=False)
         if is_sparse(X):
             X = clip_sparse(X, self.unlearning_state_.feature_norm)
         else:

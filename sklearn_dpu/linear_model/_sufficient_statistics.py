@@ -34,6 +34,7 @@ from sklearn.utils.validation import validate_data
 
 from .._row_threads import sum_over_row_ranges
 from .._validation import (
+    INPUT_DTYPES,
     NonFiniteInputError,
     is_dask_collection,
     is_scratch,
@@ -602,7 +603,7 @@ def validate_training_data(
                 estimator,
                 X,
                 y,
-                dtype=[np.float64, np.float32],
+                dtype=INPUT_DTYPES,
                 y_numeric=True,
                 reset=reset,
                 ensure_all_finite=finite,

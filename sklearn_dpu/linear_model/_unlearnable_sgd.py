@@ -10,7 +10,7 @@ from numpy.typing import ArrayLike
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._compat import DELTA_CONSTRAINT, HasMethods, Interval, StrOptions, _fit_context, _num_samples
-from .._validation import is_dask_collection, nonfinite_x_reported_first
+from .._validation import INPUT_DTYPES, is_dask_collection, nonfinite_x_reported_first
 from ..base import PublicSizes
 from ..exceptions import UnlearningError
 from ..privacy.clipping import MIN_FLOAT32_NORM_BOUND
@@ -19,7 +19,7 @@ from ..unlearning.ids import deletion_request, requested_ids
 from ..unlearning.report import DeletionPlan
 from ._auto_bounds import is_auto
 from ._coupled_sgd import InsertionRecord
-from ._sgd_base import INPUT_DTYPES, BaseUnlearnableSGD
+from ._sgd_base import BaseUnlearnableSGD
 from ._sgd_dask import validate_dask
 from ._sgd_edits import (
     delete_from_run,

@@ -10,6 +10,7 @@ from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._compat import DELTA_CONSTRAINT, HasMethods, Interval, _fit_context
+from .._validation import INPUT_DTYPES
 from ..base import PrivateEstimatorMixin, PublicSizes
 from ..privacy.ledger import ApproximateDPBound, Release, ReleasePlan
 from ..privacy.quantiles import (
@@ -300,7 +301,7 @@ class PrivateBoundsScaler(
         ndarray of shape (n_samples, n_features)
         """
         check_is_fitted(self, "scale_")
-        X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
+        X = validate_data(self, X, dtype=INPUT_DTYPES, reset=False)
         # computed in float64, returned in the input's dtype (as PublicBoundsScaler)
         scaled = (np.asarray(X, dtype=np.float64) - self.center_) / self.scale_
         return np.clip(scaled, -1.0, 1.0).astype(X.dtype, copy=False)

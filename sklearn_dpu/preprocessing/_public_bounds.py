@@ -8,6 +8,7 @@ from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils.validation import validate_data
 
 from .._compat import _fit_context
+from .._validation import INPUT_DTYPES
 
 __all__ = ["PublicBoundsScaler"]
 
@@ -102,7 +103,7 @@ class PublicBoundsScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         -------
         self : PublicBoundsScaler
         """
-        X = validate_data(self, X, dtype=[np.float64, np.float32])
+        X = validate_data(self, X, dtype=INPUT_DTYPES)
         self._low_high(X.shape[1])
         return self
 
@@ -117,7 +118,7 @@ class PublicBoundsScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         -------
         ndarray of shape (n_samples, n_features)
         """
-        X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
+        X = validate_data(self, X, dtype=INPUT_DTYPES, reset=False)
         low, high = self._low_high(X.shape[1])
         scaled = (X - ((low + high) / 2).astype(X.dtype)) / ((high - low) / 2).astype(X.dtype)
         return np.clip(scaled, -1, 1) if self.clip else scaled
@@ -133,6 +134,6 @@ class PublicBoundsScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         -------
         ndarray of shape (n_samples, n_features)
         """
-        X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
+        X = validate_data(self, X, dtype=INPUT_DTYPES, reset=False)
         low, high = self._low_high(X.shape[1])
         return X * ((high - low) / 2).astype(X.dtype) + ((low + high) / 2).astype(X.dtype)
