@@ -91,11 +91,9 @@ _RUNS_STREAM = 4
 
 class SelectionFailedError(ValueError):
     """The threshold rule stopped before any score passed (or K was 0): no
-    model is published. The budgets stay charged for the selection (named in
-    ``releases_made`` when the plan is charged after the computation). With
-    ``refit=True`` and a candidate whose fit is planned exactly, the plan,
-    refit included, is charged before the runs, so a failure pays for a refit
-    that did not run (an over-charge, never an under-charge)."""
+    model is published. This outcome of the mechanism is charged, never
+    refused, for the selection (named in ``releases_made``), with or without
+    ``refit``: the runs read the data."""
 
     releases_made: tuple = ()
 
@@ -207,14 +205,18 @@ def _release(params: dict, selection) -> Release:
 def plan(params: dict, sizes: PublicSizes, points: list[dict]) -> ReleasePlan:
     """The search's ledger entries, from parameters alone: the selection (the
     same event whatever the data and the runs drawn) and, with ``refit``, the
-    planned fit of any point (they all cost the same) on both parts."""
+    planned fit of any point (they all cost the same) on both parts.
+
+    Checked before the data are read and charged after the runs (``exact``
+    False), as ``split_select`` is: the candidates validate the data, so data
+    they refuse leave the budget as it was. A selection that stops without a
+    winner is charged all the same (:class:`SelectionFailedError`)."""
     _check_space(params)
     run_event, fit_plan = _run_event(params, sizes, points)
     releases = [_release(params, _selection(params, run_event))]
-    if not params["refit"]:
-        return ReleasePlan(releases, exact=True, restart=True)
-    refit = on_chunks(fit_plan.releases, _TRAIN, _VALIDATION)
-    return ReleasePlan([*releases, *refit], exact=fit_plan.exact, restart=True)
+    if params["refit"]:
+        releases.extend(on_chunks(fit_plan.releases, _TRAIN, _VALIDATION))
+    return ReleasePlan(releases, exact=False, restart=True)
 
 
 def _fit_and_score(candidate, split, scorer, score_mechanism, tau, rng_seed):
@@ -272,8 +274,8 @@ def search(
                     f"candidate's noisy score reached threshold={tau}; the budget was "
                     "charged for the runs (lower the threshold or the stop_probability)"
                 )
-                # charged even when the plan is charged after the computation
-                # (refit=True): the runs read the data
+                # the mechanism's outcome: charged (the plan is charged after
+                # the computation), the runs read the data
                 failure.releases_made = [_release(params, selection)]
                 raise failure
     else:
@@ -283,8 +285,7 @@ def search(
                 "repeat_and_select: the Poisson number of runs was 0, no candidate ran; the "
                 "budget was charged (raise expected_runs)"
             )
-            # K = 0 is one of the mechanism's outcomes: charged like the others,
-            # also when the plan is charged after the computation (refit=True)
+            # K = 0 is one of the mechanism's outcomes: charged like the others
             failure.releases_made = [_release(params, selection)]
             raise failure
         drawn, run_seeds = _draw(points, rng, n_runs), seeds(n_runs)
