@@ -280,11 +280,7 @@ class PrivateEstimatorMixin:
            publishes the model;
         4. a plan that was only an upper bound (``plan.exact`` False) is
            charged for what ``compute`` returns: the exact releases, known
-           once a noised count or a coupled run has been drawn (or once a
-           search's candidates, which validate the data themselves, have
-           run). When ``compute`` fails by design (a private selection that
-           stopped without a winner), its error names the releases it made
-           (``releases_made``): they are charged, never refused. The charge
+           once a noised count or a coupled run has been drawn. The charge
            comes before anything is returned to the caller; if it is refused
            (another process spent the budget after the check), the estimator
            is restored, nested state included: ``compute`` of a
@@ -334,35 +330,10 @@ class PrivateEstimatorMixin:
                 # the releases it made: the budgets pay for them all the same.
                 spent = list(getattr(error, "releases_made", ()))
                 if spent:
-                    self._charge_spent(self._budget_increment(spent, plan.restart), what)
+                    self._charge_budgets(self._budget_increment(spent, plan.restart), what)
                 raise
             self._charge_budgets(self._budget_increment(made, plan.restart), what)
         return made
-
-    def _charge_spent(self, increment: list, what: str) -> None:
-        """Charge, never refuse, the releases a computation that failed by design made.
-
-        The data were read, so the charge is recorded past a budget's cap if
-        need be (with a :class:`~sklearn_dpu.exceptions.PrivacyLeakWarning`);
-        charges kept pending stay pending (the failed call restores the
-        estimator, so settling them here would charge them twice). A ledger
-        that cannot be reached raises its
-        :class:`~sklearn_dpu.exceptions.PersistenceError`, with the
-        computation's error as its context.
-        """
-        description = f"{type(self).__name__}.{what} (failed)"
-        for budget in self._budgets():
-            try:
-                budget._commit([(increment, description, True)])
-            except BudgetExceededError:
-                budget._commit([(increment, f"{description} [over cap]", False)])
-                warnings.warn(
-                    f"{description} failed after it computed private releases; they "
-                    f"were charged to {budget.path} past its cap (the data were read). "
-                    "Further fits on this budget will be refused.",
-                    PrivacyLeakWarning,
-                    stacklevel=4,
-                )
 
     def _fitted_copy(self) -> dict:
         """Deep copies of the fitted attributes (names ending in ``_``)."""

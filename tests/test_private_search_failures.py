@@ -1,18 +1,22 @@
 """PrivateGridSearch on data its candidates refuse (every budget is left as it
-was), and a selection that stops by design (charged, never refused)."""
+was), and the random-run methods' charge, made before any noise is drawn (so
+that no later error or refused charge shows what the noisy scores decided)."""
 
+import joblib
 import numpy as np
 import pytest
 import sklearn
 
-from sklearn_dpu.base import PublicSizes
-from sklearn_dpu.exceptions import PrivacyLeakWarning
-from sklearn_dpu.linear_model import DPLinearRegression, DPLogisticRegression
-from sklearn_dpu.model_selection import PrivateGridSearch
+from sklearn_dpu.exceptions import BudgetExceededError
+from sklearn_dpu.linear_model import (
+    DPLinearRegression,
+    DPLogisticRegression,
+    UnlearnableSGDClassifier,
+)
+from sklearn_dpu.model_selection import PrivateGridSearch, _selection_methods
 from sklearn_dpu.model_selection._selection_methods import SelectionFailedError
 from sklearn_dpu.privacy import PrivacyBudget
-from sklearn_dpu.privacy.accounting import epsilon_spent
-from sklearn_dpu.privacy.events import event_from_dict
+from sklearn_dpu.privacy.mechanisms import pure_dp_event
 
 DELTA = 1e-5
 METHODS = ["split_select", "repeat_and_select", "threshold"]
@@ -30,11 +34,18 @@ def _regression(n=400, seed=0):
     return X, np.clip(X @ [1.0, -1.0], -1.0, 1.0)
 
 
+def _grid(estimator):
+    if isinstance(estimator, DPLinearRegression):
+        return {"alpha": [0.0, 1.0]}
+    if isinstance(estimator, UnlearnableSGDClassifier):
+        return {"alpha": [1e-4, 1e-3]}
+    return {"C": [0.1, 1.0]}
+
+
 def _search(estimator, method, budget, **kwargs):
-    grid = {"C": [0.1, 1.0]} if isinstance(estimator, DPLogisticRegression) else {"alpha": [0, 1]}
     return PrivateGridSearch(
         estimator,
-        grid,
+        _grid(estimator),
         method=method,
         budget=budget,
         random_state=0,
@@ -42,27 +53,30 @@ def _search(estimator, method, budget, **kwargs):
     )
 
 
-def _row_in(part, n, validation_fraction=0.2):
-    """A row the search (random_state=0) puts in ``part``."""
-    from sklearn_dpu.model_selection._search_results import split_rows
-    from sklearn_dpu.privacy.random import release_generator
-    from sklearn_dpu.unlearning.ids import requested_ids
-
-    rows = np.arange(n)
-    split = split_rows(
-        rows[:, None], rows, requested_ids(rows, None), release_generator(0, 0), validation_fraction
-    )
-    return int((split.train_ids if part == "train" else split.validation_ids)[3])
+def _row_in(part, estimator, X, y):
+    """A row the search (random_state=0) puts in ``part``, read from a
+    search fitted on the clean data (the split depends on the public seed
+    and the number of rows only)."""
+    search = PrivateGridSearch(estimator, _grid(estimator), random_state=0).fit(X, y)
+    validation = sorted(int(i) for i in search._validation_ids)
+    train = sorted(set(range(len(y))) - set(validation))
+    return (train if part == "train" else validation)[3]
 
 
 def _bad(kind, part="train"):
     if kind.startswith("classifier"):
         X, y = _classification()
         estimator = DPLogisticRegression(feature_norm=3.0, solver="output")
+    elif kind.startswith("sgd"):
+        X, y = _classification()
+        estimator = UnlearnableSGDClassifier(
+            feature_norm=3.0, schedule_size=200, max_iter=4, random_state=0
+        )
     else:
         X, y = _regression()
         estimator = DPLinearRegression(feature_norm=1.5, target_bound=1.0)
-    X, y, row = X.copy(), y.astype(float), _row_in(part, len(y))
+    row = _row_in(part, estimator, X, y)
+    X, y = X.copy(), y.astype(float)
     if kind.endswith("nan X"):
         X[row, 1] = np.nan
     elif kind.endswith("inf X"):
@@ -72,19 +86,19 @@ def _bad(kind, part="train"):
     return estimator, X, y
 
 
-BAD = ["classifier nan X", "classifier inf X", "regressor nan X", "regressor nan y"]
+BAD = ["classifier nan X", "classifier inf X", "regressor nan X", "regressor nan y", "sgd nan y"]
 
 
 @pytest.mark.parametrize("assume_finite", [False, True])
 @pytest.mark.parametrize("refit", [False, True])
-@pytest.mark.parametrize("kind", BAD)
+@pytest.mark.parametrize("kind", BAD[:4])
 @pytest.mark.parametrize("method", METHODS)
-def test_data_the_candidates_refuse_leave_the_budget_as_it_was(
+def test_a_bad_training_row_leaves_the_budget_as_it_was(
     tmp_path, method, kind, refit, assume_finite
 ):
-    """A bad training row. Before: repeat_and_select and threshold charged
-    their plan before the candidates read the data, so a NaN cost 2-4.5
-    epsilon. Under assume_finite the candidates' clip still refuses it."""
+    """Before: repeat_and_select and threshold charged their plan before the
+    candidates read the data, so a NaN cost 2-4.5 epsilon. Under assume_finite
+    the candidates' clip still refuses it."""
     estimator, X, y = _bad(kind, "train")
     budget = PrivacyBudget(epsilon=50.0, delta=DELTA, path=tmp_path / "b.sqlite")
     search = _search(estimator, method, budget, refit=refit)
@@ -95,16 +109,18 @@ def test_data_the_candidates_refuse_leave_the_budget_as_it_was(
     assert not hasattr(search, "privacy_ledger_")
 
 
+@pytest.mark.parametrize("refit", [False, True])
 @pytest.mark.parametrize("kind", BAD)
 @pytest.mark.parametrize("method", METHODS)
-def test_a_bad_validation_row_is_refused_uncharged(tmp_path, method, kind):
-    """A bad row in the validation part is found when a fitted candidate is
-    scored. Before: a NaN target there made every random run's score NaN, so
-    the search went on to a charged SelectionFailedError (threshold) or
-    published a model selected on NaN scores (repeat_and_select)."""
+def test_a_bad_validation_row_is_refused_uncharged(tmp_path, method, kind, refit):
+    """Found when a fitted candidate is scored (or, for a label, when the
+    label set is read). Before: a NaN target there made the random runs'
+    scores NaN, so the search went on to a charged SelectionFailedError or
+    a model selected on NaN scores; a NaN label became a class of
+    UnlearnableSGDClassifier."""
     estimator, X, y = _bad(kind, "validation")
     budget = PrivacyBudget(epsilon=50.0, delta=DELTA, path=tmp_path / "b.sqlite")
-    search = _search(estimator, method, budget)
+    search = _search(estimator, method, budget, refit=refit)
     with pytest.raises(ValueError, match="Input (X|y) contains (NaN|infinity)"):
         search.fit(X, y)
     assert budget.history() == []
@@ -119,13 +135,13 @@ def test_under_assume_finite_a_bad_validation_row_costs_the_most(kind):
     from sklearn_dpu.model_selection._scoring import check_scoring
 
     estimator, X, y = _bad(kind, "validation")
+    row = int(np.flatnonzero(np.isnan(X).any(axis=1) | np.isnan(y))[0])
     fitted = DPLinearRegression(feature_norm=1.5, target_bound=1.0, random_state=0).fit(
         np.nan_to_num(X), np.nan_to_num(y)
     )
     scorer = check_scoring(None, None, estimator)
     with sklearn.config_context(assume_finite=True):
         cost = scorer.cost(fitted, X, y)
-    row = _row_in("validation", len(y))
     clean = scorer.cost(fitted, np.delete(X, row, axis=0), np.delete(y, row))
     assert cost == pytest.approx(clean + 4.0)  # (h - l)^2 for targets in [-1, 1]
 
@@ -136,22 +152,71 @@ def test_a_refused_refit_leaves_a_fitted_search_as_it_was(tmp_path, method):
     X, y = _classification()
     budget = PrivacyBudget(epsilon=50.0, delta=DELTA, path=tmp_path / "b.sqlite")
     search = _search(estimator, method, budget).fit(X, y)
-    before = (dict(search.__dict__), budget.history())
+    before = (joblib.hash(search), budget.history())
     with pytest.raises(ValueError, match="NaN"):
         search.fit(X_bad, y_bad)
-    assert search.__dict__ == before[0]
-    assert budget.history() == before[1]
+    assert (joblib.hash(search), budget.history()) == before
 
 
-def test_a_stopped_selection_is_charged_past_the_cap(tmp_path, monkeypatch):
-    """Another process spends the budget while the runs read the data, and
-    the threshold rule then stops without a winner: the outcome is charged
-    anyway, past the cap, with a warning (before: the charge could be
-    refused, and the stopped search then cost nothing)."""
-    from sklearn_dpu.model_selection import _selection_methods
-    from sklearn_dpu.privacy.mechanisms import pure_dp_event
+class _CountedNoise:
+    """Counts the runs' noisy scores (``_noised``)."""
 
+    def __init__(self, monkeypatch):
+        self.calls = 0
+        noised = _selection_methods._noised
+
+        def counted(*args):
+            self.calls += 1
+            return noised(*args)
+
+        monkeypatch.setattr(_selection_methods, "_noised", counted)
+
+
+@pytest.mark.parametrize("refit", [False, True])
+def test_once_a_noisy_score_is_drawn_every_outcome_is_charged(tmp_path, monkeypatch, refit):
+    """A grid point whose fit always fails (objective perturbation cannot
+    reach its privacy at C = 100) is run only when the noisy scores send
+    the threshold rule on. Before: its error, raised after noisy scores,
+    was charged nothing (whether it came told the scores, for free)."""
     X, y = _classification()
+    noise = _CountedNoise(monkeypatch)
+    outcomes = set()
+    for seed in range(16):
+        budget = PrivacyBudget(epsilon=50.0, delta=DELTA, path=tmp_path / f"{seed}.sqlite")
+        search = PrivateGridSearch(
+            DPLogisticRegression(feature_norm=3.0, solver="objective"),
+            {"C": [1e-3, 100.0]},
+            method="threshold",
+            threshold=0.9,
+            stop_probability=0.3,
+            refit=refit,
+            budget=budget,
+            random_state=seed,
+        )
+        noise.calls = 0
+        try:
+            search.fit(X, y)
+            outcome = "fitted"
+        except SelectionFailedError:
+            outcome = "stopped"
+        except ValueError:
+            outcome = "error"
+        drawn = noise.calls > 0
+        outcomes.add((outcome, drawn))
+        assert len(budget.history()) == (1 if drawn else 0), (seed, outcome)
+    assert ("error", True) in outcomes  # the case before this fix
+    assert ("error", False) in outcomes  # the failing point ran first: nothing drawn
+
+
+@pytest.mark.parametrize("threshold", [0.05, 0.999])
+@pytest.mark.parametrize("estimator", ["linear", "logistic"])
+def test_a_budget_spent_meanwhile_refuses_before_any_noise(
+    tmp_path, monkeypatch, threshold, estimator
+):
+    """Another process spends the budget while the first run reads the data:
+    the search is refused before any noisy score is drawn, whatever the
+    selection would have done. Before: a success was refused after the runs
+    while a stop was charged, so the error told the outcome."""
     budget = PrivacyBudget(epsilon=50.0, delta=DELTA, path=tmp_path / "b.sqlite")
     fit_candidate = _selection_methods.fit_candidate
 
@@ -161,27 +226,41 @@ def test_a_stopped_selection_is_charged_past_the_cap(tmp_path, monkeypatch):
         return fit_candidate(*args)
 
     monkeypatch.setattr(_selection_methods, "fit_candidate", meanwhile)
-    search = _search(
-        DPLogisticRegression(feature_norm=3.0, solver="output"),
-        "threshold",
-        budget,
-        threshold=0.99,
-        stop_probability=0.9,
-    )
-    with pytest.warns(PrivacyLeakWarning, match="past its cap"):
-        with pytest.raises(SelectionFailedError):
-            search.fit(X, y)
-    descriptions = [h["description"] for h in budget.history()]
-    assert descriptions == ["elsewhere", "PrivateGridSearch.fit (failed) [over cap]"]
-    (charge,) = budget.history()[1:]
-    selection = search._plan_releases(search.get_params(deep=False), PublicSizes()).releases
-    events = [event_from_dict(e) for e in charge["events"]]
-    assert epsilon_spent(events, DELTA) == pytest.approx(epsilon_spent([selection[0].event], DELTA))
+    noise = _CountedNoise(monkeypatch)
+    if estimator == "linear":
+        X, y = _regression()
+        model = DPLinearRegression(feature_norm=1.5, target_bound=1.0)
+    else:  # refit planned as an upper bound: charged it, before the noise too
+        X, y = _classification()
+        model = DPLogisticRegression(feature_norm=3.0, solver="output")
+    search = _search(model, "threshold", budget, threshold=threshold, refit=True)
+    with pytest.raises(BudgetExceededError):
+        search.fit(X, y)
+    assert noise.calls == 0
+    assert [h["description"] for h in budget.history()] == ["elsewhere"]
+    assert not hasattr(search, "best_estimator_")
 
 
-def test_bad_data_on_the_random_runs_reads_no_more_than_a_fit(tmp_path):
-    """Every run refuses the data: the first error is raised, from a
-    candidate's own validation, and nothing is charged."""
+def test_a_refit_planned_as_an_upper_bound_is_charged_it_and_records_the_exact(tmp_path):
+    X, y = _classification()
+    budget = PrivacyBudget(epsilon=50.0, delta=DELTA, path=tmp_path / "b.sqlite")
+    model = DPLogisticRegression(feature_norm=3.0, solver="output")
+    search = _search(model, "repeat_and_select", budget, refit=True).fit(X, y)
+    plan = search._plan_releases(search.get_params(deep=False), _public(X))
+    assert not plan.exact  # the case this test is about
+    assert budget.spent().epsilon >= search.privacy_spent_.epsilon * (1 - 1e-9)
+    assert [e["mechanism"] for e in search.privacy_ledger_] != []
+
+
+def _public(X):
+    from sklearn_dpu.model_selection._search_results import public_sizes
+
+    return public_sizes(X)
+
+
+def test_bad_data_on_the_random_runs_gives_the_candidates_error(tmp_path):
+    """The first run's candidate refuses the data with its own message;
+    nothing is charged."""
     estimator, X, y = _bad("regressor nan X")
     budget = PrivacyBudget(epsilon=50.0, delta=DELTA, path=tmp_path / "b.sqlite")
     search = _search(estimator, "repeat_and_select", budget, expected_runs=4.0)
