@@ -53,11 +53,11 @@ def _search(estimator, method, budget, **kwargs):
     )
 
 
-def _row_in(part, estimator, X, y):
-    """A row the search (random_state=0) puts in ``part``, read from a
+def _row_in(part, estimator, X, y, seed=0):
+    """A row the search (random_state=seed) puts in ``part``, read from a
     search fitted on the clean data (the split depends on the public seed
     and the number of rows only)."""
-    search = PrivateGridSearch(estimator, _grid(estimator), random_state=0).fit(X, y)
+    search = PrivateGridSearch(estimator, _grid(estimator), random_state=seed).fit(X, y)
     validation = sorted(int(i) for i in search._validation_ids)
     train = sorted(set(range(len(y))) - set(validation))
     return (train if part == "train" else validation)[3]
@@ -270,3 +270,42 @@ def test_bad_data_on_the_random_runs_gives_the_candidates_error(tmp_path):
         DPLinearRegression(feature_norm=1.5, target_bound=1.0).fit(X, y)
     assert str(caught.value) == str(direct.value)
     assert budget.history() == []
+
+
+class _StrictAtC1(DPLogisticRegression):
+    """Refuses a NaN at fit when C = 1 (its rows are imputed otherwise), so
+    whether the refit fails tells which candidate was selected."""
+
+    def fit(self, X, y, sample_id=None, classes=None):
+        X = np.asarray(X, dtype=float)
+        if np.isnan(X).any():
+            if self.C == 1.0:
+                raise ValueError("strict candidate: NaN at fit")
+            X = np.nan_to_num(X)
+        return super().fit(X, y, sample_id=sample_id, classes=classes)
+
+    def predict(self, X):
+        return super().predict(np.nan_to_num(np.asarray(X, dtype=float)))
+
+
+def test_a_split_select_refit_error_is_charged_for_the_selection(tmp_path):
+    """Before: split_select charges after its computation, and a refit error
+    (which follows the noisy selection) charged nothing."""
+    X_clean, y = _classification()
+    strict = _StrictAtC1(feature_norm=3.0, solver="output")
+    failures = 0
+    for seed in range(8):
+        X = X_clean.copy()
+        X[_row_in("validation", strict, X_clean, y, seed), 1] = np.nan
+        budget = PrivacyBudget(epsilon=50.0, delta=DELTA, path=tmp_path / f"{seed}.sqlite")
+        search = PrivateGridSearch(
+            strict, {"C": [0.1, 1.0]}, refit=True, budget=budget, random_state=seed
+        )
+        try:
+            with sklearn.config_context(assume_finite=True):
+                search.fit(X, y)
+        except ValueError as error:
+            assert "strict candidate" in str(error)
+            failures += 1
+        assert len(budget.history()) == 1
+    assert 0 < failures < 8

@@ -588,7 +588,14 @@ class PrivateGridSearch(
                 seed = int(release_generator(self.random_state, _REFIT_STREAM).integers(2**31 - 1))
             params = self.get_params(deep=False)
             X, y, ids = split.full
-            refit = _fit_candidate(_candidates(params, [seed], [points[best]])[0], X, y, ids, split)
+            chosen = _candidates(params, [seed], [points[best]])[0]
+            try:
+                refit = _fit_candidate(chosen, X, y, ids, split)
+            except Exception as error:
+                # which point is refitted follows the noisy selection: an
+                # error here tells it, so the releases so far are charged
+                error.releases_made = list(made)
+                raise
             made.extend(_on([Release.from_dict(e) for e in refit.privacy_ledger_], 1, 2))
             self.best_estimator_ = refit
             self._validation_ids = set()  # every row is in the refit model

@@ -273,7 +273,9 @@ class Runs:
     first: tuple | None  # (fitted candidate, exact score); None when K = 0
 
 
-def first_run(search_estimator: Any, split: Any, points: list[dict], scorer: Any, run_event):
+def first_run(
+    search_estimator: Any, split: Any, points: list[dict], scorer: Any, run_event: Any
+) -> Runs:
     """The search's ``validate`` step for the random-run methods: the runs'
     first draws, the first run's fit and its exact score (see :class:`Runs`).
     ``run_event`` is the run's event of the plan."""
