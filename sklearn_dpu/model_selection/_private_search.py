@@ -450,6 +450,21 @@ class PrivateGridSearch(
                         "integer max_iter): its fits are then exact events that compose."
                     ) from err
 
+    def _charged_compute(self, what: str, plan: ReleasePlan, data: Any, compute) -> list:
+        """The random-run methods charge before any noise is drawn, always.
+
+        Their ``validate`` step has read the data (:func:`first_run`); a
+        plan whose refit is known only as an upper bound (a fit whose events
+        depend on its noised count) is charged that upper bound then, and
+        ``privacy_ledger_`` records the exact releases. Charging after the
+        runs would let a later error or a refused charge show what the noisy
+        scores decided without paying for it.
+        """
+        if self.method == "split_select" or plan.exact:
+            return super()._charged_compute(what, plan, data, compute)
+        self._charge_budgets(self._budget_increment(plan.releases, plan.restart), what)
+        return list(compute(data))
+
     @_fit_context(prefer_skip_nested_validation=False)
     def fit(self, X: ArrayLike, y: ArrayLike, *, sample_id: ArrayLike | None = None) -> Self:
         """Search the grid and keep the privately selected candidate.
@@ -509,15 +524,20 @@ class PrivateGridSearch(
             plan = ReleasePlan((), exact=False, restart=True)
 
         def validate():
-            return split_rows(X, y, sample_id, rng, self.validation_fraction)
+            split = split_rows(X, y, sample_id, rng, self.validation_fraction)
+            if self.method == "split_select":
+                return split
+            # The random runs read the data in their first run (fit and exact
+            # score, no noise yet): refused data leave the budgets as they
+            # were. The run's event was planned above from the parameters.
+            run_event = plan.releases[0].event.event
+            return _methods.first_run(self, split, points, scorer, run_event)
 
-        def compute(split):
+        def compute(data):
             if self.method != "split_select":
-                # the run's event, planned above from the parameters
-                run_event = plan.releases[0].event.event
-                return _methods.search(self, split, sample_id, points, scorer, run_event)
+                return _methods.search(self, data, sample_id, points, scorer)
             selection = _selection(params, candidates)
-            return self._search(candidates, selection, split, sample_id, points, scorer)
+            return self._search(candidates, selection, data, sample_id, points, scorer)
 
         self._run_update("fit", plan, validate, compute)
         return self
@@ -568,7 +588,14 @@ class PrivateGridSearch(
                 seed = int(release_generator(self.random_state, _REFIT_STREAM).integers(2**31 - 1))
             params = self.get_params(deep=False)
             X, y, ids = split.full
-            refit = _fit_candidate(_candidates(params, [seed], [points[best]])[0], X, y, ids, split)
+            chosen = _candidates(params, [seed], [points[best]])[0]
+            try:
+                refit = _fit_candidate(chosen, X, y, ids, split)
+            except Exception as error:
+                # which point is refitted follows the noisy selection: an
+                # error here tells it, so the releases so far are charged
+                error.releases_made = list(made)
+                raise
             made.extend(_on([Release.from_dict(e) for e in refit.privacy_ledger_], 1, 2))
             self.best_estimator_ = refit
             self._validation_ids = set()  # every row is in the refit model

@@ -33,6 +33,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.base import is_classifier
 from sklearn.metrics import get_scorer_names
+from sklearn.utils import assert_all_finite
 
 __all__ = ["SCORINGS", "ValidationScore", "check_scoring", "target_interval"]
 
@@ -103,9 +104,14 @@ class ValidationScore:
             scores = np.clip(np.nan_to_num(scores, nan=low), low, high)
             return float(np.sum(high - scores))
         low, high = target_interval(estimator)
-        target = np.clip(y.astype(float), low, high)
-        error = np.clip(prediction, low, high) - target
-        return float(np.sum(error**2 if self.kind == "squared" else np.abs(error)))
+        target = y.astype(float)
+        assert_all_finite(target, input_name="y")  # as a fit checks y (unless assume_finite)
+        error = np.clip(prediction, low, high) - np.clip(target, low, high)
+        costs = error**2 if self.kind == "squared" else np.abs(error)
+        # A NaN (a NaN target or prediction under assume_finite) counts as the
+        # worst cost, so every row's cost stays in [0, h - l], the sensitivity.
+        worst = (high - low) ** 2 if self.kind == "squared" else high - low
+        return float(np.sum(np.nan_to_num(costs, nan=worst)))
 
 
 def check_scoring(

@@ -14,8 +14,10 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
+from sklearn import config_context
 from sklearn.base import clone, is_classifier
 from sklearn.model_selection import ParameterGrid, ParameterSampler
+from sklearn.utils import assert_all_finite
 from sklearn.utils.validation import indexable
 
 from ..base import PublicSizes
@@ -166,6 +168,10 @@ def fit_candidate(estimator: Any, X: Any, y: Any, sample_id: Any, split: "Split"
     if is_classifier(estimator) and "classes" in inspect.signature(fit).parameters:
         y_all = np.asarray(split.full[1])
         labels = np.unique(y_all.reshape(-1) if y_all.ndim == 2 else y_all)
+        if labels.dtype.kind == "f":
+            # a NaN label in the validation part would otherwise become a class
+            with config_context(assume_finite=False):
+                assert_all_finite(labels, input_name="y")
         return fit(X, y, sample_id=sample_id, classes=labels)
     return fit(X, y, sample_id=sample_id)
 

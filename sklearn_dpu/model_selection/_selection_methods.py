@@ -59,7 +59,15 @@ from ..privacy.random import release_generator
 from ..privacy.selection import DISTRIBUTIONS, RepeatAndSelect, ThresholdSelection, rdp_accountable
 from ._search_results import candidates, cv_results, fit_candidate, on_chunks
 
-__all__ = ["METHOD_CONSTRAINTS", "SelectionFailedError", "group_bound", "plan", "search"]
+__all__ = [
+    "METHOD_CONSTRAINTS",
+    "Runs",
+    "SelectionFailedError",
+    "first_run",
+    "group_bound",
+    "plan",
+    "search",
+]
 
 _TRAIN, _VALIDATION = 1, 2
 _RS_REFERENCE = (
@@ -91,11 +99,11 @@ _RUNS_STREAM = 4
 
 class SelectionFailedError(ValueError):
     """The threshold rule stopped before any score passed (or K was 0): no
-    model is published. The budgets stay charged for the selection (named in
-    ``releases_made`` when the plan is charged after the computation). With
-    ``refit=True`` and a candidate whose fit is planned exactly, the plan,
-    refit included, is charged before the runs, so a failure pays for a refit
-    that did not run (an over-charge, never an under-charge)."""
+    model is published. The budgets stay charged: the plan, refit included
+    (its upper bound, for a fit whose events depend on a noised count), is
+    charged once the first run has read the data and before any noise is
+    drawn, so a failure pays for a refit that did not run (an over-charge,
+    never an under-charge)."""
 
     releases_made: tuple = ()
 
@@ -217,90 +225,136 @@ def plan(params: dict, sizes: PublicSizes, points: list[dict]) -> ReleasePlan:
     return ReleasePlan([*releases, *refit], exact=fit_plan.exact, restart=True)
 
 
-def _fit_and_score(candidate, split, scorer, score_mechanism, tau, rng_seed):
+def _fit_and_cost(candidate, split, scorer, tau) -> tuple[Any, float]:
+    """Fit a run's candidate and compute its exact (normalised) score: the
+    data are read, no noise is drawn."""
     fit_candidate(candidate, split.X_train, split.y_train, split.train_ids, split)
     cost = scorer.cost(candidate, split.X_val, split.y_val)  # sum of per-row h - s
     bound = scorer.sensitivity(candidate)  # h - l: public, or released by the fit
     normalised = cost / bound if bound > 0 else 0.0  # a point interval: no information
     exact = (1.0 - tau) * len(split.y_val) - normalised if tau is not None else -normalised
-    noisy = float(score_mechanism.release(exact, np.random.default_rng(rng_seed)))
-    return candidate, noisy
+    return candidate, exact
+
+
+def _noised(exact: float, score_mechanism, rng_seed) -> float:
+    return float(score_mechanism.release(exact, np.random.default_rng(rng_seed)))
+
+
+def _fit_and_score(candidate, split, scorer, score_mechanism, tau, rng_seed):
+    """One run: the fitted candidate and its noisy score."""
+    model, exact = _fit_and_cost(candidate, split, scorer, tau)
+    return model, _noised(exact, score_mechanism, rng_seed)
+
+
+def _seeds(rng: np.random.Generator, count: int) -> list:
+    """Each run's (fit, score) seeds."""
+    return rng.integers(np.iinfo(np.int32).max, size=(count, 2)).tolist()
+
+
+@dataclass(frozen=True)
+class Runs:
+    """A random-run search once the data are read, before any noise is drawn.
+
+    :func:`first_run` makes it in the search's ``validate`` step: the split,
+    the runs' generator (with the draws so far), ``K`` and its points and
+    seeds for ``repeat_and_select`` (the first run's for ``threshold``), and
+    the first run's fitted candidate and exact score. The search's plan is
+    charged only after it is made, so data that the first run's candidate
+    or the scoring refuses leave every budget as it was; every later step
+    (the noise of a score, which decides what runs next, whether the rule
+    stops and what is refitted) comes after the charge.
+    """
+
+    split: Any
+    rng: np.random.Generator
+    selection: Any
+    drawn: list
+    seeds: list
+    first: tuple | None  # (fitted candidate, exact score); None when K = 0
+
+
+def first_run(
+    search_estimator: Any, split: Any, points: list[dict], scorer: Any, run_event: Any
+) -> Runs:
+    """The search's ``validate`` step for the random-run methods: the runs'
+    first draws, the first run's fit and its exact score (see :class:`Runs`).
+    ``run_event`` is the run's event of the plan."""
+    params = search_estimator.get_params(deep=False)
+    selection = _selection(params, run_event)
+    rng = release_generator(params["random_state"], _RUNS_STREAM)
+    if params["method"] == "threshold":
+        n_runs, tau = 1, params["threshold"]
+    else:
+        # K = 0 is drawn before any row is read: a mechanism's outcome, the
+        # same whatever the data, charged as the others (data that the
+        # candidates would refuse included: none of them ran)
+        n_runs, tau = selection.draw_runs(rng), None
+        if n_runs == 0:
+            return Runs(split, rng, selection, [], [], None)
+    drawn, seeds = _draw(points, rng, n_runs), _seeds(rng, n_runs)
+    first = _fit_and_cost(_run_candidate(params, points, drawn[0], seeds[0]), split, scorer, tau)
+    return Runs(split, rng, selection, drawn, seeds, first)
+
+
+def _run_candidate(params: dict, points: list[dict], index: int, seeds: list):
+    fit_seed = seeds[0] if params["random_state"] is not None else None
+    return _candidate(params, points[index], fit_seed)
+
+
+def _score_seed(params: dict, seeds: list):
+    return seeds[1] if params["random_state"] is not None else None
 
 
 def search(
-    search_estimator: Any,
-    split: Any,
-    sample_id: Any,
-    points: list[dict],
-    scorer: Any,
-    run_event: Any = None,
+    search_estimator: Any, runs: Runs, sample_id: Any, points: list[dict], scorer: Any
 ) -> list[Release]:
-    """Run the method on ``split`` over the candidate ``points``; set the
-    search's fitted attributes.
-
-    ``run_event`` is the run's event of the plan (planned again when
-    ``None``). Returns the exact releases (the plan's entries).
-    """
+    """Finish the method from ``runs`` (:func:`first_run`); set the search's
+    fitted attributes. Returns the exact releases (the plan's entries)."""
     params = search_estimator.get_params(deep=False)
-    if run_event is None:
-        run_event, _ = _run_event(params, PublicSizes(n_features=None), points)
-    selection = _selection(params, run_event)
-    rng = release_generator(params["random_state"], _RUNS_STREAM)
+    selection, rng, split = runs.selection, runs.rng, runs.split
     score = _score_mechanism(params)
-    seeded = params["random_state"] is not None
-
-    def seeds(count):
-        return rng.integers(np.iinfo(np.int32).max, size=(count, 2)).tolist()
-
     if params["method"] == "threshold":
         tau, chosen = params["threshold"], None
-        while chosen is None:
-            (index,), ((fit_seed, score_seed),) = _draw(points, rng, 1), seeds(1)
-            model, noisy = _fit_and_score(
-                _candidate(params, points[index], fit_seed if seeded else None),
-                split,
-                scorer,
-                score,
-                tau,
-                score_seed if seeded else None,
-            )
-            if noisy >= 0.0:
+        (index,), (seeds,), (model, exact) = runs.drawn, runs.seeds, runs.first
+        while True:
+            if _noised(exact, score, _score_seed(params, seeds)) >= 0.0:
                 chosen = (index, model)
-            elif selection.stops(rng):
+                break
+            if selection.stops(rng):
                 failure = SelectionFailedError(
                     "threshold: the random stopping rule ended the search before a "
                     f"candidate's noisy score reached threshold={tau}; the budget was "
                     "charged for the runs (lower the threshold or the stop_probability)"
                 )
-                # charged even when the plan is charged after the computation
-                # (refit=True): the runs read the data
                 failure.releases_made = [_release(params, selection)]
                 raise failure
+            (index,), (seeds,) = _draw(points, rng, 1), _seeds(rng, 1)
+            candidate = _run_candidate(params, points, index, seeds)
+            model, exact = _fit_and_cost(candidate, split, scorer, tau)
     else:
-        n_runs = selection.draw_runs(rng)
-        if n_runs == 0:
+        if runs.first is None:
             failure = SelectionFailedError(
                 "repeat_and_select: the Poisson number of runs was 0, no candidate ran; the "
                 "budget was charged (raise expected_runs)"
             )
-            # K = 0 is one of the mechanism's outcomes: charged like the others,
-            # also when the plan is charged after the computation (refit=True)
+            # K = 0 is one of the mechanism's outcomes: charged like the others
             failure.releases_made = [_release(params, selection)]
             raise failure
-        drawn, run_seeds = _draw(points, rng, n_runs), seeds(n_runs)
-        done = Parallel(n_jobs=params["n_jobs"])(
+        model, exact = runs.first
+        done = [(model, _noised(exact, score, _score_seed(params, runs.seeds[0])))]
+        done += Parallel(n_jobs=params["n_jobs"])(
             delayed(_fit_and_score)(
-                _candidate(params, points[i], s[0] if seeded else None),
+                _run_candidate(params, points, i, s),
                 split,
                 scorer,
                 score,
                 None,
-                s[1] if seeded else None,
+                _score_seed(params, s),
             )
-            for i, s in zip(drawn, run_seeds, strict=True)
+            for i, s in zip(runs.drawn[1:], runs.seeds[1:], strict=True)
         )
         best = int(np.argmax([noisy for _, noisy in done]))
-        chosen = (drawn[best], done[best][0])
+        chosen = (runs.drawn[best], done[best][0])
         # K and the points drawn are not published: the bound holds for the
         # best run with K hidden (Papernot & Steinke 2022, Thm 2/6)
     made = [_release(params, selection)]
