@@ -316,7 +316,7 @@ def test_hessian_at_zero_is_the_quarter_gram_bit_for_bit(n, p, monkeypatch):
     A, y, theta = _problem(n, p, 1.0)
     fused = BinaryLogLossPass(A, y)
     fused.value_and_grad(np.zeros(p))
-    weighted = fused._summed(fused._hessian_range)
+    weighted = fused._in_precision(fused._hessian_range)
     scaled = []
     monkeypatch.setattr(
         BinaryLogLossPass, "_hessian_range", lambda self, *r: scaled.append(r) or weighted
@@ -325,7 +325,9 @@ def test_hessian_at_zero_is_the_quarter_gram_bit_for_bit(n, p, monkeypatch):
     assert not scaled  # the rows were not scaled
     np.testing.assert_array_equal(at_zero, weighted)
     generic = LinearModelLoss(2, p, 1.0).hessian(np.zeros(p), A, y)
-    np.testing.assert_allclose(at_zero, generic, rtol=1e-12, atol=1e-12)
+    # from _SINGLE_HESSIAN_COLUMNS columns the matrix is single precision
+    rtol = 1e-12 if p < _binary_pass._SINGLE_HESSIAN_COLUMNS else 1e-6
+    np.testing.assert_allclose(at_zero, generic, rtol=rtol, atol=rtol)
     # Away from 0 the weighted pass runs, also at a point with zero entries
     # (a negative control: the curvatures there are not 1/4, and its
     # Hessian differs).
@@ -336,11 +338,51 @@ def test_hessian_at_zero_is_the_quarter_gram_bit_for_bit(n, p, monkeypatch):
     np.testing.assert_allclose(
         BinaryLogLossPass(A, y).hessian(some_zeros),
         LinearModelLoss(2, p, 1.0).hessian(some_zeros, A, y),
-        rtol=1e-12,
-        atol=1e-12,
+        rtol=rtol,
+        atol=rtol,
     )
     if p > 1:
         assert not np.allclose(BinaryLogLossPass(A, y).hessian(some_zeros), at_zero)
     # A zero of the wrong length is not taken for the origin: it fails as before.
     with pytest.raises(ValueError):
         BinaryLogLossPass(A, y).hessian(np.zeros(p + 1))
+
+
+@pytest.mark.parametrize("p", [31, 32, 101])
+def test_newton_matrix_single_precision_from_32_columns(p):
+    """The Newton matrix is single precision from 32 columns (it only chooses
+    the step; the certificate reads the double-precision gradient): within
+    1e-6 of the generic float64 Hessian, and not equal to it bit for bit
+    from 32 columns (a negative control that the cast happens)."""
+    A, y, theta = _problem(4000, p, 1.0)
+    generic = LinearModelLoss(2, p, 1.0).hessian(theta, A, y)
+    fused = BinaryLogLossPass(A, y).hessian(theta)
+    np.testing.assert_allclose(fused, generic, rtol=1e-6, atol=1e-6 * np.abs(generic).max())
+    single = p >= _binary_pass._SINGLE_HESSIAN_COLUMNS
+    assert single == (np.abs(fused - generic).max() > 1e-12 * np.abs(generic).max())
+
+
+def test_newton_matrix_overflowing_single_precision_is_formed_in_double():
+    A, y, theta = _problem(500, 40, 1.0)
+    A = A * 1e25  # products near 1e50: past float32's 3.4e38
+    H = BinaryLogLossPass(A, y).hessian(np.zeros(40))
+    assert np.all(np.isfinite(H))
+    np.testing.assert_allclose(H, 0.25 * A.T @ A, rtol=1e-12)
+
+
+def test_single_precision_newton_certifies_the_same_solution():
+    """The certified point is within the certificate of the float64 path's."""
+    from sklearn_dpu.linear_model._certified_minimize import certified_minimize
+
+    A, y, _ = _problem(20000, 60, 1.0)
+    A /= np.linalg.norm(A, axis=1, keepdims=True)
+    loss = LinearModelLoss(2, 60, 1.0)
+    tol = 1e-6 * len(A)
+    single = certified_minimize(loss, A, y, 1.0, tol)
+    assert single.distance_bound <= tol
+    steps = single.n_iter
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_binary_pass, "_SINGLE_HESSIAN_COLUMNS", 10**9)
+        double = certified_minimize(loss, A, y, 1.0, tol)
+    assert steps == double.n_iter
+    assert np.linalg.norm(single.theta - double.theta) <= 2 * tol

@@ -244,7 +244,9 @@ def test_fits_from_threads_give_the_serial_bits_and_leave_blas_alone():
         for got, expected in zip(run, serial, strict=True):
             np.testing.assert_array_equal(got, expected)
     for got, expected in zip(main, serial, strict=True):  # ranges: rounding only
-        np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-12)
+        # (the Newton matrix is single precision from 32 columns: its
+        # rounding moves the steps, measured 7.6e-12 at most here)
+        np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-10)
 
 
 def test_the_callers_error_callback_reaches_every_range(ranges):
