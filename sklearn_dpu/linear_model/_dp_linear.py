@@ -23,7 +23,7 @@ from .._compat import DELTA_CONSTRAINT, HasMethods, Interval, StrOptions, _fit_c
 from .._validation import INPUT_DTYPES, cast_outputs, nonfinite_x_reported_first, output_dtype
 from ..base import PrivateEstimatorMixin, PublicSizes
 from ..privacy.calibration import gaussian_noise_multiplier
-from ..privacy.clipping import MAX_NORM_BOUND, MIN_NORM_BOUND
+from ..privacy.clipping import MAX_NORM_BOUND, MIN_NORM_BOUND, check_float32_bound
 from ..privacy.ledger import Release, ReleasePlan
 from ..privacy.random import release_generator
 from ..unlearning.ids import deletion_request, requested_ids
@@ -394,6 +394,7 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
             validated = partial(validate_training_data, self, X, y, reset=True)
             with nonfinite_x_reported_first(validated):
                 X_, y_, n_rows = validated(finite=auto)
+                check_float32_bound(X_, self.feature_norm)
                 encoded = None if auto else self._encode(X_, y_, self.feature_norm, *target)
             registry = SampleRegistry(self.n_features_in_ + 1)
             ids = registry.default_ids(n_rows) if sample_id is None else sample_id
@@ -501,6 +502,7 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
 
         def validate():
             X_, y_, n_rows = validate_training_data(self, X, y, reset=False)
+            check_float32_bound(X_, self.feature_norm)
             ids = registry.default_ids(n_rows) if sample_id is None else sample_id
             return X_, y_, registry.check_new_ids(ids, n_rows)
 
