@@ -9,7 +9,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn_dpu import BudgetExceededError, PrivacyBudget, UnlearningError
 from sklearn_dpu import io as dpu_io
 from sklearn_dpu.linear_model import DPLinearRegression
-from sklearn_dpu.model_selection import PrivateGridSearch, _private_search
+from sklearn_dpu.model_selection import PrivateGridSearch, _split_select
 from sklearn_dpu.preprocessing import PublicBoundsScaler
 from sklearn_dpu.privacy.accounting import epsilon_spent
 from sklearn_dpu.privacy.calibration import gaussian_noise_multiplier
@@ -51,13 +51,13 @@ def test_privacy_is_the_larger_of_training_and_selection():
 
 def test_uses_gem_when_loss_bounds_differ(monkeypatch):
     calls = []
-    real = _private_search.GeneralizedExponentialMechanism.select
+    real = _split_select.GeneralizedExponentialMechanism.select
 
     def spy(self, costs, sensitivities, rng):
         calls.append(list(sensitivities))
         return real(self, costs, sensitivities, rng)
 
-    monkeypatch.setattr(_private_search.GeneralizedExponentialMechanism, "select", spy)
+    monkeypatch.setattr(_split_select.GeneralizedExponentialMechanism, "select", spy)
     X, y = _data()
     grid = {"target_bound": [1.0, 4.0, 16.0]}
     base = DPLinearRegression(feature_norm=1.5, epsilon=2.0)

@@ -6,7 +6,7 @@ import pytest
 
 from sklearn_dpu import PrivacyBudget
 from sklearn_dpu.linear_model import DPLinearRegression
-from sklearn_dpu.model_selection import PrivateGridSearch, _private_search
+from sklearn_dpu.model_selection import PrivateGridSearch, _private_search, _split_select
 from sklearn_dpu.model_selection._group_privacy import group_epsilon
 from sklearn_dpu.privacy.ledger import Release
 from sklearn_dpu.unlearning.report import DeletionCost
@@ -94,14 +94,14 @@ def test_a_budget_spent_meanwhile_leaves_every_budget_uncharged(tmp_path, monkey
 
     own = PrivacyBudget(epsilon=10.0, delta=1e-5, path=tmp_path / "own.sqlite")
     inner = PrivacyBudget(epsilon=10.0, delta=1e-5, path=tmp_path / "inner.sqlite")
-    fit_candidate = _private_search._fit_candidate
+    fit_candidate = _split_select.fit_candidate
 
     def meanwhile(estimator, X, y, sample_id, split):
         if not inner.history():
             PrivacyBudget(10.0, 1e-5, path=inner.path).charge([pure_dp_event(9.5)], "elsewhere")
         return fit_candidate(estimator, X, y, sample_id, split)
 
-    monkeypatch.setattr(_private_search, "_fit_candidate", meanwhile)
+    monkeypatch.setattr(_split_select, "fit_candidate", meanwhile)
     search = PrivateGridSearch(
         DPLinearRegression(target_bound=1.0, budget=inner),
         {"alpha": [0.0, 1.0]},

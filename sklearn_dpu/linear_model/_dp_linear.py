@@ -23,7 +23,7 @@ from .._compat import DELTA_CONSTRAINT, HasMethods, Interval, StrOptions, _fit_c
 from .._validation import INPUT_DTYPES, cast_outputs, nonfinite_x_reported_first, output_dtype
 from ..base import PrivateEstimatorMixin, PublicSizes
 from ..privacy.calibration import gaussian_noise_multiplier
-from ..privacy.clipping import MIN_NORM_BOUND
+from ..privacy.clipping import MAX_NORM_BOUND, MIN_NORM_BOUND, check_float32_bound
 from ..privacy.ledger import Release, ReleasePlan
 from ..privacy.random import release_generator
 from ..unlearning.ids import deletion_request, requested_ids
@@ -153,7 +153,8 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         Use ``delta`` well below ``1 / n_samples``.
     feature_norm : float or "auto", default="auto"
         Public bound on the L2 norm of a feature row; longer rows are scaled
-        down to it. A number is never computed from the data (see
+        down to it. A number, in ``[1e-150, 1e150]`` (its square must be a
+        normal float64), is never computed from the data (see
         :class:`~sklearn_dpu.preprocessing.PublicBoundsScaler`): the best
         choice when known. ``"auto"``: estimated privately from a share of
         ``epsilon`` (see Notes): per-feature centers and scales
@@ -290,7 +291,10 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
     _parameter_constraints: dict = {
         "epsilon": [Interval(Real, 0, None, closed="neither")],
         "delta": [DELTA_CONSTRAINT],
-        "feature_norm": [Interval(Real, MIN_NORM_BOUND, None, closed="left"), StrOptions({AUTO})],
+        "feature_norm": [
+            Interval(Real, MIN_NORM_BOUND, MAX_NORM_BOUND, closed="both"),
+            StrOptions({AUTO}),
+        ],
         "target_bound": [
             Interval(Real, 0, None, closed="neither"),
             tuple,
@@ -390,6 +394,7 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
             validated = partial(validate_training_data, self, X, y, reset=True)
             with nonfinite_x_reported_first(validated):
                 X_, y_, n_rows = validated(finite=auto)
+                check_float32_bound(X_, self.feature_norm)
                 encoded = None if auto else self._encode(X_, y_, self.feature_norm, *target)
             registry = SampleRegistry(self.n_features_in_ + 1)
             ids = registry.default_ids(n_rows) if sample_id is None else sample_id
@@ -497,6 +502,7 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
 
         def validate():
             X_, y_, n_rows = validate_training_data(self, X, y, reset=False)
+            check_float32_bound(X_, self.feature_norm)
             ids = registry.default_ids(n_rows) if sample_id is None else sample_id
             return X_, y_, registry.check_new_ids(ids, n_rows)
 

@@ -25,7 +25,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .._compat import DELTA_CONSTRAINT, HasMethods, Interval, StrOptions, _fit_context
 from .._validation import INPUT_DTYPES, output_dtype
 from ..base import PrivateEstimatorMixin, PublicSizes
-from ..privacy.clipping import MIN_NORM_BOUND
+from ..privacy.clipping import MAX_NORM_BOUND, MIN_NORM_BOUND
 from ..privacy.ledger import ReleasePlan
 from ..privacy.random import release_generator
 from ..unlearning.ids import deletion_request, requested_ids
@@ -142,7 +142,8 @@ class DPLogisticRegression(
         Use ``delta`` well below ``1 / n_samples``.
     feature_norm : float or 'auto', default=1.0
         Public bound on the L2 norm of a feature row; longer rows are scaled
-        down to it. A number is never computed from the data (see
+        down to it. A number, in ``[1e-150, 1e150]`` (its square must be a
+        normal float64), is never computed from the data (see
         :class:`~sklearn_dpu.preprocessing.PublicBoundsScaler`); ``'auto'``
         releases one, ``feature_norm_``, for 10% of ``epsilon``.
     C : float or 'auto', default='auto'
@@ -297,7 +298,10 @@ class DPLogisticRegression(
     _parameter_constraints: dict = {
         "epsilon": [Interval(Real, 0, None, closed="neither")],
         "delta": [DELTA_CONSTRAINT],
-        "feature_norm": [Interval(Real, MIN_NORM_BOUND, None, closed="left"), StrOptions({"auto"})],
+        "feature_norm": [
+            Interval(Real, MIN_NORM_BOUND, MAX_NORM_BOUND, closed="both"),
+            StrOptions({"auto"}),
+        ],
         "C": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "fit_intercept": ["boolean"],
         "solver": [StrOptions({"auto", "output", "objective", "noisy_gd", "langevin"})],

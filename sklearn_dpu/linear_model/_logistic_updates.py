@@ -24,6 +24,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
 from .._validation import INPUT_DTYPES, cast_outputs, nonfinite_x_reported_first
+from ..privacy.clipping import check_float32_bound
 from . import _auto_bounds as auto_bounds
 from . import _langevin as langevin
 from . import _logistic_deletion as deletion
@@ -127,6 +128,7 @@ def validated_fit_data(estimator: Any, X: Any, y: Any, public_classes: Any, clip
     validated = partial(validate_data, estimator, X, y, accept_sparse="csr", dtype=INPUT_DTYPES)
     with nonfinite_x_reported_first(validated):
         Xv, yv = validated(ensure_all_finite=not clip)
+        check_float32_bound(Xv, estimator.feature_norm)
         Xv = canonical_sparse(Xv)
         check_classification_targets(yv)
         classes, y_index = label_set(estimator, *encode_labels(yv), public_classes)
@@ -144,6 +146,7 @@ def validated_stream_data(estimator: Any, X: Any, y: Any, classes: Any, first: b
     )
     with nonfinite_x_reported_first(validated):
         Xv, yv = validated(ensure_all_finite=not clip)
+        check_float32_bound(Xv, estimator.feature_norm)
         Xv = canonical_sparse(Xv)
         check_classification_targets(yv)
         labels = np.unique(classes) if first else estimator.classes_

@@ -13,7 +13,7 @@ from .._compat import DELTA_CONSTRAINT, HasMethods, Interval, StrOptions, _fit_c
 from .._validation import INPUT_DTYPES, is_dask_collection, nonfinite_x_reported_first
 from ..base import PublicSizes
 from ..exceptions import UnlearningError
-from ..privacy.clipping import MIN_FLOAT32_NORM_BOUND
+from ..privacy.clipping import MAX_NORM_BOUND, MIN_FLOAT32_NORM_BOUND
 from ..privacy.ledger import ReleasePlan
 from ..unlearning.ids import deletion_request, requested_ids
 from ..unlearning.report import DeletionPlan
@@ -152,7 +152,8 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
         and prediction) are scaled down to it. A number is never computed from
         the data; it must be at least ``1e-30`` (the rows are stored in
         float32, whose rounding below its normal range would leave rows
-        longer than a smaller bound). ``"auto"``: a private median of the
+        longer than a smaller bound) and at most ``1e150`` (its square must
+        be a normal float64). ``"auto"``: a private median of the
         rows' L2 norms, released first (pure DP) for
         ``BOUND_EPSILON_SHARE = 0.1`` of epsilon as
         ``feature_norm_`` (kept by edits); the count and run get the other
@@ -380,7 +381,7 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
         "alpha": [Interval(Real, 0, None, closed="left")],
         "fit_intercept": ["boolean"],
         "feature_norm": [
-            Interval(Real, MIN_FLOAT32_NORM_BOUND, None, closed="left"),
+            Interval(Real, MIN_FLOAT32_NORM_BOUND, MAX_NORM_BOUND, closed="both"),
             StrOptions({"auto"}),
         ],
         "solver": [StrOptions({"sgd", "nesterov"})],

@@ -7,7 +7,6 @@ from typing import Any, Self
 import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator, MetaEstimatorMixin
-from sklearn.utils.parallel import Parallel, delayed
 from sklearn.utils.validation import check_is_fitted
 
 from .._compat import HasMethods, Interval, InvalidParameterError, _fit_context
@@ -16,20 +15,16 @@ from ..base import PrivateEstimatorMixin, PublicSizes, planned_fit
 from ..exceptions import BudgetExceededError, UnlearningError
 from ..privacy.accounting import epsilon_upper_bound
 from ..privacy.ledger import Release, ReleasePlan, worst_case_events
-from ..privacy.mechanisms import GeneralizedExponentialMechanism, PermuteAndFlip
 from ..privacy.random import release_generator
 from ..unlearning.ids import check_request, deletion_request, requested_ids, restated_for
 from ..unlearning.report import DeletionCost, DeletionOutcome, DeletionPlan
 from . import _selection_methods as _methods
+from . import _split_select as _split
 from ._group_privacy import retained_privacy, search_guarantee
 from ._scoring import check_scoring
 from ._search_delegation import _DelegatesToBestEstimator
-from ._search_progress import print_candidates as _print_candidates
-from ._search_results import Split as _Split
 from ._search_results import (
     candidate_points,
-    cv_results,
-    fit_candidate,
     public_sizes,
     retrain_cost,
     split_rows,
@@ -37,7 +32,6 @@ from ._search_results import (
 from ._search_results import candidates as _candidates
 from ._search_results import on_chunks as _on
 from ._split_select import (
-    _REFIT_STREAM,
     _TRAIN,
     _VALIDATION,
     _selection,
@@ -45,10 +39,6 @@ from ._split_select import (
 )
 
 __all__ = ["PrivateGridSearch"]
-
-
-def _fit_candidate(estimator, X, y, sample_id, split):
-    return fit_candidate(estimator, X, y, sample_id, split)
 
 
 class PrivateGridSearch(
@@ -537,78 +527,10 @@ class PrivateGridSearch(
             if self.method != "split_select":
                 return _methods.search(self, data, sample_id, points, scorer)
             selection = _selection(params, candidates)
-            return self._search(candidates, selection, data, sample_id, points, scorer)
+            return _split.search(self, candidates, selection, data, sample_id, points, scorer)
 
         self._run_update("fit", plan, validate, compute)
         return self
-
-    def _search(
-        self,
-        candidates,
-        selection: PermuteAndFlip | GeneralizedExponentialMechanism,
-        split: "_Split",
-        sample_id,
-        points,
-        scorer,
-    ) -> list[Release]:
-        """Fit every candidate, select one privately, refit it if asked;
-        return the exact releases."""
-        fitted = Parallel(n_jobs=self.n_jobs)(
-            delayed(_fit_candidate)(c, split.X_train, split.y_train, split.train_ids, split)
-            for c in candidates
-        )
-        costs = [scorer.cost(candidate, split.X_val, split.y_val) for candidate in fitted]
-        select_rng = release_generator(self.random_state, 1)
-        if isinstance(selection, PermuteAndFlip):
-            best = selection.select(-np.asarray(costs), select_rng)
-        else:
-            bounds = [scorer.sensitivity(candidate) for candidate in fitted]
-            best = selection.select(costs, bounds, select_rng)
-
-        made = [
-            dataclasses.replace(Release.from_dict(entry), chunks=(_TRAIN, _TRAIN))
-            for candidate in fitted
-            for entry in candidate.privacy_ledger_
-        ]
-        if self.verbose and int(self.verbose) >= 2:
-            _print_candidates(self, points, made, [len(c.privacy_ledger_) for c in fitted])
-        made.append(_selection_release(selection))
-        self._n_fit_releases = len(made)  # what the selection's group privacy covers
-
-        self.cv_results_ = cv_results(points, fitted)
-        self.best_index_ = int(best)
-        self.best_params_ = points[best]
-        self.best_estimator_ = fitted[best]
-        self._validation_ids = set(split.validation_ids.tolist())
-        self._model_chunks = (_TRAIN, _TRAIN)  # the parts best_estimator_ was fitted on
-        if self.refit:
-            # All the rows, both parts: one more release, planned and charged.
-            seed = None
-            if self.random_state is not None:
-                seed = int(release_generator(self.random_state, _REFIT_STREAM).integers(2**31 - 1))
-            params = self.get_params(deep=False)
-            X, y, ids = split.full
-            chosen = _candidates(params, [seed], [points[best]])[0]
-            try:
-                refit = _fit_candidate(chosen, X, y, ids, split)
-            except Exception as error:
-                # which point is refitted follows the noisy selection: an
-                # error here tells it, so the releases so far are charged
-                error.releases_made = list(made)
-                raise
-            made.extend(_on([Release.from_dict(e) for e in refit.privacy_ledger_], 1, 2))
-            self.best_estimator_ = refit
-            self._validation_ids = set()  # every row is in the refit model
-            self._model_chunks = (_TRAIN, _VALIDATION)
-        if "budget" in self.best_estimator_.get_params(deep=False):
-            self.best_estimator_.set_params(budget=self._inner_budget())
-        self.n_candidates_ = len(fitted)
-        self.n_deleted_ = 0
-        self._sample_id_kind = sample_id.kind
-        self.deletion_log_ = []
-        if hasattr(self.best_estimator_, "feature_names_in_"):
-            self.feature_names_in_ = self.best_estimator_.feature_names_in_
-        return made
 
     def delete_samples(self, sample_ids: Any) -> Self:
         """Delete samples from the selected model; state what the selection keeps.

@@ -9,6 +9,8 @@ Hopkins University, 2024), Ch. 2: a public bound on the feature norm and on
 the loss at zero (labels clipped to a public interval).
 """
 
+from typing import Any
+
 import numpy as np
 from numpy.typing import DTypeLike
 
@@ -49,6 +51,34 @@ MIN_NORM_BOUND = 1e-150
 # its norm, below 1e-6 of the bound for any d up to 1e18; normal entries round
 # with a relative error of at most 2^-24 (6e-8).
 MIN_FLOAT32_NORM_BOUND = 1e-30
+# Largest row-norm bound the estimators accept. Their sensitivities use the
+# bound squared (and by a few public factors): at 1e155 that overflowed
+# float64 in every estimator (an OverflowError from Python's float power). Up
+# to 1e150 every solver fits, deletes and (where it has one) updates with
+# finite coefficients, in float64 and float32 alike (measured).
+MAX_NORM_BOUND = 1e150
+
+
+def check_float32_bound(X: Any, feature_norm: Any) -> None:
+    """Refuse float32 data with a public row-norm bound below
+    ``MIN_FLOAT32_NORM_BOUND``.
+
+    A linear model fitted on rows of norm at most ``feature_norm`` has
+    coefficients of the order of ``1 / feature_norm``; float32 data give
+    float32 coefficients (as scikit-learn's), which overflowed to infinity
+    below about 1e-35 (measured, every solver of ``DPLinearRegression`` and
+    ``DPLogisticRegression``). Called after validation, before any charge;
+    reads the dtype of ``X`` (public), never its values.
+    """
+    if getattr(X, "dtype", None) != np.float32 or isinstance(feature_norm, str):
+        return
+    if feature_norm < MIN_FLOAT32_NORM_BOUND:
+        raise ValueError(
+            f"feature_norm={feature_norm!r} is below {MIN_FLOAT32_NORM_BOUND:g}, the smallest "
+            "bound for float32 data: the coefficients, of the order of 1 / feature_norm, "
+            "would overflow float32. Pass float64 data or rescale the features."
+        )
+
 
 # Rounding the scaling factor could push a clipped norm a few ulps above the
 # bound; aiming slightly inside keeps ``norm <= max_norm`` exact.
