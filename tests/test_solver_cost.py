@@ -40,7 +40,7 @@ def test_the_branch_is_the_solvers():
     hessian = solver_cost.hessian_passes(binary, single_precision=True) / stride
     assert cost.passes == pytest.approx(cost.iterations + 1 + cost.iterations * hessian)
     warm = solver_cost.certified_solve_passes(binary, 1e5, 1.0, 1e-3, start_distance=1.0)
-    assert warm.iterations == solver_cost._NEWTON_STEPS_WARM + extra
+    assert warm.iterations == solver_cost._NEWTON_STEPS_WARM  # every row from a warm start
     narrow = LinearModelLoss(2, 21, 1.0)  # below 32 parameters: every row, double
     small = solver_cost.certified_solve_passes(narrow, 1e5, 1.0, 1e-3)
     assert small.iterations == solver_cost._NEWTON_STEPS_COLD

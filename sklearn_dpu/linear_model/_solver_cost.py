@@ -82,9 +82,10 @@ _SINGLE_PRODUCTS = 50.0
 #: times 3).
 _NEWTON_STEPS_COLD = 4
 _NEWTON_STEPS_WARM = 2
-#: ... plus these where the Newton matrix is subsampled (from 32 binary
-#: parameters: linear, not quadratic, convergence near the end; measured 2-3
-#: more from zero at 51 and 101 parameters, n = 1e5).
+#: ... plus these where the Newton matrix is subsampled (from zero, from 32
+#: binary parameters: linear, not quadratic, convergence near the end;
+#: measured 2-3 more at 51 and 101 parameters, n = 1e5, standardized data;
+#: a review measured up to 8 more on adversarial data).
 _SUBSAMPLED_EXTRA_STEPS = 2
 #: L-BFGS-B evaluations to the certificate from zero (measured 10-25 on
 #: standardized data; ill-conditioned data can take hundreds, which no public
@@ -208,7 +209,8 @@ def certified_solve_passes(
         steps = _NEWTON_STEPS_COLD if start_distance is None else _NEWTON_STEPS_WARM
         # the binary Newton matrix: single precision and read from every
         # stride-th row from 32 parameters (a few more, cheaper, steps)
-        stride = hessian_stride(int(n), loss.n_params) if fused else 1
+        cold = start_distance is None  # a warm start's Newton matrix reads every row
+        stride = hessian_stride(int(n), loss.n_params) if fused and cold else 1
         if stride > 1:
             steps += _SUBSAMPLED_EXTRA_STEPS
         hessian = hessian_passes(loss, single_precision=stride > 1) / stride
