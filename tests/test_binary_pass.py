@@ -265,9 +265,9 @@ def test_one_vs_rest_solves_share_the_hessian_at_zero(monkeypatch):
     formed = []
     original = BinaryLogLossPass.hessian
 
-    def counted(self, theta):
+    def counted(self, theta, stride=1):
         formed.append(not np.any(theta))
-        return original(self, theta)
+        return original(self, theta, stride)
 
     monkeypatch.setattr(BinaryLogLossPass, "hessian", counted)
     params = dict(solver="objective", feature_norm=3.0, random_state=0)
@@ -386,3 +386,93 @@ def test_single_precision_newton_certifies_the_same_solution():
         double = certified_minimize(loss, A, y, 1.0, tol)
     assert steps == double.n_iter
     assert np.linalg.norm(single.theta - double.theta) <= 2 * tol
+
+
+@pytest.mark.parametrize("p", [12, 40])
+def test_a_strided_newton_matrix_reads_every_kth_row_scaled(p):
+    """``hessian(theta, stride)``: the Hessian of rows 0, k, 2k, ... scaled
+    by n / m (m rows read), at 0 and away from it."""
+    A, y, theta = _problem(5003, p, 1.0)
+    fused = BinaryLogLossPass(A, y)
+    sub = A[::7]
+    rtol = 1e-12 if p < _binary_pass._SINGLE_HESSIAN_COLUMNS else 1e-6
+    for point in (np.zeros(p), theta):
+        expected = LinearModelLoss(2, p, 1.0).hessian(point, sub, y[::7]) * (5003 / len(sub))
+        got = fused.hessian(point, stride=7)
+        np.testing.assert_allclose(got, expected, rtol=rtol, atol=rtol * np.abs(expected).max())
+        assert not np.allclose(got, fused.hessian(point), rtol=1e-3)  # not every row
+
+
+def _solve(A, y, tol, patch=None, **kwargs):
+    from sklearn_dpu.linear_model._certified_minimize import certified_minimize
+
+    return certified_minimize(LinearModelLoss(2, A.shape[1], 1.0), A, y, 1.0, tol, **kwargs)
+
+
+def test_subsampled_newton_certifies_what_every_row_certifies(monkeypatch):
+    from sklearn_dpu.linear_model import _certified_minimize
+
+    A, y, _ = _problem(40000, 40, 1.0)
+    A /= np.linalg.norm(A, axis=1, keepdims=True)
+    assert _certified_minimize.hessian_stride(*A.shape) == 10
+    assert _certified_minimize.hessian_stride(40000, 31) == 1  # below 32 parameters
+    strides = []
+    original = _certified_minimize._FusedHessian.hessian
+    monkeypatch.setattr(
+        _certified_minimize._FusedHessian,
+        "hessian",
+        lambda self, *args: strides.append(self._stride) or original(self, *args),
+    )
+    tol = 1e-6 * len(A)
+    sub = _solve(A, y, tol)
+    assert strides == [10] * sub.n_iter  # these rows: the subsample's steps suffice
+    monkeypatch.setattr(_certified_minimize, "_HESSIAN_ROWS_PER_PARAMETER", 10**9)
+    exact = _solve(A, y, tol)
+    assert sub.distance_bound <= tol and exact.distance_bound <= tol
+    assert np.linalg.norm(sub.theta - exact.theta) <= 2 * tol
+    assert sub.n_iter > exact.n_iter  # linear, not quadratic, near the end
+
+
+def test_a_subsample_that_misses_a_direction_switches_to_every_row(monkeypatch):
+    """A feature present only in rows the stride skips: the subsampled matrix
+    has no curvature there, the steps stall, and the solve goes on with every
+    row (the certificate is reached either way)."""
+
+    A, y, _ = _problem(40000, 40, 1.0)
+    A[:, -1] = 0.0
+    rare = np.flatnonzero(np.arange(len(A)) % 10 == 7)[:300]  # never a multiple of 10
+    A[rare, -1] = 3.0
+    y[rare] = 1
+    A /= np.linalg.norm(A, axis=1, keepdims=True)
+    strides = _recorded_strides(monkeypatch)
+    tol = 1e-6 * len(A)
+    sub = _solve(A, y, tol)
+    assert sub.distance_bound <= tol
+    assert strides[0] == 10 and strides[-1] == 1  # switched to every row
+    assert sub.n_iter <= 8  # measured 7; 15 without the switch
+
+
+def _recorded_strides(monkeypatch) -> list:
+    from sklearn_dpu.linear_model import _certified_minimize
+
+    strides = []
+    original = _certified_minimize._FusedHessian.hessian
+    monkeypatch.setattr(
+        _certified_minimize._FusedHessian,
+        "hessian",
+        lambda self, *args: strides.append(self._stride) or original(self, *args),
+    )
+    return strides
+
+
+def test_a_warm_start_reads_every_row(monkeypatch):
+    """Near the minimizer exact Newton certifies in about 2 steps; the
+    subsample's linear rate took 8 (a review's measurement)."""
+    A, y, _ = _problem(40000, 40, 1.0)
+    A /= np.linalg.norm(A, axis=1, keepdims=True)
+    tol = 1e-6 * len(A)
+    cold = _solve(A, y, tol)
+    strides = _recorded_strides(monkeypatch)
+    warm = _solve(A[:-30], y[:-30], tol, theta0=cold.theta)
+    assert strides and set(strides) == {1}
+    assert warm.n_iter <= 3

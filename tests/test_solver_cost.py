@@ -31,12 +31,22 @@ def test_the_branch_is_the_solvers():
     binary = LinearModelLoss(2, 51, 1.0)
     assert cm.newton_only(51, True, 1e5)
     cost = solver_cost.certified_solve_passes(binary, 1e5, 1.0, 1e-3)
-    assert cost.iterations == solver_cost._NEWTON_STEPS_COLD
-    assert cost.passes == pytest.approx(
-        cost.iterations + 1 + cost.iterations * solver_cost.hessian_passes(binary)
-    )
+    # from 32 parameters the Newton matrix is single precision, read from
+    # every stride-th row, with a few more steps
+    stride = cm.hessian_stride(100_000, 51)
+    assert stride == 19
+    extra = solver_cost._SUBSAMPLED_EXTRA_STEPS
+    assert cost.iterations == solver_cost._NEWTON_STEPS_COLD + extra
+    hessian = solver_cost.hessian_passes(binary, single_precision=True) / stride
+    assert cost.passes == pytest.approx(cost.iterations + 1 + cost.iterations * hessian)
     warm = solver_cost.certified_solve_passes(binary, 1e5, 1.0, 1e-3, start_distance=1.0)
-    assert warm.iterations == solver_cost._NEWTON_STEPS_WARM
+    assert warm.iterations == solver_cost._NEWTON_STEPS_WARM  # every row from a warm start
+    narrow = LinearModelLoss(2, 21, 1.0)  # below 32 parameters: every row, double
+    small = solver_cost.certified_solve_passes(narrow, 1e5, 1.0, 1e-3)
+    assert small.iterations == solver_cost._NEWTON_STEPS_COLD
+    assert small.passes == pytest.approx(
+        small.iterations + 1 + small.iterations * solver_cost.hessian_passes(narrow)
+    )
     # Sparse rows: no fused pass, so L-BFGS at this size.
     sparse = solver_cost.certified_solve_passes(binary, 1e5, 1.0, 1e-3, dense_rows=False)
     assert not cm.newton_only(51, False, 1e5)
@@ -72,7 +82,7 @@ def test_the_branch_is_the_solvers():
     # One-vs-rest solves from zero share their first Hessian (Newton branch).
     three = solver_cost.certified_solve_passes(binary, 1e5, 1.0, 1e-3, solves=3)
     one = solver_cost.certified_solve_passes(binary, 1e5, 1.0, 1e-3)
-    assert three.passes == pytest.approx(3 * one.passes - 2 * solver_cost.hessian_passes(binary))
+    assert three.passes == pytest.approx(3 * one.passes - 2 * hessian)
     warm3 = solver_cost.certified_solve_passes(binary, 1e5, 1.0, 1e-3, start_distance=1.0, solves=3)
     assert warm3.passes == pytest.approx(3 * warm.passes)
     lbfgs3 = solver_cost.certified_solve_passes(wide, 1e5, 1.0, 1e-3, solves=3)
