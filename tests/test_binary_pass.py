@@ -403,7 +403,7 @@ def test_a_strided_newton_matrix_reads_every_kth_row_scaled(p):
         assert not np.allclose(got, fused.hessian(point), rtol=1e-3)  # not every row
 
 
-def _solve(A, y, tol, patch=None, **kwargs):
+def _solve(A, y, tol, **kwargs):
     from sklearn_dpu.linear_model._certified_minimize import certified_minimize
 
     return certified_minimize(LinearModelLoss(2, A.shape[1], 1.0), A, y, 1.0, tol, **kwargs)
@@ -416,13 +416,7 @@ def test_subsampled_newton_certifies_what_every_row_certifies(monkeypatch):
     A /= np.linalg.norm(A, axis=1, keepdims=True)
     assert _certified_minimize.hessian_stride(*A.shape) == 10
     assert _certified_minimize.hessian_stride(40000, 31) == 1  # below 32 parameters
-    strides = []
-    original = _certified_minimize._FusedHessian.hessian
-    monkeypatch.setattr(
-        _certified_minimize._FusedHessian,
-        "hessian",
-        lambda self, *args: strides.append(self._stride) or original(self, *args),
-    )
+    strides = _recorded_strides(monkeypatch)
     tol = 1e-6 * len(A)
     sub = _solve(A, y, tol)
     assert strides == [10] * sub.n_iter  # these rows: the subsample's steps suffice
