@@ -280,8 +280,10 @@ class PrivateEstimatorMixin:
            publishes the model;
         4. a plan that was only an upper bound (``plan.exact`` False) is
            charged for what ``compute`` returns: the exact releases, known
-           once a noised count or a coupled run has been drawn. The charge
-           comes before anything is returned to the caller; if it is refused
+           once a noised count or a coupled run has been drawn (an error
+           that names ``releases_made``, raised after a noisy release
+           decided what ``compute`` did next, is charged for them). The
+           charge comes before anything is returned to the caller; if it is refused
            (another process spent the budget after the check), the estimator
            is restored, nested state included: ``compute`` of a
            ``partial_fit`` edits the stored state in place, which
@@ -325,9 +327,10 @@ class PrivateEstimatorMixin:
             try:
                 made = list(compute(data))
             except Exception as error:
-                # A computation that read the data and then failed by design
-                # (a private selection that stopped without a winner) names
-                # the releases it made: the budgets pay for them all the same.
+                # A computation that failed after a noisy release decided
+                # what it did next (a search's refit, which follows its
+                # selection) names the releases made: the budgets pay for
+                # them all the same.
                 spent = list(getattr(error, "releases_made", ()))
                 if spent:
                     self._charge_budgets(self._budget_increment(spent, plan.restart), what)

@@ -105,8 +105,6 @@ class SelectionFailedError(ValueError):
     drawn, so a failure pays for a refit that did not run (an over-charge,
     never an under-charge)."""
 
-    releases_made: tuple = ()
-
 
 def _draw(points: list[dict], rng: np.random.Generator, count: int) -> list[int]:
     """Indices of ``count`` candidate points drawn uniformly."""
@@ -326,7 +324,6 @@ def search(
                     f"candidate's noisy score reached threshold={tau}; the budget was "
                     "charged for the runs (lower the threshold or the stop_probability)"
                 )
-                failure.releases_made = [_release(params, selection)]
                 raise failure
             (index,), (seeds,) = _draw(points, rng, 1), _seeds(rng, 1)
             candidate = _run_candidate(params, points, index, seeds)
@@ -337,9 +334,7 @@ def search(
                 "repeat_and_select: the Poisson number of runs was 0, no candidate ran; the "
                 "budget was charged (raise expected_runs)"
             )
-            # K = 0 is one of the mechanism's outcomes: charged like the others
-            failure.releases_made = [_release(params, selection)]
-            raise failure
+            raise failure  # K = 0: an outcome of the mechanism, charged like the others
         model, exact = runs.first
         done = [(model, _noised(exact, score, _score_seed(params, runs.seeds[0])))]
         done += Parallel(n_jobs=params["n_jobs"])(
