@@ -8,6 +8,7 @@ from .exceptions import (
     LedgerUnavailableError,
     PersistenceError,
     PrivacyLeakWarning,
+    SelectionFailedError,
     StateVersionError,
     UnlearningError,
 )
@@ -32,6 +33,7 @@ __all__ = [
     "PrivateBoundsScaler",
     "PrivateGridSearch",
     "PublicBoundsScaler",
+    "SelectionFailedError",
     "StateVersionError",
     "UnlearnableSGDClassifier",
     "UnlearningError",

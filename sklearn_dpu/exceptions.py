@@ -8,6 +8,7 @@ __all__ = [
     "LedgerUnavailableError",
     "PersistenceError",
     "PrivacyLeakWarning",
+    "SelectionFailedError",
     "StateVersionError",
     "UnlearningError",
 ]
@@ -24,6 +25,20 @@ class UnlearningError(ValueError):
     """A deletion request cannot be honoured as asked (unknown, duplicate or
     already-deleted id, deleting every sample, or a pipeline step that holds
     data-derived state it cannot unlearn). The estimator is left unchanged."""
+
+
+class SelectionFailedError(ValueError):
+    """A private selection ended without a winner: the threshold rule of
+    :class:`~sklearn_dpu.model_selection.PrivateGridSearch` stopped before any
+    noisy score passed, or ``repeat_and_select`` drew zero runs. No model is
+    published, but the search's privacy was spent and its budgets charged
+    (an outcome of the mechanism: retrying pays again). ``epsilon_spent``
+    is that cost, at the search's ``delta``.
+    """
+
+    def __init__(self, message: str, epsilon_spent: float | None = None):
+        super().__init__(message)
+        self.epsilon_spent = epsilon_spent
 
 
 class StateVersionError(ValueError):

@@ -309,3 +309,24 @@ def test_a_split_select_refit_error_is_charged_for_the_selection(tmp_path):
             failures += 1
         assert len(budget.history()) == 1
     assert 0 < failures < 8
+
+
+def test_a_stopped_selection_says_what_it_spent(tmp_path):
+    """A new user could not import the exception nor see the cost: it is
+    public, and its message and ``epsilon_spent`` give what the budget was
+    charged."""
+    from sklearn_dpu import SelectionFailedError as Public
+
+    X, y = _classification()
+    budget = PrivacyBudget(epsilon=50.0, delta=DELTA, path=tmp_path / "b.sqlite")
+    search = _search(
+        DPLogisticRegression(feature_norm=3.0, solver="output"),
+        "threshold",
+        budget,
+        threshold=0.999,
+        stop_probability=0.9,
+    )
+    with pytest.raises(Public, match=r"spent epsilon = [0-9.]+") as caught:
+        search.fit(X, y)
+    assert caught.value.epsilon_spent == pytest.approx(budget.spent().epsilon)
+    assert "stop_probability lets more runs try" in str(caught.value)

@@ -154,7 +154,8 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
     feature_norm : float or "auto", default="auto"
         Public bound on the L2 norm of a feature row; longer rows are scaled
         down to it. A number, in ``[1e-150, 1e150]`` (its square must be a
-        normal float64), is never computed from the data (see
+        normal float64; ``[1e-30, 1e30]`` for float32 data, whose
+        coefficients are float32), is never computed from the data (see
         :class:`~sklearn_dpu.preprocessing.PublicBoundsScaler`): the best
         choice when known. ``"auto"``: estimated privately from a share of
         ``epsilon`` (see Notes): per-feature centers and scales

@@ -143,7 +143,8 @@ class DPLogisticRegression(
     feature_norm : float or 'auto', default=1.0
         Public bound on the L2 norm of a feature row; longer rows are scaled
         down to it. A number, in ``[1e-150, 1e150]`` (its square must be a
-        normal float64), is never computed from the data (see
+        normal float64; ``[1e-30, 1e30]`` for float32 data, whose
+        coefficients are float32), is never computed from the data (see
         :class:`~sklearn_dpu.preprocessing.PublicBoundsScaler`); ``'auto'``
         releases one, ``feature_norm_``, for 10% of ``epsilon``.
     C : float or 'auto', default='auto'

@@ -31,7 +31,7 @@ from .._validation import (
     output_dtype,
 )
 from ..base import PrivateEstimatorMixin
-from ..privacy.clipping import clip_rows_l2
+from ..privacy.clipping import check_float32_bound, clip_rows_l2
 from ..privacy.ledger import PrivacySpent, Release, privacy_spent
 from ..privacy.random import release_generator
 from ._auto_bounds import draw_bound, is_auto, kept_bound_outcome, norm_bound_mechanism
@@ -136,6 +136,7 @@ class BaseUnlearnableSGD(
         validated = partial(validate_data, self, X, y, accept_sparse="csr", dtype=INPUT_DTYPES)
         with nonfinite_x_reported_first(validated):
             Xv, yv = validated(ensure_all_finite=not clip)
+            check_float32_bound(Xv, self.feature_norm)
             Xv = canonical_sparse(Xv)
             check_classification_targets(yv)
             if classes is None:

@@ -13,7 +13,7 @@ from .._compat import DELTA_CONSTRAINT, HasMethods, Interval, StrOptions, _fit_c
 from .._validation import INPUT_DTYPES, is_dask_collection, nonfinite_x_reported_first
 from ..base import PublicSizes
 from ..exceptions import UnlearningError
-from ..privacy.clipping import MAX_NORM_BOUND, MIN_FLOAT32_NORM_BOUND
+from ..privacy.clipping import MAX_NORM_BOUND, MIN_FLOAT32_NORM_BOUND, check_float32_bound
 from ..privacy.ledger import ReleasePlan
 from ..unlearning.ids import deletion_request, requested_ids
 from ..unlearning.report import DeletionPlan
@@ -153,7 +153,7 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
         the data; it must be at least ``1e-30`` (the rows are stored in
         float32, whose rounding below its normal range would leave rows
         longer than a smaller bound) and at most ``1e150`` (its square must
-        be a normal float64). ``"auto"``: a private median of the
+        be a normal float64; ``1e30`` for float32 data). ``"auto"``: a private median of the
         rows' L2 norms, released first (pure DP) for
         ``BOUND_EPSILON_SHARE = 0.1`` of epsilon as
         ``feature_norm_`` (kept by edits); the count and run get the other
@@ -584,6 +584,7 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
             )
             with nonfinite_x_reported_first(validated):
                 Xv, yv = validated(ensure_all_finite=False)
+                check_float32_bound(Xv, self.feature_norm)
                 Xv = canonical_sparse(Xv)
                 if not np.isin(yv, self.classes_).all():
                     raise ValueError(

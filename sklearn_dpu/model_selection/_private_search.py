@@ -12,9 +12,9 @@ from sklearn.utils.validation import check_is_fitted
 from .._compat import HasMethods, Interval, InvalidParameterError, _fit_context
 from .._progress import print_progress
 from ..base import PrivateEstimatorMixin, PublicSizes, planned_fit
-from ..exceptions import BudgetExceededError, UnlearningError
-from ..privacy.accounting import epsilon_upper_bound
-from ..privacy.ledger import Release, ReleasePlan, worst_case_events
+from ..exceptions import BudgetExceededError, SelectionFailedError, UnlearningError
+from ..privacy.accounting import epsilon_spent, epsilon_upper_bound
+from ..privacy.ledger import DecodedLedger, Release, ReleasePlan, worst_case_events
 from ..privacy.random import release_generator
 from ..unlearning.ids import check_request, deletion_request, requested_ids, restated_for
 from ..unlearning.report import DeletionCost, DeletionOutcome, DeletionPlan
@@ -448,12 +448,23 @@ class PrivateGridSearch(
         depend on its noised count) is charged that upper bound then, and
         ``privacy_ledger_`` records the exact releases. Charging after the
         runs would let a later error or a refused charge show what the noisy
-        scores decided without paying for it.
+        scores decided without paying for it. A selection that ends without
+        a winner raises :class:`~sklearn_dpu.exceptions.SelectionFailedError`
+        stating what the search spent (its plan, from public parameters).
         """
-        if self.method == "split_select" or plan.exact:
-            return super()._charged_compute(what, plan, data, compute)
-        self._charge_budgets(self._budget_increment(plan.releases, plan.restart), what)
-        return list(compute(data))
+        try:
+            if self.method == "split_select" or plan.exact:
+                return super()._charged_compute(what, plan, data, compute)
+            self._charge_budgets(self._budget_increment(plan.releases, plan.restart), what)
+            return list(compute(data))
+        except SelectionFailedError as failure:
+            events = DecodedLedger.of(()).increment(plan.releases, self.delta)
+            spent = epsilon_spent(events, self.delta)
+            raise SelectionFailedError(
+                f"{failure}. The search spent epsilon = {spent:.4g} (delta = {self.delta:g}), "
+                "charged to its budget(s), if any: retrying pays again",
+                epsilon_spent=spent,
+            ) from None
 
     @_fit_context(prefer_skip_nested_validation=False)
     def fit(self, X: ArrayLike, y: ArrayLike, *, sample_id: ArrayLike | None = None) -> Self:

@@ -51,6 +51,7 @@ from sklearn.utils.parallel import Parallel, delayed
 
 from .._compat import Interval, StrOptions
 from ..base import PublicSizes, planned_fit
+from ..exceptions import SelectionFailedError
 from ..privacy.accounting import epsilon_spent
 from ..privacy.events import event_key
 from ..privacy.ledger import Release, ReleasePlan
@@ -95,15 +96,6 @@ METHOD_CONSTRAINTS: dict = {
 #: ``param_distributions`` (stream 2), the split (0), the selection (1) and
 #: the refit's seed (3).
 _RUNS_STREAM = 4
-
-
-class SelectionFailedError(ValueError):
-    """The threshold rule stopped before any score passed (or K was 0): no
-    model is published. The budgets stay charged: the plan, refit included
-    (its upper bound, for a fit whose events depend on a noised count), is
-    charged once the first run has read the data and before any noise is
-    drawn, so a failure pays for a refit that did not run (an over-charge,
-    never an under-charge)."""
 
 
 def _draw(points: list[dict], rng: np.random.Generator, count: int) -> list[int]:
@@ -319,22 +311,22 @@ def search(
                 chosen = (index, model)
                 break
             if selection.stops(rng):
-                failure = SelectionFailedError(
+                raise SelectionFailedError(
                     "threshold: the random stopping rule ended the search before a "
-                    f"candidate's noisy score reached threshold={tau}; the budget was "
-                    "charged for the runs (lower the threshold or the stop_probability)"
+                    f"candidate's noisy score reached threshold={tau}. Lower the threshold "
+                    "to make a stop less likely (a lower stop_probability lets more runs "
+                    "try, but costs more epsilon per search)"
                 )
-                raise failure
             (index,), (seeds,) = _draw(points, rng, 1), _seeds(rng, 1)
             candidate = _run_candidate(params, points, index, seeds)
             model, exact = _fit_and_cost(candidate, split, scorer, tau)
     else:
         if runs.first is None:
-            failure = SelectionFailedError(
-                "repeat_and_select: the Poisson number of runs was 0, no candidate ran; the "
-                "budget was charged (raise expected_runs)"
+            # K = 0: an outcome of the mechanism, charged like the others
+            raise SelectionFailedError(
+                "repeat_and_select: the Poisson number of runs was 0, no candidate ran "
+                "(raise expected_runs)"
             )
-            raise failure  # K = 0: an outcome of the mechanism, charged like the others
         model, exact = runs.first
         done = [(model, _noised(exact, score, _score_seed(params, runs.seeds[0])))]
         done += Parallel(n_jobs=params["n_jobs"])(

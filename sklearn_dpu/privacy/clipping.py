@@ -57,26 +57,33 @@ MIN_FLOAT32_NORM_BOUND = 1e-30
 # to 1e150 every solver fits, deletes and (where it has one) updates with
 # finite coefficients, in float64 and float32 alike (measured).
 MAX_NORM_BOUND = 1e150
+# Largest row-norm bound for float32 data, symmetric to MIN_FLOAT32_NORM_BOUND
+# (see check_float32_bound).
+MAX_FLOAT32_NORM_BOUND = 1e30
 
 
 def check_float32_bound(X: Any, feature_norm: Any) -> None:
-    """Refuse float32 data with a public row-norm bound below
-    ``MIN_FLOAT32_NORM_BOUND``.
+    """Refuse float32 data with a public row-norm bound outside
+    ``[MIN_FLOAT32_NORM_BOUND, MAX_FLOAT32_NORM_BOUND]``.
 
     A linear model fitted on rows of norm at most ``feature_norm`` has
     coefficients of the order of ``1 / feature_norm``; float32 data give
     float32 coefficients (as scikit-learn's), which overflowed to infinity
     below about 1e-35 (measured, every solver of ``DPLinearRegression`` and
-    ``DPLogisticRegression``). Called after validation, before any charge;
-    reads the dtype of ``X`` (public), never its values.
+    ``DPLogisticRegression``) and underflow to zero above float32's largest
+    value (3.4e38), which no float32 row can reach. The range keeps both
+    ``feature_norm`` and ``1 / feature_norm`` eight orders of magnitude
+    inside float32's normal range. Called after validation, before any
+    charge; reads the dtype of ``X`` (public), never its values.
     """
     if getattr(X, "dtype", None) != np.float32 or isinstance(feature_norm, str):
         return
-    if feature_norm < MIN_FLOAT32_NORM_BOUND:
+    if not MIN_FLOAT32_NORM_BOUND <= feature_norm <= MAX_FLOAT32_NORM_BOUND:
         raise ValueError(
-            f"feature_norm={feature_norm!r} is below {MIN_FLOAT32_NORM_BOUND:g}, the smallest "
-            "bound for float32 data: the coefficients, of the order of 1 / feature_norm, "
-            "would overflow float32. Pass float64 data or rescale the features."
+            f"feature_norm={feature_norm!r} is outside [{MIN_FLOAT32_NORM_BOUND:g}, "
+            f"{MAX_FLOAT32_NORM_BOUND:g}], the bounds for float32 data: the coefficients, of "
+            "the order of 1 / feature_norm, would leave float32's range. Pass float64 data, "
+            "or scale the features and feature_norm together into that range."
         )
 
 
