@@ -15,20 +15,17 @@ recipes they call are in :mod:`sklearn_dpu.linear_model._logistic_deletion`,
 
 from collections import Counter
 from collections.abc import Sequence
-from functools import partial
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import validate_data
 
-from .._validation import INPUT_DTYPES, cast_outputs, nonfinite_x_reported_first
-from ..privacy.clipping import check_float32_bound
+from .._validation import cast_outputs
 from . import _auto_bounds as auto_bounds
 from . import _langevin as langevin
 from . import _logistic_deletion as deletion
-from ._sparse_rows import canonical_sparse
+from ._input_rows import validated_xy
 
 __all__ = ["delete_samples", "encode_labels", "publish"]
 
@@ -125,11 +122,7 @@ def validated_fit_data(estimator: Any, X: Any, y: Any, public_classes: Any, clip
     clip is the pass that checks ``X`` is finite, see
     :func:`~sklearn_dpu._validation.nonfinite_x_reported_first`), else
     ``None`` (an 'auto' bound reads ``X`` first: scikit-learn checks it)."""
-    validated = partial(validate_data, estimator, X, y, accept_sparse="csr", dtype=INPUT_DTYPES)
-    with nonfinite_x_reported_first(validated):
-        Xv, yv = validated(ensure_all_finite=not clip)
-        check_float32_bound(Xv, estimator.feature_norm)
-        Xv = canonical_sparse(Xv)
+    with validated_xy(estimator, X, y, clip=clip) as (Xv, yv):
         check_classification_targets(yv)
         classes, y_index = label_set(estimator, *encode_labels(yv), public_classes)
         rows = estimator._rows(Xv, y_index, estimator.feature_norm) if clip else None
@@ -141,13 +134,7 @@ def validated_stream_data(estimator: Any, X: Any, y: Any, classes: Any, first: b
     registry rows clipped in the pass that checks ``X`` is finite, unless the
     first call must draw an 'auto' bound from ``X`` first (then ``None``)."""
     clip = not (first and auto_bounds.is_auto(estimator.feature_norm))
-    validated = partial(
-        validate_data, estimator, X, y, accept_sparse="csr", dtype=INPUT_DTYPES, reset=first
-    )
-    with nonfinite_x_reported_first(validated):
-        Xv, yv = validated(ensure_all_finite=not clip)
-        check_float32_bound(Xv, estimator.feature_norm)
-        Xv = canonical_sparse(Xv)
+    with validated_xy(estimator, X, y, clip=clip, reset=first) as (Xv, yv):
         check_classification_targets(yv)
         labels = np.unique(classes) if first else estimator.classes_
         if first and len(labels) < 2:

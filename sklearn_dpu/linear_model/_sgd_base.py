@@ -13,7 +13,6 @@ App. C).
 
 import dataclasses
 import math
-from functools import partial
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -27,21 +26,21 @@ from .._validation import (
     INPUT_DTYPES,
     cast_outputs,
     is_dask_collection,
-    nonfinite_x_reported_first,
     output_dtype,
 )
 from ..base import PrivateEstimatorMixin
-from ..privacy.clipping import check_float32_bound, clip_rows_l2
+from ..privacy.clipping import clip_rows_l2
 from ..privacy.ledger import PrivacySpent, Release, privacy_spent
 from ..privacy.random import release_generator
 from ._auto_bounds import draw_bound, is_auto, kept_bound_outcome, norm_bound_mechanism
+from ._input_rows import validated_xy
 from ._losses import get_loss
 from ._scores import ScoresToLabelsMixin
 from ._sgd_dask import WorkerRows
 from ._sgd_edits import SGDEditLedger, start_run
 from ._sgd_plan import BOUND_EPSILON_SHARE, SGDParams, schedule_run
 from ._sgd_releases import count_mechanism, fit_ledger
-from ._sparse_rows import canonical_sparse, clip_sparse, is_sparse, sparse_clipped_rows
+from ._sparse_rows import clip_sparse, is_sparse, sparse_clipped_rows
 
 __all__ = ["BaseUnlearnableSGD"]
 
@@ -133,11 +132,7 @@ class BaseUnlearnableSGD(
         :func:`~sklearn_dpu._validation.nonfinite_x_reported_first`), else
         ``None`` (an 'auto' bound reads ``X`` first: scikit-learn checks it)."""
         clip = clip_bound is not None
-        validated = partial(validate_data, self, X, y, accept_sparse="csr", dtype=INPUT_DTYPES)
-        with nonfinite_x_reported_first(validated):
-            Xv, yv = validated(ensure_all_finite=not clip)
-            check_float32_bound(Xv, self.feature_norm)
-            Xv = canonical_sparse(Xv)
+        with validated_xy(self, X, y, clip=clip) as (Xv, yv):
             check_classification_targets(yv)
             if classes is None:
                 classes_ = np.unique(yv)

@@ -1,24 +1,24 @@
 """A linear classifier trained by noisy mini-batch SGD, with exact insertions
 and deletions by coupling (dissertation Ch. 4 and App. C)."""
 
-from functools import partial
 from numbers import Integral, Real
 from typing import Any, Self
 
 import numpy as np
 from numpy.typing import ArrayLike
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from .._compat import DELTA_CONSTRAINT, HasMethods, Interval, StrOptions, _fit_context, _num_samples
-from .._validation import INPUT_DTYPES, is_dask_collection, nonfinite_x_reported_first
+from .._validation import is_dask_collection
 from ..base import PublicSizes
 from ..exceptions import UnlearningError
-from ..privacy.clipping import MAX_NORM_BOUND, MIN_FLOAT32_NORM_BOUND, check_float32_bound
+from ..privacy.clipping import MAX_NORM_BOUND, MIN_FLOAT32_NORM_BOUND
 from ..privacy.ledger import ReleasePlan
 from ..unlearning.ids import deletion_request, requested_ids
 from ..unlearning.report import DeletionPlan
 from ._auto_bounds import is_auto
 from ._coupled_sgd import InsertionRecord
+from ._input_rows import validated_xy
 from ._sgd_base import BaseUnlearnableSGD
 from ._sgd_dask import validate_dask
 from ._sgd_edits import (
@@ -29,7 +29,7 @@ from ._sgd_edits import (
 )
 from ._sgd_plan import changed_run_params, check_sampling, run_params, schedule_run, size_bucket
 from ._sgd_releases import deletion_outcome, planned_fit
-from ._sparse_rows import canonical_sparse, in_storage_of, new_registry
+from ._sparse_rows import in_storage_of, new_registry
 
 __all__ = ["UnlearnableSGDClassifier", "schedule_run", "size_bucket"]
 
@@ -579,13 +579,7 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
         def validate():
             # The clip is the pass that checks X is finite (nonfinite_x_reported_first),
             # before the ids are looked up in the fitted registry.
-            validated = partial(
-                validate_data, self, X, y, accept_sparse="csr", dtype=INPUT_DTYPES, reset=False
-            )
-            with nonfinite_x_reported_first(validated):
-                Xv, yv = validated(ensure_all_finite=False)
-                check_float32_bound(Xv, self.feature_norm)
-                Xv = canonical_sparse(Xv)
+            with validated_xy(self, X, y, clip=True, reset=False) as (Xv, yv):
                 if not np.isin(yv, self.classes_).all():
                     raise ValueError(
                         f"y contains labels not in classes_={self.classes_!r}; a fitted "
