@@ -55,6 +55,30 @@ def test_fused_pass_extreme_margins_are_finite():
     np.testing.assert_allclose(grad, [2.0])
 
 
+def test_gradient_only_pass_keeps_each_rows_bound_at_saturated_margins():
+    # The gradient-only pass (noisy GD's and Langevin's steps) computes
+    # dl/dz from tanh(z / 2): each row's term must stay within |dl/dz| <= 1
+    # (the loss's constant, behind every sensitivity) and agree with the
+    # generic gradient to an ulp of 1 per row, also where tanh saturates.
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal(4)
+    a /= np.linalg.norm(a)
+    loss = LinearModelLoss(2, 4, 1.0)
+    for label in (0, 1):
+        for scale in (-1e6, -800.0, -40.0, -1.0, 0.0, 1.0, 40.0, 800.0, 1e6):
+            theta = scale * a
+            A, y = a[None, :], np.array([label])
+            grad = BinaryLogLossPass(A, y).gradient(theta)
+            assert np.linalg.norm(grad) <= np.linalg.norm(a) * (1 + 1e-15)
+            expected = loss.value_and_grad(theta, A, y)[1]
+            np.testing.assert_allclose(grad, expected, rtol=0, atol=4e-16)
+    # A negative control: the other label's gradient is far from it.
+    theta = 3.0 * a
+    other = BinaryLogLossPass(a[None, :], np.array([0])).gradient(theta)
+    expected = loss.value_and_grad(theta, a[None, :], np.array([1]))[1]
+    assert np.abs(other - expected).max() > 0.1
+
+
 def test_fused_pass_only_where_it_applies():
     A, y, _ = _problem(10, 3, 1.0)
     assert fused_pass(LinearModelLoss(3, 3, 1.0), A, y) is None  # multiclass

@@ -84,7 +84,6 @@ class BinaryLogLossPass:
         self.A = A
         n, p = A.shape
         self._signs = np.where(np.asarray(y) == 1, 1.0, -1.0)
-        self._negated = -self._signs
         self._rows = block_rows(_BLOCK_BYTES, 8 * p)
         # Curvatures expit(m) expit(-m) of the last value_and_grad, for a
         # Hessian at the same point without recomputing the margins.
@@ -248,20 +247,30 @@ class BinaryLogLossPass:
         return H
 
     def _gradient_range(self, theta, start, stop):
+        # dl/dz = expit(z) - y = (tanh(z / 2) - s) / 2 for the label's sign s:
+        # one tanh per row (a third of expit's time, measured at n = 1e5) and
+        # one subtraction, the halvings exact (powers of two) and moved out of
+        # the rows' loop, onto theta and the summed gradient. Where the
+        # gradient is small (1 - tanh near 0) its absolute error is an ulp of
+        # 1, not of the value: noisy steps, whose noise is many orders above
+        # that, are its only callers. |tanh - s| <= 2, so a row's term keeps
+        # the loss's bound |dl/dz| <= 1 whatever the margin.
+        half = 0.5 * np.asarray(theta, dtype=float)
         grad = np.zeros(self.A.shape[1])
         (m_all,) = self._scratch(start, stop, 1)
         for block, k in row_blocks(stop - start, self._rows, start):
-            A, s, m = self.A[block], self._signs[block], m_all[:k]
-            np.matmul(A, theta, out=m)
-            np.multiply(m, self._negated[block], out=m)
-            expit(m, out=m)  # expit(-s z): one call, no loss value
-            np.multiply(m, s, out=m)  # -dl/dz
-            grad -= m @ A
+            A, m = self.A[block], m_all[:k]
+            np.matmul(A, half, out=m)
+            np.tanh(m, out=m)
+            np.subtract(m, self._signs[block], out=m)
+            grad += m @ A
+        grad *= 0.5
         return grad
 
     def gradient(self, theta: np.ndarray) -> np.ndarray:
-        """Gradient of the summed loss only: ``expit`` of the margins, no
-        loss value, no curvature (noisy GD's steps)."""
+        """Gradient of the summed loss only: one ``tanh`` per margin, no loss
+        value, no curvature (the steps of noisy GD and Langevin). Accurate to
+        an ulp of 1 per row (absolute), not relative to a small gradient."""
         return self._summed(lambda start, stop: self._gradient_range(theta, start, stop))
 
 
