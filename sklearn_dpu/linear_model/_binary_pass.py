@@ -34,7 +34,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
-from scipy.special import expit
 
 from .._row_threads import sum_over_row_ranges
 from ._losses import LinearModelLoss, LogLoss
