@@ -219,11 +219,17 @@ def encode_with_gram(
     Each block of rows is clipped and quantized into small float64 buffers
     that stay in cache: the features' codes (contiguous, so that every pass
     over them runs at full speed) and the target's. Their products are exact
-    (see the bound at ``_MAX_EXACT_ROWS``: a block has far fewer rows): one
-    BLAS ``syrk`` for the features' block of the Gram matrix and two ``gemv``
-    for their products with the target and their sums (the intercept column
-    is the constant ``_ONE``, so its entries are sums times ``_ONE``), all
-    added into int64 totals; the block's int16 codes are written once. The
+    (see the bound at ``_MAX_EXACT_ROWS``): one BLAS ``syrk`` per block
+    writes the block's products into a reused ``d x d`` buffer, added into a
+    float64 total that moves into int64 after at most ``_MAX_EXACT_ROWS``
+    rows (so its sums stay exact integers); two ``gemv`` give the products
+    with the target and the sums (the intercept column is the constant
+    ``_ONE``, so its entries are sums times ``_ONE``), added into int64
+    totals. A block has at least ``d`` rows, so that the ``d x d`` additions
+    cost little beside the block's ``syrk`` (at d = 1000, 261-row blocks
+    spent as long on a fresh product and its int64 addition as on the
+    product itself: 4.2 s against 2.1 s for a bare ``X.T @ X`` at n = 1e5 on
+    one thread). The block's int16 codes are written once. The
     result is bit-identical to :func:`encode_rows` followed by
     :func:`gram_of_codes`. The blocks run on as many contiguous row ranges as
     the caller lets BLAS use threads (:mod:`sklearn_dpu._row_threads`); their totals are
@@ -237,7 +243,8 @@ def encode_with_gram(
     """
     n, d = X.shape
     y = np.asarray(y, dtype=np.float64)
-    rows = int(np.clip(_ENCODE_BYTES // (8 * (d + 2)), _ENCODE_MIN_ROWS, _ENCODE_MAX_ROWS))
+    rows = max(_ENCODE_BYTES // (8 * (d + 2)), d)
+    rows = int(np.clip(rows, _ENCODE_MIN_ROWS, _ENCODE_MAX_ROWS))
     rows = min(rows, max(n, 1))
     codes = np.empty((n, d + 1), dtype=np.int16)
 
@@ -246,6 +253,11 @@ def encode_with_gram(
         # features, their products with the target, their sums, and the
         # target's square and sum.
         features_gram = np.zeros((d, d), dtype=np.int64)
+        # The features' products since the last flush (exact while it sums
+        # at most 2**25 rows), and the buffer each block's product is written to.
+        recent = np.zeros((d, d), dtype=np.float64)
+        product = np.empty((d, d), dtype=np.float64)
+        in_recent = 0
         with_target = np.zeros(d, dtype=np.int64)
         sums = np.zeros(d, dtype=np.int64)
         target_square = target_sum = 0
@@ -271,11 +283,17 @@ def encode_with_gram(
             codes[start:stop, d] = target
             # Exact integers: products (or sums) of codes over fewer than 2**25
             # rows, one syrk and two gemv.
-            np.add(features_gram, features.T @ features, out=features_gram, casting="unsafe")
+            if in_recent + (stop - start) > _MAX_EXACT_ROWS:
+                np.add(features_gram, recent, out=features_gram, casting="unsafe")
+                recent[...], in_recent = 0.0, 0
+            np.matmul(features.T, features, out=product)
+            recent += product
+            in_recent += stop - start
             np.add(with_target, features.T @ target, out=with_target, casting="unsafe")
             np.add(sums, features.T @ ones[: stop - start], out=sums, casting="unsafe")
             target_square += int(target @ target)
             target_sum += int(target.sum())
+        np.add(features_gram, recent, out=features_gram, casting="unsafe")
         return features_gram, with_target, sums, target_square, target_sum
 
     # On as many row ranges as the caller lets BLAS use threads: the sums are
