@@ -80,6 +80,9 @@ _BLOCK = 1 << 16  # rows per block of gram_of_codes (<= _MAX_EXACT_ROWS)
 # (measured at n = 1e6, d in {20, 100}: 2 MiB beats 512 KiB by 5-10%).
 _ENCODE_BYTES = 1 << 21
 _ENCODE_MIN_ROWS, _ENCODE_MAX_ROWS = 256, 1 << 16
+# Rows a block has at least (up to d) so that adding its d x d product into
+# the total costs little beside forming it (see encode_with_gram).
+_ENCODE_GRAM_ROWS = 1024
 # feature_norm * 2**-14 is a normal float, computed exactly, from here on.
 _SMALLEST_EXACT_NORM = 2.0**-1008
 
@@ -120,6 +123,23 @@ def _prefilter_margin(d: int) -> float:
     return 16.0 * (d + 8) * np.finfo(np.float64).eps
 
 
+def _squared_norms(rows: np.ndarray, scratch: np.ndarray) -> np.ndarray:
+    """Squared norms of ``rows`` as BLAS products of their squares, formed in
+    ``scratch`` ``len(scratch)`` rows at a time (any summation order will do
+    where they are used)."""
+    ones = np.ones(rows.shape[1])
+    step = len(scratch)
+    if len(rows) <= step:
+        return np.square(rows, out=scratch[: len(rows)]) @ ones
+    squares = np.empty(len(rows))
+    for first in range(0, len(rows), step):
+        part = rows[first : first + step]
+        np.matmul(
+            np.square(part, out=scratch[: len(part)]), ones, out=squares[first : first + len(part)]
+        )
+    return squares
+
+
 def _encode_block_into(
     X: np.ndarray,
     y: np.ndarray,
@@ -132,7 +152,8 @@ def _encode_block_into(
 ) -> None:
     """Write the codes of rows ``X, y`` (float64) as float64 integers into
     ``features`` (C-contiguous, the rows' shape) and ``target``;
-    ``scratch`` is a work buffer of the shape of ``features``.
+    ``scratch`` is a work buffer of ``features``' width and at most its
+    length (the squared norms are formed ``len(scratch)`` rows at a time).
 
     The values are exactly those of :func:`encode_rows`, which computes
     ``trunc(clip(v / feature_norm, -1, 1) * 2**14)`` with ``v`` the clipped
@@ -183,7 +204,7 @@ def _encode_block_into(
     with np.errstate(over="ignore", invalid="ignore"):
         np.divide(X, step, out=features)
         # Squared norms as a BLAS product (any summation order will do here).
-        squares = np.square(features, out=scratch) @ np.ones(features.shape[1])
+        squares = _squared_norms(features, scratch)
     margin = 1.0 - _prefilter_margin(X.shape[1])
     inside = (_ONE * _INSIDE) ** 2 * margin
     # clip_scales takes another path (and scale) for rows whose squares
@@ -225,11 +246,16 @@ def encode_with_gram(
     rows (so its sums stay exact integers); two ``gemv`` give the products
     with the target and the sums (the intercept column is the constant
     ``_ONE``, so its entries are sums times ``_ONE``), added into int64
-    totals. A block has at least ``d`` rows, so that the ``d x d`` additions
-    cost little beside the block's ``syrk`` (at d = 1000, 261-row blocks
-    spent as long on a fresh product and its int64 addition as on the
-    product itself: 4.2 s against 2.1 s for a bare ``X.T @ X`` at n = 1e5 on
-    one thread). The block's int16 codes are written once. The
+    totals. A block has at least ``min(d, 1024)`` rows, so that the ``d x d``
+    additions cost little beside the block's ``syrk`` (at d = 1000, 261-row
+    blocks each making a fresh product and adding it into int64 spent as long
+    on that as on the product itself: 4.2 s against 2.1 s for a bare
+    ``X.T @ X`` at n = 1e5 on one thread; 1000-row blocks 2.7 s, 512-row
+    ones 3.2 s: adding a product streams three ``d x d`` arrays). A row range
+    holds two ``d x d`` float64 arrays (the int64 total is made only at a
+    flush or at the end, once the product's buffer is freed), a block, and a
+    scratch of at most ``_ENCODE_BYTES``. The block's int16 codes are
+    written once. The
     result is bit-identical to :func:`encode_rows` followed by
     :func:`gram_of_codes`. The blocks run on as many contiguous row ranges as
     the caller lets BLAS use threads (:mod:`sklearn_dpu._row_threads`); their totals are
@@ -243,8 +269,8 @@ def encode_with_gram(
     """
     n, d = X.shape
     y = np.asarray(y, dtype=np.float64)
-    rows = max(_ENCODE_BYTES // (8 * (d + 2)), d)
-    rows = int(np.clip(rows, _ENCODE_MIN_ROWS, _ENCODE_MAX_ROWS))
+    cached = int(np.clip(_ENCODE_BYTES // (8 * (d + 2)), _ENCODE_MIN_ROWS, _ENCODE_MAX_ROWS))
+    rows = max(cached, min(d, _ENCODE_GRAM_ROWS))
     rows = min(rows, max(n, 1))
     codes = np.empty((n, d + 1), dtype=np.int16)
 
@@ -252,17 +278,27 @@ def encode_with_gram(
         # Exact integer blocks of the Gram matrix over rows first .. last - 1:
         # features, their products with the target, their sums, and the
         # target's square and sum.
-        features_gram = np.zeros((d, d), dtype=np.int64)
         # The features' products since the last flush (exact while it sums
-        # at most 2**25 rows), and the buffer each block's product is written to.
+        # at most 2**25 rows), the buffer each block's product is written to,
+        # and their int64 total, made only at a flush or at the end (after the
+        # buffer is freed): two d x d arrays at a time, as one int64 total and
+        # a fresh product each block were.
         recent = np.zeros((d, d), dtype=np.float64)
         product = np.empty((d, d), dtype=np.float64)
         in_recent = 0
+        features_gram = None
+
+        def flushed(total):
+            if total is None:
+                return recent.astype(np.int64)
+            np.add(total, recent, out=total, casting="unsafe")
+            return total
+
         with_target = np.zeros(d, dtype=np.int64)
         sums = np.zeros(d, dtype=np.int64)
         target_square = target_sum = 0
         features_buffer = np.empty((rows, d), dtype=np.float64)
-        scratch = np.empty((rows, d), dtype=np.float64)
+        scratch = np.empty((min(rows, cached), d), dtype=np.float64)
         target_buffer = np.empty(rows, dtype=np.float64)
         ones = np.ones(rows)
         for start in range(first, last, rows):
@@ -277,14 +313,14 @@ def encode_with_gram(
                 half_range,
                 features,
                 target,
-                scratch[: stop - start],
+                scratch[: stop - start],  # (all of it when the block is longer)
             )
             np.copyto(codes[start:stop, :d], features, casting="unsafe")
             codes[start:stop, d] = target
             # Exact integers: products (or sums) of codes over fewer than 2**25
             # rows, one syrk and two gemv.
             if in_recent + (stop - start) > _MAX_EXACT_ROWS:
-                np.add(features_gram, recent, out=features_gram, casting="unsafe")
+                features_gram = flushed(features_gram)
                 recent[...], in_recent = 0.0, 0
             np.matmul(features.T, features, out=product)
             recent += product
@@ -293,8 +329,8 @@ def encode_with_gram(
             np.add(sums, features.T @ ones[: stop - start], out=sums, casting="unsafe")
             target_square += int(target @ target)
             target_sum += int(target.sum())
-        np.add(features_gram, recent, out=features_gram, casting="unsafe")
-        return features_gram, with_target, sums, target_square, target_sum
+        product = features = features_buffer = scratch = None  # freed before the total
+        return flushed(features_gram), with_target, sums, target_square, target_sum
 
     # On as many row ranges as the caller lets BLAS use threads: the sums are
     # exact integers, so the split changes no bit of the result.
