@@ -57,6 +57,47 @@ def test_blocked_gram_is_the_integer_gram(monkeypatch, n, d, dtype, fit_intercep
     assert np.array_equal(gram_of_codes(reference, fit_intercept), expected)
 
 
+@pytest.mark.parametrize("fit_intercept", [True, False])
+@pytest.mark.parametrize("max_exact_rows", [1, 7, 1 << 25])
+def test_parts_and_flushes_of_the_float64_total_are_exact(
+    monkeypatch, fit_intercept, max_exact_rows
+):
+    # Blocks of at least min(d, _ENCODE_GRAM_ROWS) rows encoded in
+    # cache-sized parts (here 3 rows), the float64 total moved into int64
+    # every max_exact_rows rows (2**25 in use): still the integer Gram.
+    monkeypatch.setattr(ss, "_ENCODE_BYTES", 3 * 8 * (40 + 2))
+    monkeypatch.setattr(ss, "_ENCODE_MIN_ROWS", 1)
+    monkeypatch.setattr(ss, "_ENCODE_GRAM_ROWS", 16)
+    monkeypatch.setattr(ss, "_MAX_EXACT_ROWS", max_exact_rows)
+    X, y = _data(301, 40, np.float64, seed=3)
+    reference = encode_rows(X, y, 2.0, 0.3, 4.0)
+    codes, gram = encode_with_gram(X, y, 2.0, 0.3, 4.0, fit_intercept)
+    assert np.array_equal(codes, reference)
+    assert np.array_equal(gram, _reference_gram(reference, fit_intercept))
+
+
+def test_encoder_memory_at_large_d_is_a_few_d_by_d_arrays():
+    # A block of min(d, 1024) rows, its product's buffer and the float64
+    # total: about 4 d x d arrays at d = 800 with half the rows near the
+    # sphere (their copies bounded by the cache-sized parts). A fresh int64
+    # total beside them and blocks encoded whole took 6.5.
+    import tracemalloc
+
+    from threadpoolctl import threadpool_limits
+
+    n, d = 4000, 800
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((n, d)), rng.standard_normal(n)
+    with threadpool_limits(1):
+        tracemalloc.start()
+        try:
+            codes, _ = encode_with_gram(X, y, float(np.sqrt(d)), 0.0, 3.0, True)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert (peak - codes.nbytes) / (d * d * 8) < 4.6
+
+
 def test_extreme_codes_stay_exact():
     # Every code at +-2**14: the largest products, summed over a block.
     n, d = 3000, 5

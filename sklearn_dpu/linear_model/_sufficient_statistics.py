@@ -123,23 +123,6 @@ def _prefilter_margin(d: int) -> float:
     return 16.0 * (d + 8) * np.finfo(np.float64).eps
 
 
-def _squared_norms(rows: np.ndarray, scratch: np.ndarray) -> np.ndarray:
-    """Squared norms of ``rows`` as BLAS products of their squares, formed in
-    ``scratch`` ``len(scratch)`` rows at a time (any summation order will do
-    where they are used)."""
-    ones = np.ones(rows.shape[1])
-    step = len(scratch)
-    if len(rows) <= step:
-        return np.square(rows, out=scratch[: len(rows)]) @ ones
-    squares = np.empty(len(rows))
-    for first in range(0, len(rows), step):
-        part = rows[first : first + step]
-        np.matmul(
-            np.square(part, out=scratch[: len(part)]), ones, out=squares[first : first + len(part)]
-        )
-    return squares
-
-
 def _encode_block_into(
     X: np.ndarray,
     y: np.ndarray,
@@ -152,8 +135,7 @@ def _encode_block_into(
 ) -> None:
     """Write the codes of rows ``X, y`` (float64) as float64 integers into
     ``features`` (C-contiguous, the rows' shape) and ``target``;
-    ``scratch`` is a work buffer of ``features``' width and at most its
-    length (the squared norms are formed ``len(scratch)`` rows at a time).
+    ``scratch`` is a work buffer of the shape of ``features``.
 
     The values are exactly those of :func:`encode_rows`, which computes
     ``trunc(clip(v / feature_norm, -1, 1) * 2**14)`` with ``v`` the clipped
@@ -204,7 +186,7 @@ def _encode_block_into(
     with np.errstate(over="ignore", invalid="ignore"):
         np.divide(X, step, out=features)
         # Squared norms as a BLAS product (any summation order will do here).
-        squares = _squared_norms(features, scratch)
+        squares = np.square(features, out=scratch) @ np.ones(features.shape[1])
     margin = 1.0 - _prefilter_margin(X.shape[1])
     inside = (_ONE * _INSIDE) ** 2 * margin
     # clip_scales takes another path (and scale) for rows whose squares
@@ -254,8 +236,8 @@ def encode_with_gram(
     ones 3.2 s: adding a product streams three ``d x d`` arrays). A row range
     holds two ``d x d`` float64 arrays (the int64 total is made only at a
     flush or at the end, once the product's buffer is freed), a block, and a
-    scratch of at most ``_ENCODE_BYTES``. The block's int16 codes are
-    written once. The
+    scratch of at most ``_ENCODE_BYTES`` (a longer block is encoded in parts
+    of that size). The block's int16 codes are written once. The
     result is bit-identical to :func:`encode_rows` followed by
     :func:`gram_of_codes`. The blocks run on as many contiguous row ranges as
     the caller lets BLAS use threads (:mod:`sklearn_dpu._row_threads`); their totals are
@@ -304,17 +286,21 @@ def encode_with_gram(
         for start in range(first, last, rows):
             stop = min(last, start + rows)
             features, target = features_buffer[: stop - start], target_buffer[: stop - start]
-            rows_x = np.asarray(X[start:stop], dtype=np.float64)
-            _encode_block_into(
-                rows_x,
-                y[start:stop],
-                feature_norm,
-                center,
-                half_range,
-                features,
-                target,
-                scratch[: stop - start],  # (all of it when the block is longer)
-            )
+            # Encoded in cache-sized parts (their temporaries, such as the
+            # rows near the sphere, stay that small), multiplied as one block.
+            for part in range(start, stop, cached):
+                end = min(stop, part + cached)
+                inside = slice(part - start, end - start)
+                _encode_block_into(
+                    np.asarray(X[part:end], dtype=np.float64),
+                    y[part:end],
+                    feature_norm,
+                    center,
+                    half_range,
+                    features[inside],
+                    target[inside],
+                    scratch[: end - part],
+                )
             np.copyto(codes[start:stop, :d], features, casting="unsafe")
             codes[start:stop, d] = target
             # Exact integers: products (or sums) of codes over fewer than 2**25
