@@ -1,6 +1,7 @@
 """DPLinearRegression's fit and deletion cost against shape, measured in one run.
 
-Prints (and writes to results/linear_scaling.txt and .json):
+Prints (and writes to results/linear_scaling.txt and .json, or
+linear_scaling_Kthreads.* with ``--threads K``):
 
 * fit at n = 1e6, d in {20, 100} as ratios to ``LinearRegression().fit`` and to a
   bare ``X.T @ X`` on the same array (goals: <= 0.25 and <= 3), and the peak
@@ -212,18 +213,21 @@ def scaling(ns, ds, max_bytes, n_deletions, threads):
                 flush=True,
             )
     slopes = {}
+
+    def add(name, points, key):
+        xs, ys = [p[0] for p in points], [key(p[1]) for p in points]
+        slopes[name] = _slope(xs, ys)
+        if len(xs) > 2:  # the largest two: the asymptotic term, fixed costs aside
+            slopes[f"{name}, {xs[-2]}..{xs[-1]}"] = _slope(xs[-2:], ys[-2:])
+
     for d in ds:
-        sub = [r for r in rows if r["d"] == d]
-        slopes[f"fit vs n (d={d})"] = _slope([r["n"] for r in sub], [r["fit_s"] for r in sub])
-        slopes[f"deletion vs n (d={d})"] = _slope(
-            [r["n"] for r in sub], [r["deletion_s"] for r in sub]
-        )
+        sub = [(r["n"], r) for r in rows if r["d"] == d]
+        add(f"fit vs n (d={d})", sub, lambda r: r["fit_s"])
+        add(f"deletion vs n (d={d})", sub, lambda r: r["deletion_s"])
     for n in ns:
-        sub = [r for r in rows if r["n"] == n]
-        slopes[f"fit vs d (n={n})"] = _slope([r["d"] for r in sub], [r["fit_s"] for r in sub])
-        slopes[f"deletion vs d (n={n})"] = _slope(
-            [r["d"] for r in sub], [r["deletion_s"] for r in sub]
-        )
+        sub = [(r["d"], r) for r in rows if r["n"] == n]
+        add(f"fit vs d (n={n})", sub, lambda r: r["fit_s"])
+        add(f"deletion vs d (n={n})", sub, lambda r: r["deletion_s"])
     slopes = {k: v for k, v in slopes.items() if np.isfinite(v)}
     return rows, slopes
 
@@ -314,7 +318,12 @@ def main():
         f"{r['fit_cpu_s']:.3f} s, deletion {r['deletion_cpu_s'] * 1e3:.2f} ms"
         for r in rows
     ]
-    lines += ["", "Log-log slopes (expected: fit ~1 in n, <= 2 in d; deletion ~0 in n, 2-3 in d):"]
+    lines += [
+        "",
+        "Log-log slopes over each series, and between its largest two sizes (expected: fit 1 "
+        "in n; in d, 1 while reading X dominates, up to 2 where the Gram's n d^2 does; "
+        "deletion 0 in n, 2 to 3 in d once the d^2 noise and d^3 solve dominate):",
+    ]
     lines += [f"  {k}: {v:.2f}" for k, v in slopes.items()]
     load = os.getloadavg()
     lines.append(f"\nload average at end: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
@@ -322,9 +331,10 @@ def main():
     print(text)
     if not args.quick:
         RESULTS.mkdir(exist_ok=True)
-        (RESULTS / "linear_scaling.txt").write_text(text)
+        stem = "linear_scaling" + ("" if args.threads == 1 else f"_{args.threads}threads")
+        (RESULTS / f"{stem}.txt").write_text(text)
         payload = {"fits": fits, "deletion": run, "scaling": rows, "slopes": slopes}
-        (RESULTS / "linear_scaling.json").write_text(json.dumps(payload, indent=2) + "\n")
+        (RESULTS / f"{stem}.json").write_text(json.dumps(payload, indent=2) + "\n")
 
 
 if __name__ == "__main__":
