@@ -25,8 +25,8 @@ both to the same load) and keeps the smallest of ``repeats`` wall times, the
 least disturbed; the median ratio is printed too.
 
 Run: ``PYTHONPATH=. python benchmarks/bench_solver_speed.py [--quick] [--label NAME]
-[--baseline MODULE] [--only sgd|logistic] [--bound-scale S]`` (``--quick``: d in {10, 100}, 3
-repeats; ``--only``: one family of rows). Writes
+[--baseline MODULE] [--only sgd|logistic] [--bound-scale S] [--dims D ...]`` (``--quick``: d in
+{10, 100}, 3 repeats; ``--only``: one family of rows; ``--dims``: these feature counts). Writes
 ``benchmarks/results/solver_speed[_NAME].txt`` and ``.json``.
 
 ``--threads K`` runs everything (ours and scikit-learn alike) with BLAS
@@ -207,6 +207,7 @@ def main():
     parser.add_argument(
         "--bound-scale", type=float, default=1.0, help="factor on the feature bounds"
     )
+    parser.add_argument("--dims", type=int, nargs="+", default=None, help="feature counts")
     args = parser.parse_args()
     if args.threads is not None:
         from threadpoolctl import threadpool_limits
@@ -216,6 +217,7 @@ def main():
     if args.baseline:
         versions["baseline"] = importlib.import_module(args.baseline)
     dims, repeats = ((10, 100), 3) if args.quick else ((10, 50, 100, 500), 5)
+    dims = tuple(args.dims) if args.dims else dims
     n = 100_000
     header = (
         f"python {platform.python_version()}, numpy {np.__version__}, scikit-learn "
