@@ -76,6 +76,25 @@ def test_parts_and_flushes_of_the_float64_total_are_exact(
     assert np.array_equal(gram, _reference_gram(reference, fit_intercept))
 
 
+def test_totals_above_2_53_stay_exact_through_a_real_flush():
+    # More than 2**25 rows of the largest code in one row range: the float64
+    # partial total flushes into int64 once, and the totals pass 2**53,
+    # where an int64 + float64 addition in NumPy's float64 loop rounds (it
+    # was off by one here, and so was gram_of_codes). No constant patched.
+    from threadpoolctl import threadpool_limits
+
+    n, code = 2**25 + 2**16 + 1, 2**14 - 1
+    value = (code + 0.5) / 2**14  # codes to `code` under a unit bound
+    X, y = np.full((n, 1), value), np.full(n, value)
+    with threadpool_limits(1):
+        codes, gram = encode_with_gram(X, y, 1.0, 0.0, 1.0, False)
+    del X, y
+    exact = n * code * code
+    assert exact > 2**53
+    assert gram.tolist() == [[exact, exact], [exact, exact]]
+    assert gram_of_codes(codes, False).tolist() == [[exact, exact], [exact, exact]]
+
+
 def test_encoder_memory_at_large_d_is_a_few_d_by_d_arrays():
     # A block of min(d, 1024) rows, its product's buffer and the float64
     # total: about 4 d x d arrays at d = 800 with half the rows near the

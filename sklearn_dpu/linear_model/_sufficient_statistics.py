@@ -71,8 +71,9 @@ GRAM_SCALE = 2.0 ** (-2 * FIXED_POINT_BITS)
 # represents every integer up to 2**53 exactly, so with k <= 2**25 no partial
 # sum is ever rounded and the float64 result IS the integer sum, whatever order
 # BLAS adds in. Blocks of at most _MAX_EXACT_ROWS rows are therefore summed in
-# float64 and then added into an int64 total (|total| <= n * 2**28 < 2**63 for
-# n < 2**35 rows).
+# float64 and then added into an int64 total in int64 arithmetic (add_exact:
+# NumPy's default loop for int64 + float64 is float64, which rounds a total
+# above 2**53), exact while |total| <= n * 2**28 < 2**63, for n < 2**35 rows.
 _MAX_EXACT_ROWS = 1 << 25
 _BLOCK = 1 << 16  # rows per block of gram_of_codes (<= _MAX_EXACT_ROWS)
 # Bytes of float64 work buffer per block of the fused encoder: about the
@@ -121,6 +122,21 @@ def _prefilter_margin(d: int) -> float:
     Sixteen times ``(d + 8) * 2**-52`` covers all of it with room to spare.
     """
     return 16.0 * (d + 8) * np.finfo(np.float64).eps
+
+
+def add_exact(total: np.ndarray, part: np.ndarray) -> None:
+    """``total += part`` for an int64 ``total`` and float64 ``part`` holding
+    exact integers (below ``2**53``), in int64 arithmetic.
+
+    ``np.add(total, part, out=total)`` alone would run NumPy's float64 loop
+    (the common type of int64 and float64) and round a total above ``2**53``:
+
+    >>> total = np.array([2**53 + 1])
+    >>> add_exact(total, np.array([2.0]))
+    >>> int(total[0]) - 2**53
+    3
+    """
+    np.add(total, part, out=total, dtype=np.int64, casting="unsafe")
 
 
 def _encode_block_into(
@@ -224,20 +240,22 @@ def encode_with_gram(
     over them runs at full speed) and the target's. Their products are exact
     (see the bound at ``_MAX_EXACT_ROWS``): one BLAS ``syrk`` per block
     writes the block's products into a reused ``d x d`` buffer, added into a
-    float64 total that moves into int64 after at most ``_MAX_EXACT_ROWS``
-    rows (so its sums stay exact integers); two ``gemv`` give the products
-    with the target and the sums (the intercept column is the constant
-    ``_ONE``, so its entries are sums times ``_ONE``), added into int64
-    totals. A block has at least ``min(d, 1024)`` rows, so that the ``d x d``
-    additions cost little beside the block's ``syrk`` (at d = 1000, 261-row
-    blocks each making a fresh product and adding it into int64 spent as long
-    on that as on the product itself: 4.2 s against 2.1 s for a bare
-    ``X.T @ X`` at n = 1e5 on one thread; 1000-row blocks 2.7 s, 512-row
-    ones 3.2 s: adding a product streams three ``d x d`` arrays). A row range
-    holds two ``d x d`` float64 arrays (the int64 total is made only at a
-    flush or at the end, once the product's buffer is freed), a block, and a
-    scratch of at most ``_ENCODE_BYTES`` (a longer block is encoded in parts
-    of that size). The block's int16 codes are written once. The
+    float64 total that moves into int64 (:func:`add_exact`) after at most
+    ``_MAX_EXACT_ROWS`` rows, so its sums stay exact integers; two ``gemv``
+    give the products with the target and the sums (the intercept column is
+    the constant ``_ONE``, so its entries are sums times ``_ONE``), added
+    into int64 totals. A block has at least ``min(d, 1024)`` rows, so that
+    the ``d x d`` additions cost little beside the block's ``syrk`` (at
+    d = 1000, 261-row blocks each making a fresh product and adding it into
+    int64 spent as long on that as on the product itself: 4.2 s against
+    2.1 s for a bare ``X.T @ X`` at n = 1e5 on one thread, 2.9 s with
+    1000-row blocks). A row range holds two ``d x d`` float64 arrays (the
+    int64 total is made at the end, once the product's buffer is freed, or
+    at a flush, after more than ``_MAX_EXACT_ROWS`` rows: three arrays from
+    then on), a block, and a scratch of the rows a part has: about
+    ``_ENCODE_BYTES``, at least ``_ENCODE_MIN_ROWS`` (a longer block is
+    encoded in parts of that size). The block's int16 codes are written
+    once. The
     result is bit-identical to :func:`encode_rows` followed by
     :func:`gram_of_codes`. The blocks run on as many contiguous row ranges as
     the caller lets BLAS use threads (:mod:`sklearn_dpu._row_threads`); their totals are
@@ -262,9 +280,9 @@ def encode_with_gram(
         # target's square and sum.
         # The features' products since the last flush (exact while it sums
         # at most 2**25 rows), the buffer each block's product is written to,
-        # and their int64 total, made only at a flush or at the end (after the
-        # buffer is freed): two d x d arrays at a time, as one int64 total and
-        # a fresh product each block were.
+        # and their int64 total, made at the end (after the buffer is freed)
+        # or at a flush: two d x d arrays at a time until a flush, as one
+        # int64 total and a fresh product each block were.
         recent = np.zeros((d, d), dtype=np.float64)
         product = np.empty((d, d), dtype=np.float64)
         in_recent = 0
@@ -273,7 +291,7 @@ def encode_with_gram(
         def flushed(total):
             if total is None:
                 return recent.astype(np.int64)
-            np.add(total, recent, out=total, casting="unsafe")
+            add_exact(total, recent)
             return total
 
         with_target = np.zeros(d, dtype=np.int64)
@@ -311,8 +329,8 @@ def encode_with_gram(
             np.matmul(features.T, features, out=product)
             recent += product
             in_recent += stop - start
-            np.add(with_target, features.T @ target, out=with_target, casting="unsafe")
-            np.add(sums, features.T @ ones[: stop - start], out=sums, casting="unsafe")
+            add_exact(with_target, features.T @ target)
+            add_exact(sums, features.T @ ones[: stop - start])
             target_square += int(target @ target)
             target_sum += int(target.sum())
         product = features = features_buffer = scratch = None  # freed before the total
@@ -446,7 +464,7 @@ def gram_of_codes(codes: np.ndarray, fit_intercept: bool) -> np.ndarray:
     q = codes.shape[1] + fit_intercept
     gram = np.zeros((q, q), dtype=np.int64)
     for block in _code_blocks(codes, fit_intercept):
-        np.add(gram, block.T @ block, out=gram, casting="unsafe")  # exact integers
+        add_exact(gram, block.T @ block)
     return gram
 
 
