@@ -3,10 +3,12 @@
 Prints (and writes to results/linear_scaling.txt and .json, or
 linear_scaling_Kthreads.* with ``--threads K``):
 
-* fit at n = 1e6, d in {20, 100} as ratios to ``LinearRegression().fit`` and to a
-  bare ``X.T @ X`` on the same array (goals: <= 0.25 and <= 3), and the peak
-  memory the fit allocates (tracemalloc, the input excluded) over the input's
-  size (goal: <= 0.5, i.e. input plus fit <= 1.5 times the input);
+* fit at n = 1e6, d in {20, 100} (and n = 1e5, d = 1000) as ratios to
+  ``LinearRegression().fit`` and to a bare ``X.T @ X`` on the same array (goals:
+  <= 0.25 and <= 3), and the peak memory the fit allocates (tracemalloc, the
+  input excluded) over the input's size (goal: <= 0.5, i.e. input plus fit <=
+  1.5 times the input); ``--fits-only`` runs just these, best of ``--repeats``,
+  and writes results/linear_fit_ratios[_Kthreads].txt;
 * one-row deletion at n = 1e5, d = 1000 in a fresh process, the first
   deletion included, as a speed-up over the fit (goal >= 100);
 * a scaling table: fit and one-row deletion time for n in 1e4..1e7 and d in
@@ -238,6 +240,10 @@ def main():
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--max-gb", type=float, default=1.0)
     parser.add_argument("--deletion-only", action="store_true")
+    parser.add_argument(
+        "--fits-only", action="store_true", help="only the fit ratios (best of --repeats)"
+    )
+    parser.add_argument("--repeats", type=int, default=3, help="best of (the fit ratios)")
     parser.add_argument("--runs", type=int, default=5, help="fresh processes (--deletion-only)")
     parser.add_argument("--out", type=pathlib.Path, help="write the text here (--deletion-only)")
     parser.add_argument(
@@ -266,15 +272,17 @@ def main():
         fit_shapes, deletion_shape, repeats = [(20_000, 20)], (5_000, 100), 1
         ns, ds = [1_000, 10_000], [10, 100]
     else:
-        fit_shapes, deletion_shape, repeats = [(10**6, 20), (10**6, 100)], (10**5, 1000), 3
+        fit_shapes = [(10**6, 20), (10**6, 100), (10**5, 1000)]
+        deletion_shape, repeats = (10**5, 1000), args.repeats
         ns, ds = [10**4, 10**5, 10**6, 10**7], [10, 100, 1000]
+    stem = "linear_scaling" + ("" if args.threads == 1 else f"_{args.threads}threads")
     load = os.getloadavg()
     lines = [
         "DPLinearRegression scaling (bench_linear_scaling.py)",
         f"BLAS threads: {args.threads}; cores: {os.cpu_count()}; load average at start: "
         f"{load[0]:.1f} {load[1]:.1f} {load[2]:.1f} (other jobs were running if > 0)",
         "",
-        "Fit at n = 1e6 (best of 3): ratios to LinearRegression and to a bare X.T @ X",
+        f"Fit (best of {repeats}): ratios to LinearRegression and to a bare X.T @ X",
     ]
     print("\n".join(lines), flush=True)
     with threadpool_limits(args.threads):
@@ -289,6 +297,14 @@ def main():
         )
         lines.append(line)
         print(line, flush=True)
+    if args.fits_only:
+        load = os.getloadavg()
+        lines.append(f"load average at end: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
+        if not args.quick:
+            RESULTS.mkdir(exist_ok=True)
+            name = stem.replace("linear_scaling", "linear_fit_ratios")
+            (RESULTS / f"{name}.txt").write_text("\n".join(lines) + "\n")
+        return
     n, d = deletion_shape
     run = fresh_deletion_run(n, d, 5, args.threads)
     first, rest = run["deletions_s"][0], float(np.median(run["deletions_s"][1:]))
@@ -331,7 +347,6 @@ def main():
     print(text)
     if not args.quick:
         RESULTS.mkdir(exist_ok=True)
-        stem = "linear_scaling" + ("" if args.threads == 1 else f"_{args.threads}threads")
         (RESULTS / f"{stem}.txt").write_text(text)
         payload = {"fits": fits, "deletion": run, "scaling": rows, "slopes": slopes}
         (RESULTS / f"{stem}.json").write_text(json.dumps(payload, indent=2) + "\n")

@@ -1,0 +1,122 @@
+"""Where a DPLinearRegression one-row deletion spends its time, stage by stage.
+
+At n = 1e5, d = 1000 (``--quick``: n = 5e3, d = 100), after a fit in the same
+process, ``--deletions`` one-row deletions back to back; each is split into:
+
+* ``subtract``: the deleted row's products out of the exact Gram matrix;
+* ``noise``: the re-release's symmetric Gaussian noise, cast and scaled with
+  the codes (``privacy.mechanisms._add_tiled_noise``, for released matrices
+  of 512 rows or more; below, the noise is drawn in ``rest``);
+* ``solve``: the released model from the released matrix (the eigenvalue
+  bound, conjugate gradients, the copies they work on);
+* ``rest``: everything else (ids, registry, ledger, report).
+
+Stages are timed by wrapping the library's functions (timing only: the same
+calls, the same values). Medians over the deletions after the first; the
+first is printed apart. ``--serial-solve`` runs the solve with every BLAS
+library on one thread (``sklearn_dpu._row_threads.SerialBlas``), the
+alternative that frees the noise's second core from the worker OpenBLAS keeps
+spinning after a threaded product. Writes
+``results/linear_deletion_stages[_serial][_Kthreads].txt``.
+
+Run: ``python benchmarks/bench_linear_deletion_stages.py [--threads K]
+[--serial-solve] [--deletions N] [--quick]``.
+"""
+
+import argparse
+import os
+import pathlib
+import time
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from sklearn_dpu._row_threads import SerialBlas
+from sklearn_dpu.linear_model import DPLinearRegression, _dp_linear, _linear_solvers
+from sklearn_dpu.privacy import mechanisms
+
+RESULTS = pathlib.Path(__file__).parent / "results"
+
+
+def _timed(module, name, times, serial=False):
+    """Wrap ``module.name`` so that each call's wall time is appended to ``times``."""
+    original = getattr(module, name)
+
+    def wrapper(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            if serial:
+                with SerialBlas():
+                    return original(*args, **kwargs)
+            return original(*args, **kwargs)
+        finally:
+            times.append(time.perf_counter() - start)
+
+    setattr(module, name, wrapper)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--deletions", type=int, default=30)
+    parser.add_argument("--serial-solve", action="store_true")
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    n, d = (5_000, 100) if args.quick else (10**5, 1000)
+    stages = {"subtract": [], "noise": [], "solve": []}
+    _timed(_dp_linear, "subtract_gram_of_codes", stages["subtract"])
+    _timed(mechanisms, "_add_tiled_noise", stages["noise"])
+    _timed(_linear_solvers, "solve_noisy_gram", stages["solve"], serial=args.serial_solve)
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, size=(n, d))
+    y = X @ rng.normal(size=d) / np.sqrt(d) + 0.1 * rng.normal(size=n)
+    load = os.getloadavg()
+    lines = [
+        "DPLinearRegression deletion stages (bench_linear_deletion_stages.py)",
+        f"n = {n}, d = {d}; BLAS threads: {args.threads}; serial solve: {args.serial_solve}; "
+        f"cores: {os.cpu_count()}; load average at start: {load[0]:.1f}",
+    ]
+    with threadpool_limits(args.threads):
+        reg = DPLinearRegression(feature_norm=float(np.sqrt(d)), target_bound=4.0)
+        start = time.perf_counter()
+        reg.fit(X, y)
+        fit = time.perf_counter() - start
+        for times in stages.values():
+            times.clear()  # the fit's own release
+        totals, cpu = [], []
+        parts = {name: [] for name in stages}
+        for i in range(args.deletions):
+            calls = {name: len(times) for name, times in stages.items()}
+            start, cpu_start = time.perf_counter(), time.process_time()
+            reg.delete_samples([i])
+            totals.append(time.perf_counter() - start)
+            cpu.append(time.process_time() - cpu_start)
+            for name, times in stages.items():  # this deletion's calls (none: 0)
+                parts[name].append(sum(times[calls[name] :]))
+    totals = np.array(totals)
+    parts = {name: np.array(values) for name, values in parts.items()}
+    rest = totals - sum(parts.values())
+
+    def ms(values):
+        return f"{np.median(values[1:]) * 1e3:6.2f} ms (first {values[0] * 1e3:6.2f})"
+
+    lines.append(f"fit (the first in this process): {fit:.2f} s")
+    lines.append(f"deletion total  {ms(totals)}; CPU {ms(np.array(cpu))}")
+    for name, values in (*parts.items(), ("rest", rest)):
+        lines.append(f"  {name:9s}     {ms(values)}")
+    lines.append(
+        f"fit / median deletion: {fit / np.median(totals[1:]):.0f}x; "
+        f"load average at end: {os.getloadavg()[0]:.1f}"
+    )
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if not args.quick:
+        suffix = ("_serial" if args.serial_solve else "") + (
+            "" if args.threads == 1 else f"_{args.threads}threads"
+        )
+        RESULTS.mkdir(exist_ok=True)
+        (RESULTS / f"linear_deletion_stages{suffix}.txt").write_text(text)
+
+
+if __name__ == "__main__":
+    main()
