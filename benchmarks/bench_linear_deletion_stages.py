@@ -29,6 +29,7 @@ import pathlib
 import time
 
 import numpy as np
+from bench_linear_scaling import _data, _params
 from threadpoolctl import threadpool_limits
 
 from sklearn_dpu._row_threads import SerialBlas
@@ -67,9 +68,7 @@ def main():
     _timed(_dp_linear, "subtract_gram_of_codes", stages["subtract"])
     _timed(mechanisms, "_add_tiled_noise", stages["noise"])
     _timed(_linear_solvers, "solve_noisy_gram", stages["solve"], serial=args.serial_solve)
-    rng = np.random.default_rng(0)
-    X = rng.uniform(-1, 1, size=(n, d))
-    y = X @ rng.normal(size=d) / np.sqrt(d) + 0.1 * rng.normal(size=n)
+    X, y = _data(n, d)  # the scaling benchmark's data and bounds
     load = os.getloadavg()
     lines = [
         "DPLinearRegression deletion stages (bench_linear_deletion_stages.py)",
@@ -77,7 +76,7 @@ def main():
         f"cores: {os.cpu_count()}; load average at start: {load[0]:.1f}",
     ]
     with threadpool_limits(args.threads):
-        reg = DPLinearRegression(feature_norm=float(np.sqrt(d)), target_bound=4.0)
+        reg = DPLinearRegression(**{**_params(d), "random_state": None})
         start = time.perf_counter()
         reg.fit(X, y)
         fit = time.perf_counter() - start

@@ -16,7 +16,7 @@ Gram matrix ``X.T @ X`` (its preconditioner, ``n d^2 / 2`` multiply-adds) and
 20 reads of every row (``X @ W``, one per step of ``max_iter = 20``). Where
 that floor alone exceeds 1.5x ``LogisticRegression``, as it does at d = 500 on
 one BLAS thread (L-BFGS reads the rows about 20 times and forms no Gram), the
-goal cannot be met without changing the algorithm.
+goal cannot be met in double precision without changing the algorithm.
 
 Shapes: ``n = 1e5`` rows, ``d`` in ``{10, 50, 100, 500}`` features, standardized
 ``make_classification`` data, epsilon = 1. Each timing interleaves the

@@ -6,8 +6,11 @@ float64; ``gram_of_codes`` does the same on stored codes. Both must equal
 and the codes must be those of the reference ``encode_rows``.
 """
 
+import tracemalloc
+
 import numpy as np
 import pytest
+from threadpoolctl import threadpool_limits
 
 from sklearn_dpu._validation import NonFiniteInputError
 from sklearn_dpu.linear_model import _sufficient_statistics as ss
@@ -81,8 +84,6 @@ def test_totals_above_2_53_stay_exact_through_a_real_flush():
     # partial total flushes into int64 once, and the totals pass 2**53,
     # where an int64 + float64 addition in NumPy's float64 loop rounds (it
     # was off by one here, and so was gram_of_codes). No constant patched.
-    from threadpoolctl import threadpool_limits
-
     n, code = 2**25 + 2**16 + 1, 2**14 - 1
     value = (code + 0.5) / 2**14  # codes to `code` under a unit bound
     X, y = np.full((n, 1), value), np.full(n, value)
@@ -100,10 +101,6 @@ def test_encoder_memory_at_large_d_is_a_few_d_by_d_arrays():
     # total: about 4 d x d arrays at d = 800 with half the rows near the
     # sphere (their copies bounded by the cache-sized parts). A fresh int64
     # total beside them and blocks encoded whole took 6.5.
-    import tracemalloc
-
-    from threadpoolctl import threadpool_limits
-
     n, d = 4000, 800
     rng = np.random.default_rng(0)
     X, y = rng.standard_normal((n, d)), rng.standard_normal(n)
