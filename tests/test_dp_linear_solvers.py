@@ -282,3 +282,45 @@ def test_defaults_fit_raw_diabetes():
         model = DPLinearRegression(random_state=seed).fit(X_tr, y_tr)
         scores.append(r2_score(y_te, model.predict(X_te)))
     assert np.median(scores) >= 0.05
+
+
+def test_the_solve_runs_on_one_blas_thread_up_to_1024_rows(monkeypatch):
+    # solve_blas: the products of a lifted solve of up to 1024 rows run with
+    # BLAS on one thread (no worker left spinning on the core a deletion's
+    # noise needs), so the model is the same bits at any thread count.
+    from threadpoolctl import threadpool_limits
+
+    from sklearn_dpu import _row_threads
+    from sklearn_dpu.linear_model import _sufficient_statistics
+
+    seen = []
+    original = _lifted_solve.smallest_eigenvalue_lower_bound
+
+    def recorded(*args, **kwargs):
+        seen.append(_row_threads.blas_threads())
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(_lifted_solve, "smallest_eigenvalue_lower_bound", recorded)
+    A, b = _noise_dominated_system()
+    with threadpool_limits(2):
+        if _row_threads.blas_threads() < 2:
+            pytest.skip("BLAS here runs one thread")
+        solve_noisy_gram(np.block([[A, b[:, None]], [b, 1.0]]), len(b), np.zeros(len(b)), 5.0)
+        with _lifted_solve.solve_blas(2000):  # above the rows: the caller's threads
+            assert _row_threads.blas_threads() == 2
+    assert seen == [1]
+    assert _sufficient_statistics.solve_blas is _lifted_solve.solve_blas
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, size=(2_000, 200))
+    y = X @ rng.normal(size=200) / 15
+
+    def coef(threads):
+        with threadpool_limits(threads):
+            reg = DPLinearRegression(feature_norm=15.0, target_bound=3.0, random_state=0)
+            return reg.fit(X, y).coef_
+
+    assert np.array_equal(coef(1), coef(2))
+    # Negative control: with the caller's two threads the products round
+    # differently (at this size OpenBLAS splits symv), and so does the model.
+    monkeypatch.setattr(_lifted_solve, "_SERIAL_ROWS", 0)
+    assert not np.array_equal(coef(1), coef(2))

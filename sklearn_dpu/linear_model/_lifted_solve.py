@@ -40,7 +40,9 @@ and the system stays positive definite. The iterations run in float32 (half
 the memory traffic), then in float64 from their Ritz vector when float32
 rounding keeps the residual above the tolerance; after ``max(96, q / 6)``
 steps in all the dense solver runs. The bound is the same bits for the same
-matrix at the same BLAS thread count (a threaded product rounds differently).
+matrix at the same BLAS thread count (a threaded product rounds differently;
+:func:`solve_blas` runs it with BLAS on one thread up to ``_SERIAL_ROWS``
+rows).
 
 The system is solved by conjugate gradients [HS52]_ when they converge fast,
 else by a Cholesky factorization. The lift makes the system well conditioned
@@ -75,14 +77,16 @@ References
 """
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg
 
+from .._row_threads import SerialBlas
 from .._validation import is_scratch
 
-__all__ = ["lifted_solve", "smallest_eigenvalue_lower_bound"]
+__all__ = ["lifted_solve", "smallest_eigenvalue_lower_bound", "solve_blas"]
 
 # Relative tolerance of the eigenvalue bound: the Lanczos iterations stop when
 # the residual r of their smallest Ritz pair, recomputed in float64 from the
@@ -129,6 +133,8 @@ _CG_PROBE = 8
 # factorization costs about as much as d / 16 of them (measured 6-12 ms at
 # d = 1000). Below _CG_PROBE * 16 rows the factorization is always cheaper.
 _CG_ROWS_PER_PRODUCT = 16
+# Rows up to which solve_blas runs a lifted solve with BLAS on one thread.
+_SERIAL_ROWS = 1024
 
 
 def smallest_eigenvalue_lower_bound(
@@ -417,6 +423,32 @@ def _conjugate_gradients(
             direction *= squared / previous
             direction += residual
     return None
+
+
+def solve_blas(q: int) -> AbstractContextManager:
+    """The BLAS threads a lifted solve of ``q`` rows runs with: a
+    :class:`~sklearn_dpu._row_threads.SerialBlas` block up to
+    ``_SERIAL_ROWS`` rows, else the caller's.
+
+    Up to there the products read a matrix that sits in the cache, so a
+    second BLAS thread saves little (the eigenvalue bound and conjugate
+    gradients at q = 1000 on 2 cores, run alone: 8.3 ms against 10.4-11.7 ms
+    on one thread), while OpenBLAS keeps a worker spinning on a core for
+    about 0.1 s after a threaded call: the core the next release's noise tiles
+    need. A DPLinearRegression deletion at n = 1e5, d = 1000 on 2 cores took
+    19.9 ms with the solve on one thread against 22.6 ms, and 25 ms of CPU
+    against 44 ms (medians of 6 interleaved pairs of runs, 30 deletions each).
+    At q = 2000 the threaded iterations take about half the time (35-38 ms
+    against 61-80 ms, run alone), so larger solves keep their threads. On
+    one thread the solve is also the same bits at any BLAS thread count.
+
+    Examples
+    --------
+    >>> from sklearn_dpu._row_threads import SerialBlas
+    >>> isinstance(solve_blas(1000), SerialBlas), isinstance(solve_blas(2000), SerialBlas)
+    (True, False)
+    """
+    return SerialBlas() if q <= _SERIAL_ROWS else nullcontext()
 
 
 def lifted_solve(

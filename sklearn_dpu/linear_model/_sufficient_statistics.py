@@ -41,7 +41,7 @@ from .._validation import (
 )
 from ..privacy.clipping import _INSIDE, FIXED_POINT_BITS, clip_rows_l2, clip_scales, to_fixed_point
 from ..unlearning.row_store import active_directory, gather_blocks
-from ._lifted_solve import lifted_solve
+from ._lifted_solve import lifted_solve, solve_blas
 
 if TYPE_CHECKING:
     import dask.array as da
@@ -634,7 +634,8 @@ def solve_noisy_gram(
     if not n_slopes:
         w = np.zeros(0)
     else:
-        w = lifted_solve(slopes_matrix(), b, floor, slopes_matrix, low_precision)
+        with solve_blas(n_slopes):  # BLAS on one thread up to 1024 rows
+            w = lifted_solve(slopes_matrix(), b, floor, slopes_matrix, low_precision)
     if not fit_intercept:
         return w
     return np.append(w, (total - sums @ w) / count)
