@@ -14,9 +14,10 @@ process, ``--deletions`` one-row deletions back to back; each is split into:
 Stages are timed by wrapping the library's functions (timing only: the same
 calls, the same values). Medians over the deletions after the first; the
 first is printed apart. ``--serial-solve`` runs the solve with every BLAS
-library on one thread (``sklearn_dpu._row_threads.SerialBlas``), the
-alternative that frees the noise's second core from the worker OpenBLAS keeps
-spinning after a threaded product. Writes
+library on one thread (``sklearn_dpu._row_threads.SerialBlas``), which frees
+the noise's second core from the worker OpenBLAS keeps spinning after a
+threaded product; the library itself does so up to 1024 coefficients
+(``_lifted_solve.solve_blas``), so at d = 1000 the option changes nothing. Writes
 ``results/linear_deletion_stages[_serial][_Kthreads].txt``.
 
 Run: ``python benchmarks/bench_linear_deletion_stages.py [--threads K]
