@@ -42,7 +42,7 @@ rounding keeps the residual above the tolerance; after ``max(96, q / 6)``
 steps in all the dense solver runs. The bound is the same bits for the same
 matrix at the same BLAS thread count (a threaded product rounds differently;
 :func:`solve_blas` runs it with BLAS on one thread up to ``_SERIAL_ROWS``
-rows).
+slopes).
 
 The system is solved by conjugate gradients [HS52]_ when they converge fast,
 else by a Cholesky factorization. The lift makes the system well conditioned
@@ -133,7 +133,7 @@ _CG_PROBE = 8
 # factorization costs about as much as d / 16 of them (measured 6-12 ms at
 # d = 1000). Below _CG_PROBE * 16 rows the factorization is always cheaper.
 _CG_ROWS_PER_PRODUCT = 16
-# Rows up to which solve_blas runs a lifted solve with BLAS on one thread.
+# Slopes up to which solve_blas runs a lifted solve with BLAS on one thread.
 _SERIAL_ROWS = 1024
 
 
@@ -156,7 +156,7 @@ def smallest_eigenvalue_lower_bound(
 
     The iterations run in float32 first: a product by ``A`` (BLAS ``symv``,
     one triangle read) then reads 4 bytes an entry instead of 8 (at d = 1000
-    on 2 cores 0.056 ms a step against 0.158 ms). Their precision limits
+    on 2 cores, with 2 BLAS threads, 0.056 ms a step against 0.158 ms). Their precision limits
     only the residual the Ritz vector can reach, and that residual is
     checked in float64: when it is above the tolerance (the floor far below
     ``||A||``), float64 iterations go on from that Ritz vector. When
@@ -426,21 +426,36 @@ def _conjugate_gradients(
 
 
 def solve_blas(q: int) -> AbstractContextManager:
-    """The BLAS threads a lifted solve of ``q`` rows runs with: a
-    :class:`~sklearn_dpu._row_threads.SerialBlas` block up to
-    ``_SERIAL_ROWS`` rows, else the caller's.
+    """The BLAS threads a lifted solve of ``q`` slopes runs with.
 
-    Up to there the products read a matrix that sits in the cache, so a
-    second BLAS thread saves little (the eigenvalue bound and conjugate
-    gradients at q = 1000 on 2 cores, run alone: 8.3 ms against 10.4-11.7 ms
-    on one thread), while OpenBLAS keeps a worker spinning on a core for
-    about 0.1 s after a threaded call: the core the next release's noise tiles
-    need. A DPLinearRegression deletion at n = 1e5, d = 1000 on 2 cores took
-    19.9 ms with the solve on one thread against 22.6 ms, and 25 ms of CPU
-    against 44 ms (medians of 6 interleaved pairs of runs, 30 deletions each).
-    At q = 2000 the threaded iterations take about half the time (35-38 ms
-    against 61-80 ms, run alone), so larger solves keep their threads. On
-    one thread the solve is also the same bits at any BLAS thread count.
+    Up to ``_SERIAL_ROWS`` slopes a
+    :class:`~sklearn_dpu._row_threads.SerialBlas` block: the solve (its
+    iterations, and the rare Cholesky or eigendecomposition fallback) runs
+    with BLAS on one thread; above, with the caller's threads.
+
+    The solve alone is slower on one thread (at q = 1000 on 2 cores, measured
+    once, run alone: 10.4-11.7 ms against 8.3 ms), but a threaded call leaves
+    an OpenBLAS worker spinning on a core for about 0.1 s: the core the next
+    release's noise tiles need. A DPLinearRegression deletion at n = 1e5,
+    d = 1000 on 2 cores took 20.0 ms with the solve on one thread against
+    22.6 ms, and 25 ms of CPU against 44 ms (medians of 6 interleaved pairs of
+    runs, 30 deletions each, ``benchmarks/results/
+    linear_deletion_serial_solve_ab_2threads.txt``). At q = 2000 the
+    threaded iterations took about half the time (35-38 ms against 61-80 ms,
+    measured once, run alone), so larger solves keep their threads; the
+    cut-off between was not measured. On the main thread, and unless another
+    thread controls BLAS's thread count, the solve on one thread is the same
+    bits at any BLAS thread count.
+
+    Parameters
+    ----------
+    q : int
+        Slopes of the system (the intercept, eliminated first, not counted).
+
+    Returns
+    -------
+    contextlib.AbstractContextManager
+        A ``SerialBlas`` block, or a ``contextlib.nullcontext``.
 
     Examples
     --------

@@ -634,7 +634,7 @@ def solve_noisy_gram(
     if not n_slopes:
         w = np.zeros(0)
     else:
-        with solve_blas(n_slopes):  # BLAS on one thread up to 1024 rows
+        with solve_blas(n_slopes):  # BLAS on one thread up to 1024 slopes
             w = lifted_solve(slopes_matrix(), b, floor, slopes_matrix, low_precision)
     if not fit_intercept:
         return w
