@@ -284,8 +284,8 @@ def test_defaults_fit_raw_diabetes():
     assert np.median(scores) >= 0.05
 
 
-def test_the_solve_runs_on_one_blas_thread_up_to_1024_rows(monkeypatch):
-    # solve_blas: the products of a lifted solve of up to 1024 rows run with
+def test_the_solve_runs_on_one_blas_thread_up_to_1024_slopes(monkeypatch):
+    # solve_blas: the products of a lifted solve of up to 1024 slopes run with
     # BLAS on one thread (no worker left spinning on the core a deletion's
     # noise needs), so the model is the same bits at any thread count.
     from threadpoolctl import threadpool_info, threadpool_limits
@@ -306,7 +306,7 @@ def test_the_solve_runs_on_one_blas_thread_up_to_1024_rows(monkeypatch):
         if _row_threads.blas_threads() < 2:
             pytest.skip("BLAS here runs one thread")
         solve_noisy_gram(np.block([[A, b[:, None]], [b, 1.0]]), len(b), np.zeros(len(b)), 5.0)
-        with _lifted_solve.solve_blas(2000):  # above the rows: the caller's threads
+        with _lifted_solve.solve_blas(2000):  # above 1024 slopes: the caller's threads
             assert _row_threads.blas_threads() == 2
     assert seen == [1]
     assert _sufficient_statistics.solve_blas is _lifted_solve.solve_blas
@@ -324,5 +324,5 @@ def test_the_solve_runs_on_one_blas_thread_up_to_1024_rows(monkeypatch):
     # differently (OpenBLAS splits symv from 200 rows), and so does the model.
     if not any(lib["internal_api"] == "openblas" for lib in threadpool_info()):
         pytest.skip("the negative control assumes OpenBLAS's threaded symv")
-    monkeypatch.setattr(_lifted_solve, "_SERIAL_ROWS", 0)
+    monkeypatch.setattr(_lifted_solve, "_SERIAL_SLOPES", 0)
     assert not np.array_equal(coef(1), coef(2))

@@ -41,7 +41,7 @@ the memory traffic), then in float64 from their Ritz vector when float32
 rounding keeps the residual above the tolerance; after ``max(96, q / 6)``
 steps in all the dense solver runs. The bound is the same bits for the same
 matrix at the same BLAS thread count (a threaded product rounds differently;
-:func:`solve_blas` runs it with BLAS on one thread up to ``_SERIAL_ROWS``
+:func:`solve_blas` runs it with BLAS on one thread up to ``_SERIAL_SLOPES``
 slopes).
 
 The system is solved by conjugate gradients [HS52]_ when they converge fast,
@@ -134,7 +134,7 @@ _CG_PROBE = 8
 # d = 1000). Below _CG_PROBE * 16 rows the factorization is always cheaper.
 _CG_ROWS_PER_PRODUCT = 16
 # Slopes up to which solve_blas runs a lifted solve with BLAS on one thread.
-_SERIAL_ROWS = 1024
+_SERIAL_SLOPES = 1024
 
 
 def smallest_eigenvalue_lower_bound(
@@ -156,8 +156,8 @@ def smallest_eigenvalue_lower_bound(
 
     The iterations run in float32 first: a product by ``A`` (BLAS ``symv``,
     one triangle read) then reads 4 bytes an entry instead of 8 (at d = 1000
-    on 2 cores, with 2 BLAS threads, 0.056 ms a step against 0.158 ms). Their precision limits
-    only the residual the Ritz vector can reach, and that residual is
+    on 2 cores, with 2 BLAS threads, 0.056 ms a step against 0.158 ms).
+    Their precision limits only the residual the Ritz vector can reach, and that residual is
     checked in float64: when it is above the tolerance (the floor far below
     ``||A||``), float64 iterations go on from that Ritz vector. When
     ``max(96, q / 6)`` steps in all have not converged (a capped run costs
@@ -428,7 +428,7 @@ def _conjugate_gradients(
 def solve_blas(q: int) -> AbstractContextManager:
     """The BLAS threads a lifted solve of ``q`` slopes runs with.
 
-    Up to ``_SERIAL_ROWS`` slopes a
+    Up to ``_SERIAL_SLOPES`` slopes a
     :class:`~sklearn_dpu._row_threads.SerialBlas` block: the solve (its
     iterations, and the rare Cholesky or eigendecomposition fallback) runs
     with BLAS on one thread; above, with the caller's threads.
@@ -463,7 +463,7 @@ def solve_blas(q: int) -> AbstractContextManager:
     >>> isinstance(solve_blas(1000), SerialBlas), isinstance(solve_blas(2000), SerialBlas)
     (True, False)
     """
-    return SerialBlas() if q <= _SERIAL_ROWS else nullcontext()
+    return SerialBlas() if q <= _SERIAL_SLOPES else nullcontext()
 
 
 def lifted_solve(
