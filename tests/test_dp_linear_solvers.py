@@ -99,6 +99,59 @@ def test_a_well_conditioned_lifted_system_is_solved_by_conjugate_gradients(monke
     assert np.linalg.norm(w - expected) <= 1e-12 * np.linalg.norm(expected)
 
 
+def _cg_products(monkeypatch, A, b, floor):
+    # the solution and the products of the conjugate gradients alone, by dtype
+    bound = _lifted_solve._eigenvalue_bound(A, floor, None)
+    lift = max(0.0, floor - bound.value)
+    calls = _counting_products(monkeypatch)
+    w = _lifted_solve._conjugate_gradients(A, lift, b, max(floor, bound.value), bound)
+    expected = scipy.linalg.cho_solve(scipy.linalg.cho_factor(A + lift * np.eye(len(A))), b)
+    return w, expected, calls
+
+
+def test_a_well_conditioned_system_is_refined_with_float32_products(monkeypatch):
+    # Rounds of float32 products, each checked by a float64 residual: about
+    # the float64 iterations' count of cheaper products, and the same accuracy
+    # (the test is on the computed residual, not the float32 iterations').
+    A, b = _noise_dominated_system(q=400)
+    w, expected, calls = _cg_products(monkeypatch, A, b, 60.0)
+    assert calls["float64"] == 2  # the residual after each of two rounds
+    assert 10 <= calls["float32"] <= 40
+    assert np.linalg.norm(w - expected) <= 1e-12 * np.linalg.norm(expected)
+    # control: without the float32 copy, float64 products only
+    bound = _lifted_solve._eigenvalue_bound(A, 60.0, None)
+    calls["float32"] = calls["float64"] = 0
+    lift = 60.0 - bound.value
+    plain = _lifted_solve._conjugate_gradients(A, lift, b, 60.0)
+    assert calls["float32"] == 0 and calls["float64"] >= 15
+    assert np.linalg.norm(plain - expected) <= 1e-12 * np.linalg.norm(expected)
+
+
+def test_float32_rounds_that_do_not_gain_hand_over_to_float64(monkeypatch):
+    # One eigenvalue 1e8 times the floor (raw features, no intercept): float32
+    # rounding, about 6e-8 ||A|| a product, is as large as the bottom of the
+    # spectrum. The condition test keeps such systems in float64; forced
+    # through a float32 round, it gains nothing and float64 takes over.
+    q, spike = 1000, 1e10  # (at 800 the handed-over iterations need 43 of 46 products)
+    A, b = _noise_dominated_system(q=q)
+    ones = np.ones(q) / np.sqrt(q)
+    A = A + spike * np.outer(ones, ones)
+    b = b + 1e9 * ones
+    w, factored, calls = _cg_products(monkeypatch, A, b, 60.0)
+    assert calls["float32"] == 0
+    monkeypatch.setattr(_lifted_solve, "_SINGLE_CONDITION", np.inf)
+    forced, _, calls = _cg_products(monkeypatch, A, b, 60.0)
+    assert calls["float32"] >= 1 and calls["float64"] >= 10
+    # as accurate as the factorization (exact: Sherman-Morrison on the spike)
+    lift = 60.0 - _lifted_solve.smallest_eigenvalue_lower_bound(A, 60.0)
+    base = A - spike * np.outer(ones, ones) + lift * np.eye(q)
+    solve = lambda v: scipy.linalg.cho_solve(scipy.linalg.cho_factor(base), v)  # noqa: E731
+    u, y = solve(ones), solve(b)
+    exact = y - u * (spike * (ones @ y)) / (1.0 + spike * (ones @ u))
+    for solution in (w, forced):
+        assert np.linalg.norm(solution - exact) <= 3 * np.linalg.norm(factored - exact)
+
+
 def test_an_ill_conditioned_system_goes_to_the_factorization_after_the_probe(monkeypatch):
     rng = np.random.default_rng(0)
     U = rng.normal(size=(2000, 400)) * np.logspace(0, 3, 400)  # condition number ~1e6
@@ -294,13 +347,13 @@ def test_the_solve_runs_on_one_blas_thread_up_to_1024_slopes(monkeypatch):
     from sklearn_dpu.linear_model import _sufficient_statistics
 
     seen = []
-    original = _lifted_solve.smallest_eigenvalue_lower_bound
+    original = _lifted_solve._eigenvalue_bound
 
     def recorded(*args, **kwargs):
         seen.append(_row_threads.blas_threads())
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(_lifted_solve, "smallest_eigenvalue_lower_bound", recorded)
+    monkeypatch.setattr(_lifted_solve, "_eigenvalue_bound", recorded)
     A, b = _noise_dominated_system()
     with threadpool_limits(2):
         if _row_threads.blas_threads() < 2:
