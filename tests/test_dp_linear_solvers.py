@@ -127,21 +127,59 @@ def test_a_well_conditioned_system_is_refined_with_float32_products(monkeypatch)
     assert np.linalg.norm(plain - expected) <= 1e-12 * np.linalg.norm(expected)
 
 
-def test_float32_rounds_that_do_not_gain_hand_over_to_float64(monkeypatch):
+def _rotated(eigenvalues, seed=1):
+    q = len(eigenvalues)
+    Q, _ = np.linalg.qr(np.random.default_rng(seed).normal(size=(q, q)))
+    A = (Q * eigenvalues) @ Q.T
+    return (A + A.T) / 2, Q
+
+
+def _recorded_runs(monkeypatch):
+    # (cost of a product, converged) of each run of conjugate-gradient steps
+    runs, steps = [], _lifted_solve._cg_steps
+
+    def recorded(*args, **kwargs):
+        run = steps(*args, **kwargs)
+        runs.append((args[6], run.converged))
+        return run
+
+    monkeypatch.setattr(_lifted_solve, "_cg_steps", recorded)
+    return runs
+
+
+def test_a_float32_round_that_does_not_gain_enough_hands_over_to_float64(monkeypatch):
+    # A round's float64 residual must gain _CG_SINGLE_GAIN on the round's
+    # start, else float64 products go on from there. Here rounds gain about
+    # 1e-6: two float32 rounds; asked for 1e-30, one round and then float64.
+    A, b = _noise_dominated_system(q=400)
+    runs = _recorded_runs(monkeypatch)
+    _cg_products(monkeypatch, A, b, 60.0)
+    assert runs == [(_lifted_solve._CG_SINGLE_COST, True)] * 2
+    runs.clear()
+    monkeypatch.setattr(_lifted_solve, "_CG_SINGLE_GAIN", 1e-30)
+    w, expected, calls = _cg_products(monkeypatch, A, b, 60.0)
+    assert runs == [(_lifted_solve._CG_SINGLE_COST, True), (1.0, True)]
+    assert calls["float64"] >= 3  # the round's residual, then the float64 iterations
+    assert np.linalg.norm(w - expected) <= 1e-12 * np.linalg.norm(expected)
+
+
+def test_float32_rounding_seen_as_negative_curvature_hands_over_to_float64(monkeypatch):
     # One eigenvalue 1e8 times the floor (raw features, no intercept): float32
-    # rounding, about 6e-8 ||A|| a product, is as large as the bottom of the
-    # spectrum. The condition test keeps such systems in float64; forced
-    # through a float32 round, it gains nothing and float64 takes over.
-    q, spike = 1000, 1e10  # (at 800 the handed-over iterations need 43 of 46 products)
+    # rounding is as large as the bottom of the spectrum. The condition test
+    # keeps such systems in float64; forced through float32, the first round
+    # meets non-positive curvature and float64 takes over (at q = 800 the
+    # float64 products would need more than the budget).
+    q, spike = 1000, 1e10
     A, b = _noise_dominated_system(q=q)
     ones = np.ones(q) / np.sqrt(q)
     A = A + spike * np.outer(ones, ones)
     b = b + 1e9 * ones
     w, factored, calls = _cg_products(monkeypatch, A, b, 60.0)
     assert calls["float32"] == 0
-    monkeypatch.setattr(_lifted_solve, "_SINGLE_CONDITION", np.inf)
+    monkeypatch.setattr(_lifted_solve, "_CG_SINGLE_CONDITION", np.inf)
+    runs = _recorded_runs(monkeypatch)
     forced, _, calls = _cg_products(monkeypatch, A, b, 60.0)
-    assert calls["float32"] >= 1 and calls["float64"] >= 10
+    assert runs == [(_lifted_solve._CG_SINGLE_COST, False), (1.0, True)]
     # as accurate as the factorization (exact: Sherman-Morrison on the spike)
     lift = 60.0 - _lifted_solve.smallest_eigenvalue_lower_bound(A, 60.0)
     base = A - spike * np.outer(ones, ones) + lift * np.eye(q)
@@ -150,6 +188,55 @@ def test_float32_rounds_that_do_not_gain_hand_over_to_float64(monkeypatch):
     exact = y - u * (spike * (ones @ y)) / (1.0 + spike * (ones @ u))
     for solution in (w, forced):
         assert np.linalg.norm(solution - exact) <= 3 * np.linalg.norm(factored - exact)
+
+
+@pytest.mark.parametrize("kappa, converges", [(10.0, True), (20.0, True), (300.0, False)])
+def test_the_rounds_keep_to_the_budget_and_a_slow_system_stops_at_the_probe(
+    monkeypatch, kappa, converges
+):
+    # The rounds' rate predicts the products to the final test, not to their
+    # own aim: a slow system (kappa = 300) gives up at the first float32 probe
+    # (float64 products would be as slow), a faster one stays in the budget
+    # in float64 equivalents, and converges (kappa = 20: where float64
+    # products alone would not).
+    q = 1000
+    A, _ = _rotated(np.linspace(1.0, kappa, q))
+    b = np.random.default_rng(2).normal(size=q)
+    w, expected, calls = _cg_products(monkeypatch, A, b, 0.999)
+    spent = _lifted_solve._CG_SINGLE_COST * calls["float32"] + calls["float64"]
+    assert spent <= q // _lifted_solve._CG_ROWS_PER_PRODUCT
+    if converges:
+        assert np.linalg.norm(w - expected) <= 1e-12 * np.linalg.norm(expected)
+    else:
+        assert w is None and calls == {**calls, "float32": _lifted_solve._CG_PROBE, "float64": 0}
+
+
+def test_a_right_hand_side_on_few_eigenvectors_is_solved_in_float64(monkeypatch):
+    # Exact conjugate gradients end after 3 products; float32 rounding would
+    # spread the residual over the whole spectrum: the first round, done
+    # within the probe, is redone in float64.
+    q = 1000
+    A, Q = _rotated(np.linspace(1.0, 20.0, q))
+    b = Q[:, [0, 400, 999]] @ np.array([1.0, -2.0, 0.5])
+    runs = _recorded_runs(monkeypatch)
+    w, expected, calls = _cg_products(monkeypatch, A, b, 0.999)
+    assert runs[0][0] == _lifted_solve._CG_SINGLE_COST and runs[1] == (1.0, True)
+    assert calls["float64"] <= 4
+    assert np.linalg.norm(w - expected) <= 1e-12 * np.linalg.norm(expected)
+
+
+@pytest.mark.parametrize(
+    "a_scale, b_scale", [(2.0**-200, 1.0), (1.0, 2.0**-200), (2.0**-450, 2.0**110)]
+)
+def test_the_refined_solution_is_the_same_bits_times_the_scale(monkeypatch, a_scale, b_scale):
+    # Each round's residual is scaled by a power of two before its float32
+    # copies, and the test's norm neither under- nor overflows (a solution of
+    # 2^560 once passed the test at once, the norm being infinite).
+    A, b = _noise_dominated_system(q=400)
+    w, _, _ = _cg_products(monkeypatch, A, b, 60.0)
+    scaled, _, calls = _cg_products(monkeypatch, A * a_scale, b * b_scale, 60.0 * a_scale)
+    assert calls["float32"] > 0
+    np.testing.assert_array_equal(scaled, w * (b_scale / a_scale))
 
 
 def test_an_ill_conditioned_system_goes_to_the_factorization_after_the_probe(monkeypatch):

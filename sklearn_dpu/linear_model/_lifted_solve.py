@@ -62,17 +62,15 @@ usually recognized at the first check; a right-hand side concentrated on a
 few eigenvectors can look fast at first, and then costs up to the budget
 before the factorization.
 
-When float32 rounding (about ``6e-8 ||A||`` a product) is far below the
-system's smallest eigenvalue, the products are the float32 copy's the
-Lanczos iterations made, by iterative refinement [Hig02]_: rounds of
-conjugate gradients on the residual to ``_CG_ROUND_RTOL``, each followed by
-the residual recomputed in float64, on which the test is made. At d = 1000
-two rounds of 21-22 float32 products and 2 float64 ones replace 21 float64
-products: in a deletion's re-release at n = 1e5 on 2 cores, 1.77-2.10 ms
-against 2.12-2.43 ms (medians of 3 processes, 40 deletions each, the two
-solves of each system in random order); at d = 2000 (a noise-dominated
-system, measured once) 14 ms against 28 ms on one thread, 8 ms against 11 ms
-on two. The models differ from float64 products' by about 3e-13 relative.
+When float32 rounding is far below the system's smallest eigenvalue, most
+products are the float32 copy's the Lanczos iterations made: mixed precision
+iterative refinement [BDL07]_, the test made on residuals recomputed in
+float64. At d = 1000, 21-22 float32 products in two rounds and 2 float64
+ones replace 21 float64 products (in a deletion at n = 1e5 on 2 cores,
+1.77-2.10 ms against 2.12-2.43 ms; at d = 2000, measured once, 14 ms against
+28 ms on one thread), and condition numbers of 20 to 60 at d = 1000, which
+went to the factorization, now fit the budget. The models move by about
+3e-13 relative.
 
 References
 ----------
@@ -87,11 +85,14 @@ References
 .. [HS52] M. R. Hestenes and E. Stiefel, "Methods of conjugate gradients for
    solving linear systems", Journal of Research of the National Bureau of
    Standards 49(6), 1952.
-.. [Hig02] N. J. Higham, "Accuracy and stability of numerical algorithms",
-   2nd edition, SIAM 2002, Chapter 12 (iterative refinement: a correction
-   solved in lower precision, the residual computed in the working one).
+.. [BDL07] A. Buttari, J. Dongarra, J. Langou, J. Langou, P. Luszczek and
+   J. Kurzak, "Mixed precision iterative refinement techniques for the
+   solution of dense linear systems", International Journal of High
+   Performance Computing Applications 21(4), 2007 (corrections solved in
+   float32, residuals computed in float64).
 """
 
+import itertools
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
@@ -146,16 +147,17 @@ _CG_RTOL = 1e-12
 _CG_PROBE = 8
 # Refinement with float32 products (_conjugate_gradients): each round solves
 # for the residual to _CG_ROUND_RTOL; a round must divide the float64
-# residual by 1 / _CG_SINGLE_GAIN at least, else float64 products take over;
-# refinement only when ||A|| <= _SINGLE_CONDITION times the system's smallest
-# eigenvalue (float32 rounding, about 6e-8 ||A|| a product, then leaves a
-# round's gain near 1e-4 or better); a float32 product costs _SINGLE_COST
-# float64 ones of the budget (at d = 1000 on one thread 48-58 us against
-# 91-104 us).
+# residual by 1 / _CG_SINGLE_GAIN at least, else float64 products take over.
+# Refinement only when ||A|| <= _CG_SINGLE_CONDITION times the system's
+# smallest eigenvalue: a float32 product's rounding (measured 1e-7 to 2.5e-7
+# ||A|| ||x|| at q = 400 to 2000) then leaves a round's gain near 2.5e-4 or
+# better. A float32 product costs _CG_SINGLE_COST float64 ones of the budget
+# (at d = 1000 on one thread, 48-58 us against 91-104 us).
 _CG_ROUND_RTOL = 1e-6
 _CG_SINGLE_GAIN = 1e-2
-_SINGLE_CONDITION = 1e3
-_SINGLE_COST = 0.5
+_CG_SINGLE_CONDITION = 1e3
+_CG_SINGLE_COST = 0.5
+_NRM2 = scipy.linalg.blas.dnrm2  # a 2-norm that neither over- nor underflows
 # Products conjugate gradients may take, per row of A: a product reads the
 # matrix once (about 0.06 ms at d = 1000 on 2 cores), a Cholesky
 # factorization costs about as much as d / 16 of them (measured 6-12 ms at
@@ -231,8 +233,9 @@ class _EigenvalueBound:
     """What :func:`smallest_eigenvalue_lower_bound` found: ``value``, the
     lower bound on ``lambda_min(A)``; ``norm``, an estimate of ``||A||`` (the
     largest of the iterations' Gershgorin bounds on their tridiagonal
-    matrix, or of the eigenvalues; 0 for a dense bound); ``single``, the
-    float32 copy of ``A`` the iterations used (``None`` for a dense bound)."""
+    matrix, and of ``|lambda_min|`` when the dense solver ran after them; 0
+    for ``q <= 64``); ``single``, the float32 copy of ``A`` the iterations
+    used (``None`` for ``q <= 64``)."""
 
     value: float
     norm: float
@@ -460,71 +463,99 @@ def _conjugate_gradients(
     that is below ``_CG_RTOL ||x||``. Every ``_CG_PROBE`` products the mean
     reduction of the residual per product so far predicts how many more
     are needed; beyond the budget of ``len(A) // _CG_ROWS_PER_PRODUCT``
-    products, or on a direction of non-positive curvature (an indefinite
-    system), they give up.
+    float64 products, or on a direction of non-positive curvature (an
+    indefinite system), they give up.
 
     With ``bound``'s float32 copy of ``A``, and when float32 rounding
     leaves the system's own condition (``||A|| / smallest`` at most
-    ``_SINGLE_CONDITION``), they refine [Hig02]_: each round solves for the
-    residual to ``_CG_ROUND_RTOL`` with float32 products (about half the
-    cost of a float64 one), then computes the residual in float64. The test
-    is on that computed residual. A round that gains less than
-    ``_CG_SINGLE_GAIN`` (float32 rounding dominating the system's smallest
-    eigenvalues), or whose iterations look too slow or meet non-positive
-    curvature, hands over to float64 products from there, with what is
-    left of the budget.
+    ``_CG_SINGLE_CONDITION``), they refine [BDL07]_: each round solves for
+    the residual, scaled by a power of two to entries near 1, to
+    ``_CG_ROUND_RTOL`` with float32 products (each ``_CG_SINGLE_COST`` of a
+    float64 one in the budget), then the residual is recomputed in float64
+    and the test made on it. A round whose rate predicts more than the
+    budget to the test gives up as above; one that meets non-positive
+    curvature, or gains less than ``_CG_SINGLE_GAIN`` (float32 rounding
+    dominating the system's smallest eigenvalues), hands over to float64
+    products from there, with what is left of the budget (and their own
+    residual, updated as they go, for the test). A first round that converges
+    within ``_CG_PROBE`` products (a right-hand side on a few eigenvectors,
+    which float32 rounding would spread over all of them) is redone in
+    float64.
     """
     budget = float(len(A) // _CG_ROWS_PER_PRODUCT)
     b_norm = float(np.linalg.norm(b))
     if budget < _CG_PROBE or not b_norm > 0.0 or not smallest > 0.0:
         return None
     product = _symmetric_product(A)
-    x = np.zeros_like(b)
+    solution = np.zeros_like(b)
     residual = np.array(b, dtype=np.float64)
 
     def goal(x: np.ndarray) -> float:  # ||x - x*|| <= ||r|| / smallest <= _CG_RTOL ||x||
-        return _CG_RTOL * smallest * float(np.linalg.norm(x))
+        return _CG_RTOL * smallest * float(_NRM2(x))
 
+    spent = 0.0
     with np.errstate(all="ignore"):  # an overflow shows as a failed test below
-        spent = 0.0
         single = bound.single if bound is not None else None
-        if single is not None and bound.norm <= _SINGLE_CONDITION * smallest:
+        if single is not None and bound.norm <= _CG_SINGLE_CONDITION * smallest:
             low, inverse = _symmetric_product(single.matrix), 1.0 / single.units
 
-            def approximate(x: np.ndarray) -> np.ndarray:
-                image = low(x.astype(np.float32)).astype(np.float64)
+            def approximate(v: np.ndarray) -> np.ndarray:
+                image = low(v.astype(np.float32)).astype(np.float64)
                 image *= inverse
                 return image
 
-            while True:
-                start = float(np.linalg.norm(residual))
-                # to _CG_ROUND_RTOL, or to half the test's residual when that is more
-                aim = max(_CG_ROUND_RTOL * start, 0.5 * goal(x))
-                correction, left = np.zeros_like(b), residual.copy()
-                run = _cg_steps(
+            for round_ in itertools.count():
+                opening = float(_NRM2(residual))
+                # a power of two that brings the residual's largest entry near 1
+                # (exact): its float32 copies neither under- nor overflow
+                largest = float(np.max(np.abs(residual)))
+                level = float(np.ldexp(1.0, -int(np.frexp(largest)[1]))) if largest > 0.0 else 1.0
+                correction = np.zeros_like(b)
+
+                def final(c: np.ndarray, level: float = level, x: np.ndarray = solution) -> float:
+                    return level * goal(x + c / level)
+
+                inner = _cg_steps(
                     approximate,
                     shift,
                     correction,
-                    left,
-                    lambda _, aim=aim: aim,
+                    residual * level,
+                    final,
                     budget - spent - 1.0,
-                    _SINGLE_COST,
+                    _CG_SINGLE_COST,
+                    # to _CG_ROUND_RTOL, or to half the test's residual when that is more
+                    aim=level * max(_CG_ROUND_RTOL * opening, 0.5 * goal(solution)),
                 )
-                spent += run.products * _SINGLE_COST
-                if not run.converged:
-                    break  # slow or indefinite in float32: float64 decides
-                x += correction
-                residual = product(x)
-                residual += shift * x
+                spent += inner.products * _CG_SINGLE_COST
+                if not inner.converged and not inner.indefinite:
+                    return None  # slow: float64 products would be as slow
+                if not inner.converged:
+                    break  # float32 rounding may look indefinite: float64 decides
+                if round_ == 0 and inner.products < _CG_PROBE:
+                    break  # redone in float64 (``solution`` is still 0)
+                solution += correction / level
+                residual = product(solution)
+                residual += shift * solution
                 np.subtract(b, residual, out=residual)
                 spent += 1.0
-                reached = float(np.linalg.norm(residual))
-                if reached <= goal(x):
-                    return x
-                if not reached <= _CG_SINGLE_GAIN * start:
+                reached = float(_NRM2(residual))
+                if reached <= goal(solution):
+                    return solution
+                if not reached <= _CG_SINGLE_GAIN * opening:
                     break  # float32 products no longer gain: float64 from here
-        run = _cg_steps(product, shift, x, residual, goal, budget - spent, 1.0)
-    return x if run.converged else None
+        run = _cg_steps(product, shift, solution, residual, goal, budget - spent, 1.0)
+    return solution if run.converged else None
+
+
+@dataclass(frozen=True)
+class _CGRun:
+    """What a run of :func:`_cg_steps` did: ``products`` taken; whether the
+    residual ``converged``; when not, whether they stopped on non-positive
+    curvature (``indefinite``) rather than on the predicted cost."""
+
+    products: int
+    converged: bool
+    indefinite: bool = False
 
 
 def _cg_steps(
@@ -535,13 +566,15 @@ def _cg_steps(
     goal: Callable[[np.ndarray], float],
     budget: float,
     cost: float,
-) -> "_CGSteps":
+    aim: float = 0.0,
+) -> _CGRun:
     """Conjugate-gradient steps on ``(M + shift I) x = c``, ``M`` the matrix
     ``product`` multiplies by, from ``x`` with ``residual = c - (M + shift
-    I) x`` (both updated in place), until the residual is at most
-    ``goal(x)``; they give up when the convergence rate so far predicts more
-    than ``budget`` in all (each product costing ``cost``), or on
-    non-positive curvature."""
+    I) x`` (both updated in place), until the residual's norm is at most
+    ``max(aim, goal(x))``. Every ``_CG_PROBE`` products the convergence rate
+    so far predicts the products to ``goal(x)``; they give up when those
+    would take more than ``budget`` in all (each product costing ``cost``),
+    or on non-positive curvature."""
     squared = float(residual @ residual)
     initial = squared
     direction = residual.copy()
@@ -551,33 +584,24 @@ def _cg_steps(
         image += shift * direction
         curvature = float(direction @ image)
         if not curvature > 0.0:
-            return _CGSteps(steps + 1, False)
+            return _CGRun(steps + 1, False, indefinite=True)
         alpha = squared / curvature
         x += alpha * direction
         residual -= alpha * image
         previous, squared = squared, float(residual @ residual)
         steps += 1
         target = goal(x)
-        if squared <= target * target:
-            return _CGSteps(steps, True)
+        if np.sqrt(squared) <= max(aim, target):
+            return _CGRun(steps, True)
         if steps % _CG_PROBE == 0:
             # log reduction of the residual per product so far
             rate = 0.5 * np.log(squared / initial) / steps
             needed = np.log(target / np.sqrt(squared)) / rate if rate < 0.0 else np.inf
             if not (steps + needed) * cost <= budget:
-                return _CGSteps(steps, False)
+                return _CGRun(steps, False)
         direction *= squared / previous
         direction += residual
-    return _CGSteps(steps, False)
-
-
-@dataclass(frozen=True)
-class _CGSteps:
-    """What :func:`_cg_steps` did: ``products`` taken, and whether the
-    residual ``converged`` to the goal (else they gave up)."""
-
-    products: int
-    converged: bool
+    return _CGRun(steps, False)
 
 
 def solve_blas(q: int) -> AbstractContextManager:
