@@ -566,15 +566,15 @@ def _cg_steps(
     goal: Callable[[np.ndarray], float],
     budget: float,
     cost: float,
-    aim: float = 0.0,
+    aim: float | None = None,
 ) -> _CGRun:
     """Conjugate-gradient steps on ``(M + shift I) x = c``, ``M`` the matrix
     ``product`` multiplies by, from ``x`` with ``residual = c - (M + shift
     I) x`` (both updated in place), until the residual's norm is at most
-    ``max(aim, goal(x))``. Every ``_CG_PROBE`` products the convergence rate
-    so far predicts the products to ``goal(x)``; they give up when those
-    would take more than ``budget`` in all (each product costing ``cost``),
-    or on non-positive curvature."""
+    ``aim``, or ``goal(x)`` when ``aim`` is ``None``. Every ``_CG_PROBE``
+    products the convergence rate so far predicts the products to
+    ``goal(x)``; they give up when those would take more than ``budget`` in
+    all (each product costing ``cost``), or on non-positive curvature."""
     squared = float(residual @ residual)
     initial = squared
     direction = residual.copy()
@@ -590,11 +590,11 @@ def _cg_steps(
         residual -= alpha * image
         previous, squared = squared, float(residual @ residual)
         steps += 1
-        target = goal(x)
-        if np.sqrt(squared) <= max(aim, target):
+        if np.sqrt(squared) <= (goal(x) if aim is None else aim):
             return _CGRun(steps, True)
         if steps % _CG_PROBE == 0:
             # log reduction of the residual per product so far
+            target = goal(x)
             rate = 0.5 * np.log(squared / initial) / steps
             needed = np.log(target / np.sqrt(squared)) / rate if rate < 0.0 else np.inf
             if not (steps + needed) * cost <= budget:
