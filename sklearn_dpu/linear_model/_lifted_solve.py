@@ -66,13 +66,14 @@ When float32 rounding is far below the system's smallest eigenvalue, most
 products are the float32 copy's the Lanczos iterations made: mixed precision
 iterative refinement [BDL07]_, the test made on residuals recomputed in
 float64. At d = 1000, 21-22 float32 products in two rounds and 2 float64
-ones replace 21 float64 products; in a deletion at n = 1e5 on 2 cores that
-saved 0 to 0.35 ms of 2-3 ms (six comparisons in random order, 2026-12-02):
-the two float64 products, on a matrix the float32 iterations have pushed
-out of cache, took 190-380 us each. At d = 2000 (measured once) 14 ms
-against 28 ms on one thread, 8 ms against 11 ms on two. Condition numbers of
-20 to 60 at d = 1000, which went to the factorization, now fit the budget.
-The models move by about 3e-13 relative.
+ones replace 21 float64 products; in a deletion at n = 1e5 on 2 cores the
+solve took from 0.35 ms less to 0.2 ms more, of 2-3 ms (twelve in-process
+comparisons in random order, 2026-12-02: no gain this machine's noise lets
+one see), the two float64 products, on a matrix the float32 iterations have
+pushed out of cache, taking 190-380 us each. At d = 2000 (a noise-dominated
+system, twice) 14-17 ms against 28-33 ms on one thread, 7-8 ms against 9-11
+ms on two. Condition numbers of 20 to 60 at d = 1000, which went to the
+factorization, now fit the budget. The models move by about 3e-13 relative.
 
 References
 ----------
