@@ -208,7 +208,8 @@ def test_the_rounds_keep_to_the_budget_and_a_slow_system_stops_at_the_probe(
     if converges:
         assert np.linalg.norm(w - expected) <= 1e-12 * np.linalg.norm(expected)
     else:
-        assert w is None and calls == {**calls, "float32": _lifted_solve._CG_PROBE, "float64": 0}
+        assert w is None
+        assert (calls["float32"], calls["float64"]) == (_lifted_solve._CG_PROBE, 0)
 
 
 def test_a_right_hand_side_on_few_eigenvectors_is_solved_in_float64(monkeypatch):
