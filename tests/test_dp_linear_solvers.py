@@ -11,6 +11,7 @@ from sklearn.metrics import r2_score
 from sklearn.model_selection import train_test_split
 
 from sklearn_dpu.linear_model import DPLinearRegression, _lifted_solve
+from sklearn_dpu.linear_model import _conjugate_gradients as _cg
 from sklearn_dpu.linear_model._sufficient_statistics import (
     noise_spectral_bound,
     solve_noisy_gram,
@@ -65,7 +66,7 @@ def test_the_lift_puts_the_smallest_eigenvalue_at_the_floor_not_below():
 def _counting_products(monkeypatch):
     # products in all, and by the matrix's dtype (the float32 and float64 runs)
     calls = {"products": 0, "factorizations": 0, "float32": 0, "float64": 0}
-    make_product, factor = _lifted_solve._symmetric_product, scipy.linalg.cho_factor
+    make_product, factor = _cg.symmetric_product, scipy.linalg.cho_factor
 
     def counted_product(A):
         product = make_product(A)
@@ -81,7 +82,8 @@ def _counting_products(monkeypatch):
         calls["factorizations"] += 1
         return factor(*args, **kwargs)
 
-    monkeypatch.setattr(_lifted_solve, "_symmetric_product", counted_product)
+    monkeypatch.setattr(_lifted_solve, "symmetric_product", counted_product)
+    monkeypatch.setattr(_cg, "symmetric_product", counted_product)
     monkeypatch.setattr(_lifted_solve.scipy.linalg, "cho_factor", counted_factor)
     return calls
 
@@ -104,7 +106,7 @@ def _cg_products(monkeypatch, A, b, floor):
     bound = _lifted_solve._eigenvalue_bound(A, floor, None)
     lift = max(0.0, floor - bound.value)
     calls = _counting_products(monkeypatch)
-    w = _lifted_solve._conjugate_gradients(A, lift, b, max(floor, bound.value), bound)
+    w = _cg.conjugate_gradients(A, lift, b, max(floor, bound.value), bound.single, bound.norm)
     expected = scipy.linalg.cho_solve(scipy.linalg.cho_factor(A + lift * np.eye(len(A))), b)
     return w, expected, calls
 
@@ -122,7 +124,7 @@ def test_a_well_conditioned_system_is_refined_with_float32_products(monkeypatch)
     bound = _lifted_solve._eigenvalue_bound(A, 60.0, None)
     calls["float32"] = calls["float64"] = 0
     lift = 60.0 - bound.value
-    plain = _lifted_solve._conjugate_gradients(A, lift, b, 60.0)
+    plain = _cg.conjugate_gradients(A, lift, b, 60.0)
     assert calls["float32"] == 0 and calls["float64"] >= 15
     assert np.linalg.norm(plain - expected) <= 1e-12 * np.linalg.norm(expected)
 
@@ -136,14 +138,14 @@ def _rotated(eigenvalues, seed=1):
 
 def _recorded_runs(monkeypatch):
     # (cost of a product, converged) of each run of conjugate-gradient steps
-    runs, steps = [], _lifted_solve._cg_steps
+    runs, steps = [], _cg._cg_steps
 
     def recorded(*args, **kwargs):
         run = steps(*args, **kwargs)
         runs.append((args[6], run.converged))
         return run
 
-    monkeypatch.setattr(_lifted_solve, "_cg_steps", recorded)
+    monkeypatch.setattr(_cg, "_cg_steps", recorded)
     return runs
 
 
@@ -154,21 +156,21 @@ def test_a_float32_round_that_does_not_gain_enough_hands_over_to_float64(monkeyp
     A, b = _noise_dominated_system(q=400)
     runs = _recorded_runs(monkeypatch)
     _cg_products(monkeypatch, A, b, 60.0)
-    assert runs == [(_lifted_solve._CG_SINGLE_COST, True)] * 2
+    assert runs == [(_cg._CG_SINGLE_COST, True)] * 2
     runs.clear()
-    monkeypatch.setattr(_lifted_solve, "_CG_SINGLE_GAIN", 1e-30)
+    monkeypatch.setattr(_cg, "_CG_SINGLE_GAIN", 1e-30)
     w, expected, calls = _cg_products(monkeypatch, A, b, 60.0)
-    assert runs == [(_lifted_solve._CG_SINGLE_COST, True), (1.0, True)]
+    assert runs == [(_cg._CG_SINGLE_COST, True), (1.0, True)]
     assert calls["float64"] >= 3  # the round's residual, then the float64 iterations
     assert np.linalg.norm(w - expected) <= 1e-12 * np.linalg.norm(expected)
 
 
-def test_float32_rounding_seen_as_negative_curvature_hands_over_to_float64(monkeypatch):
+def test_a_system_float32_rounding_dominates_stays_in_float64(monkeypatch):
     # One eigenvalue 1e8 times the floor (raw features, no intercept): float32
-    # rounding is as large as the bottom of the spectrum. The condition test
-    # keeps such systems in float64; forced through float32, the first round
-    # meets non-positive curvature and float64 takes over (at q = 800 the
-    # float64 products would need more than the budget).
+    # rounding (1.5e-7 to 3.5e-7 ||A|| ||x|| a product) is as large as the
+    # bottom of the spectrum. The condition test keeps such systems in
+    # float64 (forced through float32, the round met non-positive curvature
+    # on 2 BLAS threads and looked slow on one).
     q, spike = 1000, 1e10
     A, b = _noise_dominated_system(q=q)
     ones = np.ones(q) / np.sqrt(q)
@@ -176,53 +178,117 @@ def test_float32_rounding_seen_as_negative_curvature_hands_over_to_float64(monke
     b = b + 1e9 * ones
     w, factored, calls = _cg_products(monkeypatch, A, b, 60.0)
     assert calls["float32"] == 0
-    monkeypatch.setattr(_lifted_solve, "_CG_SINGLE_CONDITION", np.inf)
-    runs = _recorded_runs(monkeypatch)
-    forced, _, calls = _cg_products(monkeypatch, A, b, 60.0)
-    assert runs == [(_lifted_solve._CG_SINGLE_COST, False), (1.0, True)]
     # as accurate as the factorization (exact: Sherman-Morrison on the spike)
     lift = 60.0 - _lifted_solve.smallest_eigenvalue_lower_bound(A, 60.0)
     base = A - spike * np.outer(ones, ones) + lift * np.eye(q)
     solve = lambda v: scipy.linalg.cho_solve(scipy.linalg.cho_factor(base), v)  # noqa: E731
     u, y = solve(ones), solve(b)
     exact = y - u * (spike * (ones @ y)) / (1.0 + spike * (ones @ u))
-    for solution in (w, forced):
-        assert np.linalg.norm(solution - exact) <= 3 * np.linalg.norm(factored - exact)
+    assert np.linalg.norm(w - exact) <= 3 * np.linalg.norm(factored - exact)
 
 
-@pytest.mark.parametrize("kappa, converges", [(10.0, True), (20.0, True), (300.0, False)])
+def test_non_positive_curvature_in_float32_hands_over_to_float64(monkeypatch):
+    # A float32 round that meets non-positive curvature (here made so: the
+    # second float32 product is pushed negative) hands over to float64 products,
+    # which solve the system.
+    A, b = _noise_dominated_system(q=400)
+    make, calls = _cg.symmetric_product, {"float32": 0}
+
+    def flipped(matrix):
+        product = make(matrix)
+        if matrix.dtype != np.float32:
+            return product
+
+        # 10 times Gershgorin's bound on ||matrix||: x^T (A + lift I) x < 0
+        bound = 10.0 * float(np.abs(matrix).sum(axis=1).max())
+
+        def negated_second(x):
+            calls["float32"] += 1
+            image = product(x)
+            return image - np.float32(bound) * x if calls["float32"] == 2 else image
+
+        return negated_second
+
+    bound = _lifted_solve._eigenvalue_bound(A, 60.0, None)  # before the patch
+    monkeypatch.setattr(_cg, "symmetric_product", flipped)
+    runs = _recorded_runs(monkeypatch)
+    lift = 60.0 - bound.value
+    w = _cg.conjugate_gradients(A, lift, b, max(60.0, bound.value), bound.single, bound.norm)
+    assert runs == [(_cg._CG_SINGLE_COST, False), (1.0, True)]
+    expected = scipy.linalg.cho_solve(scipy.linalg.cho_factor(A + lift * np.eye(len(A))), b)
+    assert np.linalg.norm(w - expected) <= 1e-12 * np.linalg.norm(expected)
+
+
+def test_a_later_round_that_looks_slow_hands_over_to_float64(monkeypatch):
+    # A later round restarts on a residual spread over the whole spectrum
+    # and can look slower than the iterations are: unlike the first round's,
+    # its prediction hands over to float64 products rather than giving up.
+    A, b = _noise_dominated_system(q=400)
+    runs, steps = [], _cg._cg_steps
+
+    def second_round_slow(*args, **kwargs):
+        run = steps(*args, **kwargs)
+        runs.append((args[6], run.converged))
+        if len(runs) == 2:  # the second float32 round, made to give up
+            runs[-1] = (args[6], False)
+            return _cg._CGRun(run.products, False)
+        return run
+
+    monkeypatch.setattr(_cg, "_cg_steps", second_round_slow)
+    w, expected, calls = _cg_products(monkeypatch, A, b, 60.0)
+    assert runs == [
+        (_cg._CG_SINGLE_COST, True),
+        (_cg._CG_SINGLE_COST, False),
+        (1.0, True),
+    ]
+    assert np.linalg.norm(w - expected) <= 1e-12 * np.linalg.norm(expected)
+
+
+def test_a_budget_without_room_for_two_probes_stays_in_float64(monkeypatch):
+    # Below 2 _CG_PROBE products of budget (q < 256) a float32 round would
+    # leave too little for float64 products: the parent's float64 iterations.
+    A, b = _noise_dominated_system(q=200)
+    w, expected, calls = _cg_products(monkeypatch, A, b, 40.0)
+    assert calls["float32"] == 0 and calls["float64"] >= 1
+
+
+@pytest.mark.parametrize(
+    "spacing, kappa, converges",
+    [(np.linspace, 10.0, True), (np.linspace, 40.0, True), (np.geomspace, 60.0, False)],
+)
 def test_the_rounds_keep_to_the_budget_and_a_slow_system_stops_at_the_probe(
-    monkeypatch, kappa, converges
+    monkeypatch, spacing, kappa, converges
 ):
     # The rounds' rate predicts the products to the final test, not to their
-    # own aim: a slow system (kappa = 300) gives up at the first float32 probe
+    # own aim: a slow system (kappa = 60, geometric) gives up at the first float32 probe
     # (float64 products would be as slow), a faster one stays in the budget
-    # in float64 equivalents, and converges (kappa = 20: where float64
-    # products alone would not).
+    # in float64 equivalents, and converges (kappa = 40, near the budget:
+    # where float64 products alone would not).
     q = 1000
-    A, _ = _rotated(np.linspace(1.0, kappa, q))
+    A, _ = _rotated(spacing(1.0, kappa, q))
     b = np.random.default_rng(2).normal(size=q)
     w, expected, calls = _cg_products(monkeypatch, A, b, 0.999)
-    spent = _lifted_solve._CG_SINGLE_COST * calls["float32"] + calls["float64"]
-    assert spent <= q // _lifted_solve._CG_ROWS_PER_PRODUCT
+    spent = _cg._CG_SINGLE_COST * calls["float32"] + calls["float64"]
+    assert spent <= q // _cg._CG_ROWS_PER_PRODUCT
     if converges:
         assert np.linalg.norm(w - expected) <= 1e-12 * np.linalg.norm(expected)
     else:
         assert w is None
-        assert (calls["float32"], calls["float64"]) == (_lifted_solve._CG_PROBE, 0)
+        assert (calls["float32"], calls["float64"]) == (_cg._CG_PROBE, 0)
 
 
 def test_a_right_hand_side_on_few_eigenvectors_is_solved_in_float64(monkeypatch):
-    # Exact conjugate gradients end after 3 products; float32 rounding would
-    # spread the residual over the whole spectrum: the first round, done
-    # within the probe, is redone in float64.
+    # Exact conjugate gradients end after 8 products (b on 8 eigenvectors);
+    # float32 rounding would spread the residual over the whole spectrum:
+    # the first round, done within the probe's 8 products, is redone in
+    # float64.
     q = 1000
     A, Q = _rotated(np.linspace(1.0, 20.0, q))
-    b = Q[:, [0, 400, 999]] @ np.array([1.0, -2.0, 0.5])
+    b = Q[:, np.linspace(0, q - 1, 8).astype(int)] @ np.random.default_rng(8).normal(size=8)
     runs = _recorded_runs(monkeypatch)
     w, expected, calls = _cg_products(monkeypatch, A, b, 0.999)
-    assert runs[0][0] == _lifted_solve._CG_SINGLE_COST and runs[1] == (1.0, True)
-    assert calls["float64"] <= 4
+    assert runs == [(_cg._CG_SINGLE_COST, True), (1.0, True)]
+    assert calls["float64"] <= 9
     assert np.linalg.norm(w - expected) <= 1e-12 * np.linalg.norm(expected)
 
 
@@ -246,7 +312,7 @@ def test_an_ill_conditioned_system_goes_to_the_factorization_after_the_probe(mon
     A, b = U.T @ U, rng.normal(size=400)
     calls = _counting_products(monkeypatch)
     w = _lifted_solve.lifted_solve(A.copy(), b, 1.0, lambda: A.copy())
-    lanczos = calls["products"] - _lifted_solve._CG_PROBE
+    lanczos = calls["products"] - _cg._CG_PROBE
     assert calls["factorizations"] == 1
     calls["products"] = 0
     _lifted_solve.smallest_eigenvalue_lower_bound(A)
@@ -290,7 +356,7 @@ def test_float64_iterations_refine_what_float32_cannot(monkeypatch):
     start = np.random.default_rng(_lifted_solve._START_SEED).standard_normal(300)
     units = 2.0**-20  # entries of A v0 up to ~1e6
     rejected = _lifted_solve._lanczos(
-        _lifted_solve._symmetric_product((A * units).astype(np.float32)),
+        _cg.symmetric_product((A * units).astype(np.float32)),
         start.astype(np.float32),
         0.0,
         lambda y, tolerance, norm: None,

@@ -44,36 +44,10 @@ matrix at the same BLAS thread count (a threaded product rounds differently;
 :func:`solve_blas` runs it with BLAS on one thread up to ``_SERIAL_SLOPES``
 slopes).
 
-The system is solved by conjugate gradients [HS52]_ when they converge fast,
-else by a Cholesky factorization. The lift makes the system well conditioned
-exactly when the noise dominates the bottom of the spectrum (at n = 1e5,
-d = 1000 in the benchmarks, a condition number of 2.8): then about 21
-products by ``A`` replace a ``d^3 / 3`` factorization (6-12 ms), the
-largest single cost of a deletion's re-release. Conjugate gradients stop when
-the residual guarantees a relative error below ``_CG_RTOL`` given that the
-system's smallest eigenvalue is at least ``floor`` (or the eigenvalue bound
-when that is above it): as accurate as the factorization's whatever the
-conditioning, as long as the Lanczos bound holds (when it does not, the error
-can exceed the claim by the ratio of the floor to the true smallest
-eigenvalue). Every ``_CG_PROBE`` products the convergence rate so far predicts
-the products still needed; beyond the budget (about the factorization's
-cost) they stop and the factorization runs. An ill-conditioned system is
-usually recognized at the first check; a right-hand side concentrated on a
-few eigenvectors can look fast at first, and then costs up to the budget
-before the factorization.
-
-When float32 rounding is far below the system's smallest eigenvalue, most
-products are the float32 copy's the Lanczos iterations made: mixed precision
-iterative refinement [BDL07]_, the test made on residuals recomputed in
-float64. At d = 1000, 21-22 float32 products in two rounds and 2 float64
-ones replace 21 float64 products; in a deletion at n = 1e5 on 2 cores the
-solve took from 0.35 ms less to 0.2 ms more, of 2-3 ms (twelve in-process
-comparisons in random order, 2026-12-02: no gain this machine's noise lets
-one see), the two float64 products, on a matrix the float32 iterations have
-pushed out of cache, taking 190-380 us each. At d = 2000 (a noise-dominated
-system, twice) 14-17 ms against 28-33 ms on one thread, 7-8 ms against 9-11
-ms on two. Condition numbers of 20 to 60 at d = 1000, which went to the
-factorization, now fit the budget. The models move by about 3e-13 relative.
+The lifted system is then solved by conjugate gradients, refined with
+float32 products when that pays
+(:func:`~sklearn_dpu.linear_model._conjugate_gradients.conjugate_gradients`),
+or, when they would be slow, by a Cholesky factorization.
 
 References
 ----------
@@ -85,17 +59,8 @@ References
    ``||A y - theta y||`` of the Rayleigh quotient ``theta`` of a unit ``y``),
    Section 6.9 (Kahan's "twice is enough" reorthogonalization) and Chapter 13
    (the Lanczos algorithm, with full reorthogonalization).
-.. [HS52] M. R. Hestenes and E. Stiefel, "Methods of conjugate gradients for
-   solving linear systems", Journal of Research of the National Bureau of
-   Standards 49(6), 1952.
-.. [BDL07] A. Buttari, J. Dongarra, J. Langou, J. Langou, P. Luszczek and
-   J. Kurzak, "Mixed precision iterative refinement techniques for the
-   solution of dense linear systems", International Journal of High
-   Performance Computing Applications 21(4), 2007 (corrections solved in
-   float32, residuals computed in float64).
 """
 
-import itertools
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
@@ -105,6 +70,7 @@ import scipy.linalg
 
 from .._row_threads import SerialBlas
 from .._validation import is_scratch
+from ._conjugate_gradients import SinglePrecision, conjugate_gradients, symmetric_product
 
 __all__ = ["lifted_solve", "smallest_eigenvalue_lower_bound", "solve_blas"]
 
@@ -143,29 +109,6 @@ _ROUNDING_REACH = 4.0
 # matrix (a Gram matrix whose null space holds the ones vector) does not hide
 # its smallest eigenvector from it, and the same matrix gives the same bound.
 _START_SEED = 20_181_017
-# Relative error (in the 2-norm) of the conjugate gradients' solution: they
-# stop when the residual over the system's smallest eigenvalue bound proves it.
-_CG_RTOL = 1e-12
-# Products between two checks of the conjugate gradients' convergence rate.
-_CG_PROBE = 8
-# Refinement with float32 products (_conjugate_gradients): each round solves
-# for the residual to _CG_ROUND_RTOL; a round must divide the float64
-# residual by 1 / _CG_SINGLE_GAIN at least, else float64 products take over.
-# Refinement only when ||A|| <= _CG_SINGLE_CONDITION times the system's
-# smallest eigenvalue: a float32 product's rounding (measured 1e-7 to 2.5e-7
-# ||A|| ||x|| at q = 400 to 2000) then leaves a round's gain near 2.5e-4 or
-# better. A float32 product costs _CG_SINGLE_COST float64 ones of the budget
-# (at d = 1000 on one thread, 48-58 us against 91-104 us).
-_CG_ROUND_RTOL = 1e-6
-_CG_SINGLE_GAIN = 1e-2
-_CG_SINGLE_CONDITION = 1e3
-_CG_SINGLE_COST = 0.5
-_NRM2 = scipy.linalg.blas.dnrm2  # a 2-norm that neither over- nor underflows
-# Products conjugate gradients may take, per row of A: a product reads the
-# matrix once (about 0.06 ms at d = 1000 on 2 cores), a Cholesky
-# factorization costs about as much as d / 16 of them (measured 6-12 ms at
-# d = 1000). Below _CG_PROBE * 16 rows the factorization is always cheaper.
-_CG_ROWS_PER_PRODUCT = 16
 # Slopes up to which solve_blas runs a lifted solve with BLAS on one thread.
 _SERIAL_SLOPES = 1024
 
@@ -219,19 +162,6 @@ def smallest_eigenvalue_lower_bound(
 
 
 @dataclass(frozen=True)
-class _SinglePrecision:
-    """``A`` times ``units`` in float32 (``matrix``), the copy the Lanczos
-    iterations and the inner conjugate gradients multiply by: ``units`` is
-    the power of two that brings the largest entry of ``A v0`` (``v0`` the
-    start vector) near 1, exact, so that no norm squares a number near
-    float64's (1e-308, 1e308) or float32's (1e-38, 3.4e38) ends whatever
-    ``A``'s scale."""
-
-    matrix: np.ndarray
-    units: float
-
-
-@dataclass(frozen=True)
 class _EigenvalueBound:
     """What :func:`smallest_eigenvalue_lower_bound` found: ``value``, the
     lower bound on ``lambda_min(A)``; ``norm``, an estimate of ``||A||`` (the
@@ -242,7 +172,7 @@ class _EigenvalueBound:
 
     value: float
     norm: float
-    single: _SinglePrecision | None
+    single: SinglePrecision | None
 
 
 def _eigenvalue_bound(
@@ -260,11 +190,11 @@ def _eigenvalue_bound(
 
 def _single_precision(
     A: np.ndarray, start: np.ndarray, low_precision: np.ndarray | None
-) -> _SinglePrecision:
-    """The float32 copy of ``A`` in the units of :class:`_SinglePrecision`,
+) -> SinglePrecision:
+    """The float32 copy of ``A`` in the units of :class:`SinglePrecision`,
     made in ``low_precision`` when it is scratch of the right shape."""
     q = len(A)
-    size = float(np.max(np.abs(_symmetric_product(A)(start))))  # no squares: no under- or overflow
+    size = float(np.max(np.abs(symmetric_product(A)(start))))  # no squares: no under- or overflow
     if size == 0.0:  # A v0 = 0, or products lost below the smallest subnormal
         size = float(np.max(np.abs(A)))
     # (at most 2^1000 up: subnormal matrices come to about 2^-70, well inside
@@ -276,17 +206,17 @@ def _single_precision(
         np.multiply(A, units, out=matrix, casting="same_kind")
     else:
         matrix = (A * units).astype(np.float32)
-    return _SinglePrecision(matrix, units)
+    return SinglePrecision(matrix, units)
 
 
 def _lanczos_bound(
-    A: np.ndarray, floor: float, start: np.ndarray, single: _SinglePrecision
+    A: np.ndarray, floor: float, start: np.ndarray, single: SinglePrecision
 ) -> _EigenvalueBound:
     """:func:`smallest_eigenvalue_lower_bound` for ``q > 64``, from the start
     vector ``start``; every run and check works on ``units * A``
-    (:class:`_SinglePrecision`)."""
+    (:class:`SinglePrecision`)."""
     q = len(A)
-    full, units = _symmetric_product(A), single.units
+    full, units = symmetric_product(A), single.units
 
     def exact(x: np.ndarray) -> np.ndarray:
         image = full(x)
@@ -305,7 +235,7 @@ def _lanczos_bound(
         return None
 
     budget = min(q, max(_LANCZOS_MIN_STEPS, int(_LANCZOS_STEPS_PER_ROW * q)))
-    for product, dtype in ((_symmetric_product(single.matrix), np.float32), (exact, np.float64)):
+    for product, dtype in ((symmetric_product(single.matrix), np.float32), (exact, np.float64)):
         run = _lanczos(product, start.astype(dtype), units * floor, verified, budget)
         norm = max(norm, run.norm)
         if run.bound is not None:
@@ -440,173 +370,6 @@ def _rounding(q: int, norm: float) -> float:
     return q * np.sqrt(q) * _EPS * norm
 
 
-def _symmetric_product(A: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
-    """``x -> A x`` by BLAS ``symv`` on one triangle of the symmetric ``A``."""
-    symv = scipy.linalg.blas.get_blas_funcs("symv", (A,))
-    upper = A.T  # Fortran-ordered view of A (= A): symv reads its upper triangle
-
-    def product(x: np.ndarray) -> np.ndarray:
-        return symv(1.0, upper, np.ravel(x))
-
-    return product
-
-
-def _conjugate_gradients(
-    A: np.ndarray,
-    shift: float,
-    b: np.ndarray,
-    smallest: float,
-    bound: _EigenvalueBound | None = None,
-) -> np.ndarray | None:
-    """``(A + shift I)^{-1} b`` by conjugate gradients, or ``None`` when they
-    would cost more than a factorization.
-
-    ``smallest`` is a lower bound on the system's smallest eigenvalue, so a
-    residual ``r`` bounds the error by ``||r|| / smallest``: they stop when
-    that is below ``_CG_RTOL ||x||``. Every ``_CG_PROBE`` products the mean
-    reduction of the residual per product so far predicts how many more
-    are needed; beyond the budget of ``len(A) // _CG_ROWS_PER_PRODUCT``
-    float64 products, or on a direction of non-positive curvature (an
-    indefinite system), they give up.
-
-    With ``bound``'s float32 copy of ``A``, and when float32 rounding
-    leaves the system's own condition (``||A|| / smallest`` at most
-    ``_CG_SINGLE_CONDITION``), they refine [BDL07]_: each round solves for
-    the residual, scaled by a power of two to entries near 1, to
-    ``_CG_ROUND_RTOL`` with float32 products (each ``_CG_SINGLE_COST`` of a
-    float64 one in the budget), then the residual is recomputed in float64
-    and the test made on it. A round whose rate predicts more than the
-    budget to the test gives up as above; one that meets non-positive
-    curvature, or gains less than ``_CG_SINGLE_GAIN`` (float32 rounding
-    dominating the system's smallest eigenvalues), hands over to float64
-    products from there, with what is left of the budget (and their own
-    residual, updated as they go, for the test). A first round that converges
-    within ``_CG_PROBE`` products (a right-hand side on a few eigenvectors,
-    which float32 rounding would spread over all of them) is redone in
-    float64.
-    """
-    budget = float(len(A) // _CG_ROWS_PER_PRODUCT)
-    b_norm = float(np.linalg.norm(b))
-    if budget < _CG_PROBE or not b_norm > 0.0 or not smallest > 0.0:
-        return None
-    product = _symmetric_product(A)
-    solution = np.zeros_like(b)
-    residual = np.array(b, dtype=np.float64)
-
-    def goal(x: np.ndarray) -> float:  # ||x - x*|| <= ||r|| / smallest <= _CG_RTOL ||x||
-        return _CG_RTOL * smallest * float(_NRM2(x))
-
-    spent = 0.0
-    with np.errstate(all="ignore"):  # an overflow shows as a failed test below
-        single = bound.single if bound is not None else None
-        if single is not None and bound.norm <= _CG_SINGLE_CONDITION * smallest:
-            low, inverse = _symmetric_product(single.matrix), 1.0 / single.units
-
-            def approximate(v: np.ndarray) -> np.ndarray:
-                image = low(v.astype(np.float32)).astype(np.float64)
-                image *= inverse
-                return image
-
-            for round_ in itertools.count():
-                opening = float(_NRM2(residual))
-                # a power of two that brings the residual's largest entry near 1
-                # (exact): its float32 copies neither under- nor overflow
-                largest = float(np.max(np.abs(residual)))
-                level = float(np.ldexp(1.0, -int(np.frexp(largest)[1]))) if largest > 0.0 else 1.0
-                correction = np.zeros_like(b)
-
-                def final(c: np.ndarray, level: float = level, x: np.ndarray = solution) -> float:
-                    return level * goal(x + c / level)
-
-                inner = _cg_steps(
-                    approximate,
-                    shift,
-                    correction,
-                    residual * level,
-                    final,
-                    budget - spent - 1.0,
-                    _CG_SINGLE_COST,
-                    # to _CG_ROUND_RTOL, or to half the test's residual when that is more
-                    aim=level * max(_CG_ROUND_RTOL * opening, 0.5 * goal(solution)),
-                )
-                spent += inner.products * _CG_SINGLE_COST
-                if not inner.converged and not inner.indefinite:
-                    return None  # slow: float64 products would be as slow
-                if not inner.converged:
-                    break  # float32 rounding may look indefinite: float64 decides
-                if round_ == 0 and inner.products < _CG_PROBE:
-                    break  # redone in float64 (``solution`` is still 0)
-                solution += correction / level
-                residual = product(solution)
-                residual += shift * solution
-                np.subtract(b, residual, out=residual)
-                spent += 1.0
-                reached = float(_NRM2(residual))
-                if reached <= goal(solution):
-                    return solution
-                if not reached <= _CG_SINGLE_GAIN * opening:
-                    break  # float32 products no longer gain: float64 from here
-        run = _cg_steps(product, shift, solution, residual, goal, budget - spent, 1.0)
-    return solution if run.converged else None
-
-
-@dataclass(frozen=True)
-class _CGRun:
-    """What a run of :func:`_cg_steps` did: ``products`` taken; whether the
-    residual ``converged``; when not, whether they stopped on non-positive
-    curvature (``indefinite``) rather than on the predicted cost."""
-
-    products: int
-    converged: bool
-    indefinite: bool = False
-
-
-def _cg_steps(
-    product: Callable[[np.ndarray], np.ndarray],
-    shift: float,
-    x: np.ndarray,
-    residual: np.ndarray,
-    goal: Callable[[np.ndarray], float],
-    budget: float,
-    cost: float,
-    aim: float | None = None,
-) -> _CGRun:
-    """Conjugate-gradient steps on ``(M + shift I) x = c``, ``M`` the matrix
-    ``product`` multiplies by, from ``x`` with ``residual = c - (M + shift
-    I) x`` (both updated in place), until the residual's norm is at most
-    ``aim``, or ``goal(x)`` when ``aim`` is ``None``. Every ``_CG_PROBE``
-    products the convergence rate so far predicts the products to
-    ``goal(x)``; they give up when those would take more than ``budget`` in
-    all (each product costing ``cost``), or on non-positive curvature."""
-    squared = float(residual @ residual)
-    initial = squared
-    direction = residual.copy()
-    steps = 0
-    while (steps + 1) * cost <= budget:
-        image = product(direction)
-        image += shift * direction
-        curvature = float(direction @ image)
-        if not curvature > 0.0:
-            return _CGRun(steps + 1, False, indefinite=True)
-        alpha = squared / curvature
-        x += alpha * direction
-        residual -= alpha * image
-        previous, squared = squared, float(residual @ residual)
-        steps += 1
-        if np.sqrt(squared) <= (goal(x) if aim is None else aim):
-            return _CGRun(steps, True)
-        if steps % _CG_PROBE == 0:
-            # log reduction of the residual per product so far
-            target = goal(x)
-            rate = 0.5 * np.log(squared / initial) / steps
-            needed = np.log(target / np.sqrt(squared)) / rate if rate < 0.0 else np.inf
-            if not (steps + needed) * cost <= budget:
-                return _CGRun(steps, False)
-        direction *= squared / previous
-        direction += residual
-    return _CGRun(steps, False)
-
-
 def solve_blas(q: int) -> AbstractContextManager:
     """The BLAS threads a lifted solve of ``q`` slopes runs with.
 
@@ -689,7 +452,9 @@ def lifted_solve(
     if floor > 0.0:
         bound = _eigenvalue_bound(A, floor, low_precision)
         lift = max(0.0, floor - bound.value)
-        solution = _conjugate_gradients(A, lift, b, max(floor, bound.value), bound)
+        solution = conjugate_gradients(
+            A, lift, b, max(floor, bound.value), bound.single, bound.norm
+        )
         if solution is not None:
             return solution
         A.flat[:: len(A) + 1] += lift
