@@ -56,7 +56,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg
 
-__all__ = ["SinglePrecision", "conjugate_gradients", "symmetric_product"]
+__all__ = ["SinglePrecision", "conjugate_gradients", "symmetric_product", "unit_scale"]
 
 # Relative error (in the 2-norm) of the conjugate gradients' solution: they
 # stop when the residual over the system's smallest eigenvalue bound proves it.
@@ -101,6 +101,29 @@ class SinglePrecision:
 
     matrix: np.ndarray
     units: float
+
+
+def unit_scale(size: float) -> float:
+    """The power of two that brings ``size`` into ``[0.5, 1)``, at most
+    ``2**1000`` (beyond, it would overflow); 1 when ``size`` is 0 or not
+    finite. Multiplying by it is exact (short of under- or overflow).
+
+    Parameters
+    ----------
+    size : float
+        A magnitude, such as a largest entry.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> unit_scale(3.0), unit_scale(0.0), unit_scale(1e-310)
+    (0.25, 1.0, 1.0715086071862673e+301)
+    """
+    exponent = int(np.frexp(size)[1]) if 0.0 < size < np.inf else 0
+    return float(np.ldexp(1.0, min(-exponent, 1000)))
 
 
 def symmetric_product(A: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
@@ -187,8 +210,7 @@ def conjugate_gradients(
     ndarray of shape (q,), or None
     """
     budget = float(len(A) // _CG_ROWS_PER_PRODUCT)
-    b_norm = float(np.linalg.norm(b))
-    if budget < _CG_PROBE or not b_norm > 0.0 or not smallest > 0.0:
+    if budget < _CG_PROBE or not float(_NRM2(b)) > 0.0 or not smallest > 0.0:
         return None
     product = symmetric_product(A)
     solution = np.zeros_like(b)
@@ -215,8 +237,7 @@ def conjugate_gradients(
                 opening = float(_NRM2(residual))
                 # a power of two that brings the residual's largest entry near 1
                 # (exact): its float32 copies neither under- nor overflow
-                largest = float(np.max(np.abs(residual)))
-                level = float(np.ldexp(1.0, -int(np.frexp(largest)[1]))) if largest > 0.0 else 1.0
+                level = unit_scale(float(np.max(np.abs(residual))))
                 correction = np.zeros_like(b)
 
                 def final(c: np.ndarray, level: float = level, x: np.ndarray = solution) -> float:

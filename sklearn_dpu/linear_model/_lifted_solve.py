@@ -70,7 +70,12 @@ import scipy.linalg
 
 from .._row_threads import SerialBlas
 from .._validation import is_scratch
-from ._conjugate_gradients import SinglePrecision, conjugate_gradients, symmetric_product
+from ._conjugate_gradients import (
+    SinglePrecision,
+    conjugate_gradients,
+    symmetric_product,
+    unit_scale,
+)
 
 __all__ = ["lifted_solve", "smallest_eigenvalue_lower_bound", "solve_blas"]
 
@@ -199,8 +204,7 @@ def _single_precision(
         size = float(np.max(np.abs(A)))
     # (at most 2^1000 up: subnormal matrices come to about 2^-70, well inside
     # both types' ranges)
-    exponent = int(np.frexp(size)[1]) if 0.0 < size < np.inf else 0
-    units = float(np.ldexp(1.0, min(-exponent, 1000)))
+    units = unit_scale(size)
     if is_scratch(low_precision, (q, q), dtype=np.float32):
         matrix = low_precision
         np.multiply(A, units, out=matrix, casting="same_kind")
