@@ -277,6 +277,46 @@ def test_the_rounds_keep_to_the_budget_and_a_slow_system_stops_at_the_probe(
         assert (calls["float32"], calls["float64"]) == (_cg._CG_PROBE, 0)
 
 
+@pytest.mark.parametrize("q, kappa", [(300, 5.0), (400, 10.0), (1000, 60.0)])
+def test_a_round_leaves_room_for_its_float64_residual(monkeypatch, q, kappa):
+    # Each float32 round is given the budget less one float64 product: the
+    # residual it is checked by. Systems whose rounds run to the budget's
+    # edge (without that reserve, 18.5, 26 and 63 products' worth against
+    # budgets of 18, 25 and 62) stay within it, solved or handed to the
+    # factorization.
+    A, _ = _rotated(np.linspace(1.0, kappa, q))
+    b = np.random.default_rng(2).normal(size=q)
+    w, expected, calls = _cg_products(monkeypatch, A, b, 0.999)
+    assert calls["float32"] > 2 * _cg._CG_PROBE  # the rounds ran, past the first probe
+    assert (
+        _cg._CG_SINGLE_COST * calls["float32"] + calls["float64"] <= q // _cg._CG_ROWS_PER_PRODUCT
+    )
+    if w is not None:
+        assert np.linalg.norm(w - expected) <= 1e-12 * np.linalg.norm(expected)
+
+
+def test_a_round_near_the_test_stops_at_half_its_residual(monkeypatch):
+    # A round aims at _CG_ROUND_RTOL of its opening residual, or at half the
+    # final test's residual when that is more: the third round here has
+    # little left to gain and takes 3 products, not a full round's 22 (the
+    # count without that half: each of the three rounds 22).
+    q = 1000
+    A, _ = _rotated(np.linspace(1.0, 10.0, q))
+    b = np.random.default_rng(2).normal(size=q)
+    products, steps = [], _cg._cg_steps
+
+    def recorded(*args, **kwargs):
+        run = steps(*args, **kwargs)
+        products.append(run.products)
+        return run
+
+    monkeypatch.setattr(_cg, "_cg_steps", recorded)
+    w, expected, calls = _cg_products(monkeypatch, A, b, 0.999)
+    assert len(products) == 3 and calls["float64"] == 3
+    assert products[2] <= products[0] // 3
+    assert np.linalg.norm(w - expected) <= 1e-12 * np.linalg.norm(expected)
+
+
 def test_a_right_hand_side_on_few_eigenvectors_is_solved_in_float64(monkeypatch):
     # Exact conjugate gradients end after 8 products (b on 8 eigenvectors);
     # float32 rounding would spread the residual over the whole spectrum:
