@@ -34,7 +34,12 @@ from bench_linear_scaling import _data, _params
 from threadpoolctl import threadpool_limits
 
 from sklearn_dpu._row_threads import SerialBlas
-from sklearn_dpu.linear_model import DPLinearRegression, _dp_linear, _linear_solvers
+from sklearn_dpu.linear_model import (
+    DPLinearRegression,
+    _dp_linear,
+    _lifted_solve,
+    _linear_solvers,
+)
 from sklearn_dpu.privacy import mechanisms
 
 RESULTS = pathlib.Path(__file__).parent / "results"
@@ -73,8 +78,13 @@ def main():
     load = os.getloadavg()
     lines = [
         "DPLinearRegression deletion stages (bench_linear_deletion_stages.py)",
-        f"n = {n}, d = {d}; BLAS threads: {args.threads}; serial solve: {args.serial_solve}; "
-        f"cores: {os.cpu_count()}; load average at start: {load[0]:.1f}",
+        f"n = {n}, d = {d}; BLAS threads: {args.threads}; the solve's BLAS threads: "
+        + (
+            "1 (--serial-solve)"
+            if args.serial_solve
+            else f"the library's rule (1 up to {_lifted_solve._SERIAL_SLOPES} slopes)"
+        )
+        + f"; cores: {os.cpu_count()}; load average at start: {load[0]:.1f}",
     ]
     with threadpool_limits(args.threads):
         reg = DPLinearRegression(**{**_params(d), "random_state": None})
