@@ -25,8 +25,12 @@ both to the same load) and keeps the smallest of ``repeats`` wall times, the
 least disturbed; the median ratio is printed too.
 
 Run: ``PYTHONPATH=. python benchmarks/bench_solver_speed.py [--quick] [--label NAME]
-[--baseline MODULE] [--only sgd|logistic] [--bound-scale S] [--dims D ...]`` (``--quick``: d in
-{10, 100}, 3 repeats; ``--only``: one family of rows; ``--dims``: these feature counts). Writes
+[--baseline MODULE] [--only sgd|logistic] [--bound-scale S] [--dims D ...]
+[--solvers S ...]`` (``--quick``: d in {10, 100}, 3 repeats; ``--only``: one family of
+rows; ``--dims``: these feature counts; ``--solvers``: the ``DPLogisticRegression``
+solvers timed, by default ``output``, ``objective`` and ``noisy_gd``; ``langevin``,
+whose fit runs the ``K_A`` full-batch steps its deletion certificate needs, only when
+asked: its row gives ``K_A``). Writes
 ``benchmarks/results/solver_speed[_NAME].txt`` and ``.json``.
 
 ``--threads K`` runs everything (ours and scikit-learn alike) with BLAS
@@ -67,6 +71,10 @@ import sklearn_dpu
 RESULTS = Path(__file__).parent / "results"
 # Feature counts that also get three-class rows (the multinomial solvers).
 MULTICLASS_DIMS = (10, 100)
+# DPLogisticRegression's solvers timed by default; --solvers can add
+# 'langevin', whose fit runs the K_A full-batch steps its deletion
+# certificate needs (about a thousand at d = 50: tens of times the others).
+LOGISTIC_SOLVERS = ("output", "objective", "noisy_gd")
 
 
 def _data(n, d, seed=0, n_classes=2):
@@ -162,7 +170,18 @@ def _noisy_gd_floor(X, n_classes, steps=20):
         X @ W
 
 
-def logistic_rows(X, y, repeats, versions, kind="logistic", bound_scale=1.0):
+def _extra(solver, over_floor, est):
+    """Noisy GD's time over its floor; Langevin's full-batch steps (``K_A``)."""
+    if solver == "noisy_gd":
+        return f"; {over_floor:.2f}x its floor"
+    if solver == "langevin":
+        return f"; K_A = {est.unlearning_state_.chunks[0].config.run.steps} full-batch steps"
+    return ""
+
+
+def logistic_rows(
+    X, y, repeats, versions, kind="logistic", bound_scale=1.0, solvers=LOGISTIC_SOLVERS
+):
     d = X.shape[1]
     norm = bound_scale * 1.2 * math.sqrt(d)
     n_classes = len(np.unique(y))
@@ -170,14 +189,15 @@ def logistic_rows(X, y, repeats, versions, kind="logistic", bound_scale=1.0):
         "reference": lambda: LogisticRegression().fit(X, y),
         "floor": lambda: _noisy_gd_floor(X, n_classes),
     }
-    solvers = ("output", "objective", "noisy_gd")
+    fitted = {}
     for version, package in versions.items():
         for solver in solvers:
-            fns[(version, solver)] = lambda solver=solver, package=package: (
-                package.DPLogisticRegression(solver=solver, feature_norm=norm, random_state=0).fit(
-                    X, y
-                )
-            )
+
+            def fit(solver=solver, package=package, key=(version, solver)):
+                est = package.DPLogisticRegression(solver=solver, feature_norm=norm, random_state=0)
+                fitted[key] = est.fit(X, y)
+
+            fns[(version, solver)] = fit
     times = _interleaved(fns, repeats)
     floor = min(times["floor"])
     rows = [
@@ -188,7 +208,7 @@ def logistic_rows(X, y, repeats, versions, kind="logistic", bound_scale=1.0):
             s,
             times[(version, s)],
             times["reference"],
-            f"; {min(times[(version, s)]) / floor:.2f}x its floor" if s == "noisy_gd" else "",
+            _extra(s, min(times[(version, s)]) / floor, fitted.get((version, s))),
         )
         for version in versions
         for s in solvers
@@ -208,6 +228,13 @@ def main():
         "--bound-scale", type=float, default=1.0, help="factor on the feature bounds"
     )
     parser.add_argument("--dims", type=int, nargs="+", default=None, help="feature counts")
+    parser.add_argument(
+        "--solvers",
+        nargs="+",
+        default=LOGISTIC_SOLVERS,
+        choices=(*LOGISTIC_SOLVERS, "langevin"),
+        help="DPLogisticRegression solvers to time",
+    )
     args = parser.parse_args()
     if args.threads is not None:
         from threadpoolctl import threadpool_limits
@@ -236,10 +263,10 @@ def main():
         if args.only != "logistic":
             rows += sgd_rows(X, y, reps, versions, scale)
         if args.only != "sgd":
-            rows += logistic_rows(X, y, reps, versions, bound_scale=scale)
+            rows += logistic_rows(X, y, reps, versions, bound_scale=scale, solvers=args.solvers)
             if d in MULTICLASS_DIMS:
                 Xm, ym = _data(n, d, n_classes=3)
-                rows += logistic_rows(Xm, ym, reps, versions, "softmax3", scale)
+                rows += logistic_rows(Xm, ym, reps, versions, "softmax3", scale, args.solvers)
     footer = f"load average {os.getloadavg()[0]:.2f} at the end"
     print(footer)
     suffix = f"_{args.label}" if args.label else ""
