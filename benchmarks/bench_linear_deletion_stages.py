@@ -7,8 +7,10 @@ process, ``--deletions`` one-row deletions back to back; each is split into:
 * ``noise``: the re-release's symmetric Gaussian noise, cast and scaled with
   the codes (``privacy.mechanisms._add_tiled_noise``, for released matrices
   of 512 rows or more; below, the noise is drawn in ``rest``);
-* ``solve``: the released model from the released matrix (the eigenvalue
-  bound, conjugate gradients, the copies they work on);
+* ``solve``: the released model from the released matrix, split into the
+  eigenvalue bound (the float32 copy of the slopes' system and the Lanczos
+  iterations), the conjugate gradients, and the rest (building the slopes'
+  system, eliminating the intercept);
 * ``rest``: everything else (ids, registry, ledger, report).
 
 Stages are timed by wrapping the library's functions (timing only: the same
@@ -71,9 +73,14 @@ def main():
     args = parser.parse_args()
     n, d = (5_000, 100) if args.quick else (10**5, 1000)
     stages = {"subtract": [], "noise": [], "solve": []}
+    # parts of the solve, printed under it (its rest: the slopes' system and
+    # right-hand side, the intercept)
+    parts_of_solve = {"bound": [], "cg": []}
     _timed(_dp_linear, "subtract_gram_of_codes", stages["subtract"])
     _timed(mechanisms, "_add_tiled_noise", stages["noise"])
     _timed(_linear_solvers, "solve_noisy_gram", stages["solve"], serial=args.serial_solve)
+    _timed(_lifted_solve, "_eigenvalue_bound", parts_of_solve["bound"])
+    _timed(_lifted_solve, "conjugate_gradients", parts_of_solve["cg"])
     X, y = _data(n, d)  # the scaling benchmark's data and bounds
     load = os.getloadavg()
     lines = [
@@ -91,20 +98,25 @@ def main():
         start = time.perf_counter()
         reg.fit(X, y)
         fit = time.perf_counter() - start
-        for times in stages.values():
+        for times in (*stages.values(), *parts_of_solve.values()):
             times.clear()  # the fit's own release
         totals, cpu = [], []
         parts = {name: [] for name in stages}
+        inner = {name: [] for name in parts_of_solve}
         for i in range(args.deletions):
             calls = {name: len(times) for name, times in stages.items()}
+            inner_calls = {name: len(times) for name, times in parts_of_solve.items()}
             start, cpu_start = time.perf_counter(), time.process_time()
             reg.delete_samples([i])
             totals.append(time.perf_counter() - start)
             cpu.append(time.process_time() - cpu_start)
             for name, times in stages.items():  # this deletion's calls (none: 0)
                 parts[name].append(sum(times[calls[name] :]))
+            for name, times in parts_of_solve.items():
+                inner[name].append(sum(times[inner_calls[name] :]))
     totals = np.array(totals)
     parts = {name: np.array(values) for name, values in parts.items()}
+    inner = {name: np.array(values) for name, values in inner.items()}
     rest = totals - sum(parts.values())
 
     def ms(values):
@@ -112,8 +124,17 @@ def main():
 
     lines.append(f"fit (the first in this process): {fit:.2f} s")
     lines.append(f"deletion total  {ms(totals)}; CPU {ms(np.array(cpu))}")
+    labels = {
+        "bound": "eigenvalue bound (its float32 copy, Lanczos)",
+        "cg": "conjugate gradients",
+        "other": "the rest: the slopes' system, the intercept, a factorization",
+    }
     for name, values in (*parts.items(), ("rest", rest)):
         lines.append(f"  {name:9s}     {ms(values)}")
+        if name == "solve":
+            other = values - sum(inner.values())
+            for part, times in (*inner.items(), ("other", other)):
+                lines.append(f"    {ms(times)}  {labels[part]}")
     lines.append(
         f"fit / median deletion: {fit / np.median(totals[1:]):.0f}x; "
         f"load average at end: {os.getloadavg()[0]:.1f}"
