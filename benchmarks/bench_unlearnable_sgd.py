@@ -139,12 +139,14 @@ def deletions(X, y, X_test, y_test, feature_norm, n_deletions, n_fresh):
         f"a recompute {times[recomputed].mean() * 1e3:.2f} ms, without "
         f"{times[~recomputed].mean() * 1e3:.3f} ms"
     )
-    print(
-        f"   {grew.sum()} deletions added a ledger entry (a step tested for the first "
-        f"time, or recomputed): mean {times[grew].mean() * 1e3:.1f} ms, of which composing "
-        f"the ledger (privacy_spent_, stated by the report) {accounted[grew].mean() * 1e3:.1f}"
-        f" ms; the other {(~grew).sum()}: mean {times[~grew].mean() * 1e3:.3f} ms"
-    )
+    if grew.any() and not grew.all():
+        print(
+            f"   {grew.sum()} deletions added a ledger entry (a step tested for the first "
+            f"time, or recomputed): mean {times[grew].mean() * 1e3:.1f} ms, of which composing"
+            f" the ledger (privacy_spent_, stated by the report) "
+            f"{accounted[grew].mean() * 1e3:.1f} ms; the other {(~grew).sum()}: mean "
+            f"{times[~grew].mean() * 1e3:.3f} ms"
+        )
     print(
         f"   => refit / mean deletion = {refit / times.mean():.0f}x "
         f"(median: {refit / np.median(times):.0f}x); tested steps "
