@@ -14,7 +14,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from sklearn_dpu.linear_model import DPLinearRegression
+from sklearn_dpu.linear_model import DPLinearRegression, _lifted_solve
 from sklearn_dpu.linear_model import _sufficient_statistics as ss
 from sklearn_dpu.privacy import mechanisms
 from sklearn_dpu.privacy.mechanisms import GaussianMechanism
@@ -137,7 +137,8 @@ def test_symmetric_noise_independent_of_band_size_and_scratch(monkeypatch, entri
 @pytest.mark.parametrize("fit_intercept", [True, False])
 def test_solve_in_scratch_equals_solve_in_fresh_array(fit_intercept):
     rng = np.random.default_rng(2)
-    q = D + 1 + fit_intercept
+    # slopes above _DENSE_SLOPES: the Lanczos path, which makes the float32 copy
+    q = _lifted_solve._DENSE_SLOPES + 9 + 1 + fit_intercept
     A = rng.normal(size=(q, q))
     gram = A @ A.T + 0.1 * np.eye(q)
     n_coef = q - 1

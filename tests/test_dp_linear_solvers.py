@@ -42,7 +42,7 @@ def test_the_intercept_is_eliminated_exactly_and_not_lifted():
 
 def _noise_dominated_system(q=300, seed=4):
     # Gram of a few hundred rows plus symmetric noise far above it: indefinite,
-    # so the lift is active and read off the Lanczos path (q > 64).
+    # so the lift is active and read off the Lanczos path (q > _DENSE_SLOPES).
     rng = np.random.default_rng(seed)
     U = rng.uniform(-1, 1, size=(4 * q, q)) / np.sqrt(q)
     noise = rng.normal(size=(q, q))
@@ -246,8 +246,11 @@ def test_a_later_round_that_looks_slow_hands_over_to_float64(monkeypatch):
 
 def test_a_budget_without_room_for_two_probes_stays_in_float64(monkeypatch):
     # Below 2 _CG_PROBE products of budget (q < 256) a float32 round would
-    # leave too little for float64 products: the parent's float64 iterations.
-    A, b = _noise_dominated_system(q=200)
+    # leave too little for float64 products: the parent's float64 iterations,
+    # though the eigenvalue bound made a float32 copy (q > _DENSE_SLOPES).
+    A, b = _noise_dominated_system(q=240)
+    bound = _lifted_solve._eigenvalue_bound(A, 40.0, None)
+    assert bound.single is not None
     w, expected, calls = _cg_products(monkeypatch, A, b, 40.0)
     assert calls["float32"] == 0 and calls["float64"] >= 1
 
@@ -372,7 +375,7 @@ def test_slow_lanczos_iterations_stop_at_the_cap_for_the_dense_solver(monkeypatc
     # a residual of 1e-4 (their rounding is 6e-8 ||A|| = 6e-4), nor do they
     # look converged within the cap (ARPACK, uncapped, took 30,000 products
     # at q = 1000, 20 times a dense solver).
-    A, _ = _spectrum(np.logspace(0, 4, 200))
+    A, _ = _spectrum(np.logspace(0, 4, _lifted_solve._DENSE_SLOPES + 8))
     calls = _counting_products(monkeypatch)
     bound = _lifted_solve.smallest_eigenvalue_lower_bound(A)
     # the cap, and the product that sizes the float32 copy
@@ -405,12 +408,25 @@ def test_float64_iterations_refine_what_float32_cannot(monkeypatch):
     assert rejected.ritz_vector is not None and rejected.steps < 150
 
 
+@pytest.mark.parametrize("q", [3, 100, 160])
+def test_up_to_the_dense_size_the_smallest_eigenvalue_is_exact(monkeypatch, q):
+    # Up to _DENSE_SLOPES rows LAPACK gives the smallest eigenvalue itself,
+    # faster there than the Lanczos iterations: no product, no float32 copy.
+    assert q <= _lifted_solve._DENSE_SLOPES
+    A, _ = _spectrum(np.linspace(-2.0, 5.0, q), seed=q)
+    counts = _counting_products(monkeypatch)
+    bound = _lifted_solve._eigenvalue_bound(A, 1.0, None)
+    assert counts["products"] == 0 and bound.single is None
+    assert bound.value == pytest.approx(-2.0, abs=1e-12)
+
+
 def test_a_breakdown_gives_the_exact_smallest_eigenvalue(monkeypatch):
     # 3 I plus a rank-2 term: three distinct eigenvalues, so the Krylov space
     # of a generic start vector is invariant after 3 steps.
     rng = np.random.default_rng(2)
-    U = rng.normal(size=(120, 2))
-    A = 3.0 * np.eye(120) + U @ U.T
+    q = _lifted_solve._DENSE_SLOPES + 8
+    U = rng.normal(size=(q, 2))
+    A = 3.0 * np.eye(q) + U @ U.T
     counts = _counting_products(monkeypatch)
     bound = _lifted_solve.smallest_eigenvalue_lower_bound(A)
     assert 3.0 - 1e-3 <= bound <= 3.0
@@ -485,7 +501,8 @@ def test_repeated_solves_of_one_system_agree():
     # process-wide random state: at a tolerance of 1e-3 two solves of this
     # system were 2e-7 relative apart).
     rng = np.random.default_rng(1)
-    q, m = 65, 260
+    q = _lifted_solve._DENSE_SLOPES + 8  # the Lanczos path
+    m = 4 * q
     F = rng.normal(size=(m, 5)) @ (rng.normal(size=(5, q)) * np.linspace(3, 0.1, 5)[:, None])
     X = F + 0.05 * rng.normal(size=(m, q)) + 0.5
     X /= np.linalg.norm(X, axis=1, keepdims=True)

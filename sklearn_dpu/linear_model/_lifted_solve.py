@@ -8,8 +8,9 @@ the system's smallest eigenvalue is the noise's spectral bound ``floor``
 no noise, no sensitivity, no guarantee, only how fast and how exactly the
 released model is computed from them.
 
-``lambda_min`` is read as a lower bound
-(:func:`smallest_eigenvalue_lower_bound`): Lanczos iterations with full
+``lambda_min`` is computed by LAPACK up to ``_DENSE_SLOPES`` slopes, and
+above read as a lower bound (:func:`smallest_eigenvalue_lower_bound`):
+Lanczos iterations with full
 reorthogonalization, from a fixed start vector, give a Ritz vector ``y``
 whose Rayleigh quotient ``rho`` and residual ``r`` are computed in float64; a
 symmetric matrix has an eigenvalue within ``r`` of ``rho`` [Par98]_. They
@@ -116,6 +117,17 @@ _ROUNDING_REACH = 4.0
 _START_SEED = 20_181_017
 # Slopes up to which solve_blas runs a lifted solve with BLAS on one thread.
 _SERIAL_SLOPES = 1024
+# Slopes up to which the smallest eigenvalue is computed exactly, by LAPACK
+# (syevr, for the smallest one only), rather than bounded by Lanczos
+# iterations: up to here the dense solver is the faster. Whole deletions,
+# interleaved in one process either way (bench_linear_deletion_warm.py,
+# results/linear_deletion_warm*_cutoff_sweep.txt, 2026-12-02, 1 and 2 BLAS
+# threads): dense faster at d = 100 to 200 (1.6-3.1 ms a deletion against
+# 2.1-3.7 ms), slower at 256 (4.5-5.0 ms against 3.3-3.7); at d = 200 another
+# run, at n = 1e6 (not saved), found it slower: 160 is the largest size where
+# it was faster every time. The conjugate gradients never refine in float32
+# this low (their budget holds two probes from q = 256): no float32 copy.
+_DENSE_SLOPES = 160
 
 
 def smallest_eigenvalue_lower_bound(
@@ -124,7 +136,7 @@ def smallest_eigenvalue_lower_bound(
     """A lower bound on the smallest eigenvalue of the symmetric ``A``, tight to
     ``_LANCZOS_TOL max(|lambda_min|, floor)``.
 
-    Exact (dense) for small ``d``. Else Lanczos iterations with full
+    Exact (LAPACK) up to ``_DENSE_SLOPES`` rows. Else Lanczos iterations with full
     reorthogonalization from a fixed start vector (so the same matrix gives
     the same bound, at a given BLAS thread count): every ``_LANCZOS_CHECK``
     steps the smallest eigenpair ``(theta, s)`` of the tridiagonal matrix;
@@ -172,8 +184,8 @@ class _EigenvalueBound:
     lower bound on ``lambda_min(A)``; ``norm``, an estimate of ``||A||`` (the
     largest of the iterations' Gershgorin bounds on their tridiagonal
     matrix, and of ``|lambda_min|`` when the dense solver ran after them; 0
-    for ``q <= 64``); ``single``, the float32 copy of ``A`` the iterations
-    used (``None`` for ``q <= 64``)."""
+    for ``q <= _DENSE_SLOPES``); ``single``, the float32 copy of ``A`` the
+    iterations used (``None`` for ``q <= _DENSE_SLOPES``)."""
 
     value: float
     norm: float
@@ -186,8 +198,9 @@ def _eigenvalue_bound(
     """:func:`smallest_eigenvalue_lower_bound`, with the norm estimate and
     the float32 copy it made."""
     q = len(A)
-    if q <= 64:
-        return _EigenvalueBound(float(np.linalg.eigvalsh(A)[0]), 0.0, None)
+    if q <= _DENSE_SLOPES:
+        value = scipy.linalg.eigh(A, subset_by_index=[0, 0], eigvals_only=True)[0]
+        return _EigenvalueBound(float(value), 0.0, None)
     with np.errstate(under="ignore"):  # entries far below ||A|| flush to 0 in float32
         start = np.random.default_rng(_START_SEED).standard_normal(q)
         return _lanczos_bound(A, floor, start, _single_precision(A, start, low_precision))
@@ -216,7 +229,7 @@ def _single_precision(
 def _lanczos_bound(
     A: np.ndarray, floor: float, start: np.ndarray, single: SinglePrecision
 ) -> _EigenvalueBound:
-    """:func:`smallest_eigenvalue_lower_bound` for ``q > 64``, from the start
+    """:func:`smallest_eigenvalue_lower_bound` for ``q > _DENSE_SLOPES``, from the start
     vector ``start``; every run and check works on ``units * A``
     (:class:`SinglePrecision`)."""
     q = len(A)
