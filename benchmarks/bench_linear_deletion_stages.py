@@ -8,9 +8,10 @@ process, ``--deletions`` one-row deletions back to back; each is split into:
   the codes (``privacy.mechanisms._add_tiled_noise``, for released matrices
   of 512 rows or more; below, the noise is drawn in ``rest``);
 * ``solve``: the released model from the released matrix, split into the
-  eigenvalue bound (the float32 copy of the slopes' system and the Lanczos
-  iterations), the conjugate gradients, and the rest (building the slopes'
-  system, eliminating the intercept);
+  eigenvalue bound (above 160 slopes the float32 copy of the slopes' system
+  and the Lanczos iterations; up to 160, as with ``--quick``, LAPACK), the
+  conjugate gradients, and the rest (building the slopes' system,
+  eliminating the intercept);
 * ``rest``: everything else (ids, registry, ledger, report).
 
 Stages are timed by wrapping the library's functions (timing only: the same
@@ -125,7 +126,7 @@ def main():
     lines.append(f"fit (the first in this process): {fit:.2f} s")
     lines.append(f"deletion total  {ms(totals)}; CPU {ms(np.array(cpu))}")
     labels = {
-        "bound": "eigenvalue bound (its float32 copy, Lanczos)",
+        "bound": "eigenvalue bound (float32 copy and Lanczos, or LAPACK)",
         "cg": "conjugate gradients",
         "other": "the rest: the slopes' system, the intercept, a factorization",
     }

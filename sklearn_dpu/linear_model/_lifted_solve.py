@@ -30,9 +30,10 @@ released-style matrices (Gram matrices plus noise, collinear, raw-scaled,
 binary features; q = 65 to 600) found that once, on pure noise at q = 333
 (a gap of 1.8 tolerances), and once in 1,500 pure-noise matrices at q = 100
 (a start-vector component of 3e-4 along the smallest eigenvector: the lift
-fell 1.2% short of the floor); a second sweep, of 9,500 pure-noise matrices
-at q = 65 to 500, found none. Constructed spectra with exactly repeated
-eigenvalues just above the smallest (repeats the noise of a release breaks)
+fell 1.2% short of the floor; that size now takes LAPACK's eigenvalue); a
+second sweep, of 9,500 pure-noise matrices at q = 65 to 500, found none.
+Constructed spectra with exactly repeated eigenvalues just above the
+smallest (repeats the noise of a release breaks)
 are missed often: 18 of 60 at a gap of 2 tolerances, 1 of 60 at 200, the
 lift up to 2% short of the floor. The floor is itself a bound that fails with
 probability 1e-3
@@ -78,7 +79,7 @@ from ._conjugate_gradients import (
     unit_scale,
 )
 
-__all__ = ["lifted_solve", "smallest_eigenvalue_lower_bound", "solve_blas"]
+__all__ = ["bound_by_lanczos", "lifted_solve", "smallest_eigenvalue_lower_bound", "solve_blas"]
 
 # Relative tolerance of the eigenvalue bound: the Lanczos iterations stop when
 # the residual r of their smallest Ritz pair, recomputed in float64 from the
@@ -95,8 +96,8 @@ _LANCZOS_TOL = 1e-4
 _EIGENVALUE_FLOOR = np.finfo(np.float64).eps ** (2.0 / 3.0)
 # Lanczos steps between two looks at the smallest Ritz pair.
 _LANCZOS_CHECK = 4
-# Lanczos steps at most, float32 and float64 together: _LANCZOS_MIN_STEPS
-# (or q, when less), or q / 6 when more. On Gram matrices plus noise the
+# Lanczos steps at most, float32 and float64 together: _LANCZOS_MIN_STEPS,
+# or q / 6 when more (q > _DENSE_SLOPES: never fewer than 96 rows). On Gram matrices plus noise the
 # iterations converged within 32, 64, 72 and 84 steps at q = 65, 200, 600 and
 # 1000 (the worst of 5 each);
 # a capped run at d = 1000 costs about what the dense solver then does
@@ -128,6 +129,19 @@ _SERIAL_SLOPES = 1024
 # it was faster every time. The conjugate gradients never refine in float32
 # this low (their budget holds two probes from q = 256): no float32 copy.
 _DENSE_SLOPES = 160
+_NRM2 = scipy.linalg.blas.dnrm2
+
+
+def bound_by_lanczos(q: int) -> bool:
+    """Whether the eigenvalue bound of a ``q x q`` system runs Lanczos
+    iterations on a float32 copy (``q > _DENSE_SLOPES``), rather than
+    LAPACK on the float64 matrix; only then does it use ``low_precision``
+    scratch.
+
+    >>> bound_by_lanczos(100), bound_by_lanczos(1000)
+    (False, True)
+    """
+    return q > _DENSE_SLOPES
 
 
 def smallest_eigenvalue_lower_bound(
@@ -136,7 +150,8 @@ def smallest_eigenvalue_lower_bound(
     """A lower bound on the smallest eigenvalue of the symmetric ``A``, tight to
     ``_LANCZOS_TOL max(|lambda_min|, floor)``.
 
-    Exact (LAPACK) up to ``_DENSE_SLOPES`` rows. Else Lanczos iterations with full
+    Up to ``_DENSE_SLOPES`` rows LAPACK's smallest eigenvalue, less the
+    rounding allowance below (exact to rounding). Else Lanczos iterations with full
     reorthogonalization from a fixed start vector (so the same matrix gives
     the same bound, at a given BLAS thread count): every ``_LANCZOS_CHECK``
     steps the smallest eigenpair ``(theta, s)`` of the tridiagonal matrix;
@@ -183,9 +198,9 @@ class _EigenvalueBound:
     """What :func:`smallest_eigenvalue_lower_bound` found: ``value``, the
     lower bound on ``lambda_min(A)``; ``norm``, an estimate of ``||A||`` (the
     largest of the iterations' Gershgorin bounds on their tridiagonal
-    matrix, and of ``|lambda_min|`` when the dense solver ran after them; 0
-    for ``q <= _DENSE_SLOPES``); ``single``, the float32 copy of ``A`` the
-    iterations used (``None`` for ``q <= _DENSE_SLOPES``)."""
+    matrix, and of ``|lambda_min|`` when the dense solver ran after them;
+    the Frobenius norm for ``q <= _DENSE_SLOPES``); ``single``, the float32
+    copy of ``A`` the iterations used (``None`` for ``q <= _DENSE_SLOPES``)."""
 
     value: float
     norm: float
@@ -198,9 +213,13 @@ def _eigenvalue_bound(
     """:func:`smallest_eigenvalue_lower_bound`, with the norm estimate and
     the float32 copy it made."""
     q = len(A)
-    if q <= _DENSE_SLOPES:
+    if not bound_by_lanczos(q):
+        # LAPACK's eigenvalue is within about q eps ||A|| of the exact one;
+        # the allowance keeps the value a lower bound, as the iterations' is
+        # (||A|| by its Frobenius norm: BLAS nrm2 neither over- nor underflows).
         value = scipy.linalg.eigh(A, subset_by_index=[0, 0], eigvals_only=True)[0]
-        return _EigenvalueBound(float(value), 0.0, None)
+        norm = float(_NRM2(A.ravel()))
+        return _EigenvalueBound(float(value) - _rounding(q, norm), norm, None)
     with np.errstate(under="ignore"):  # entries far below ||A|| flush to 0 in float32
         start = np.random.default_rng(_START_SEED).standard_normal(q)
         return _lanczos_bound(A, floor, start, _single_precision(A, start, low_precision))
@@ -437,12 +456,14 @@ def lifted_solve(
 ) -> np.ndarray:
     """``(A + lam I)^{-1} b`` with ``lam = max(0, floor - lambda_min(A))``.
 
-    ``lambda_min`` as a lower bound within ``_LANCZOS_TOL max(|lambda_min|,
-    floor)`` (:func:`smallest_eigenvalue_lower_bound`), then conjugate
-    gradients, or one Cholesky solve when they would be slower (``d^3 / 3``
-    flops instead of a full eigendecomposition's ``~9 d^3``). The system is
-    then positive definite with smallest eigenvalue at least ``floor`` (above
-    it by at most twice that tolerance; below it when the Lanczos iterations
+    ``lambda_min`` as a lower bound (:func:`smallest_eigenvalue_lower_bound`):
+    LAPACK's, less a rounding allowance, up to ``_DENSE_SLOPES`` rows; above,
+    Lanczos iterations' within ``_LANCZOS_TOL max(|lambda_min|, floor)``.
+    Then conjugate gradients, or one Cholesky solve when they would be slower
+    (``d^3 / 3`` flops instead of a full eigendecomposition's ``~9 d^3``). The
+    system is then positive definite with smallest eigenvalue at least
+    ``floor`` (above it by the allowance up to ``_DENSE_SLOPES`` rows, by at
+    most twice that tolerance above; below it when the Lanczos iterations
     missed the smallest eigenvalue, see the module's docstring). With
     ``floor = 0`` (no noise, public data only) there is no lift: the
     minimum-norm solution over the eigenvalues above rounding.

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..privacy.tree_aggregation import TreeAggregator
 from ._ambssgd import AMBSSGDRecipe, run_ambssgd
+from ._lifted_solve import bound_by_lanczos
 from ._linear_releases import NoisyGDRecipe, SSPRecipe
 from ._linear_state import LinearStatisticsState
 from ._noisy_gd import noisy_projected_gd
@@ -115,7 +116,8 @@ def released_model(
             ridge,
             params["fit_intercept"],
             work=state.solve_buffer(n_slopes),
-            low_precision=state.eigen_buffer(n_slopes),
+            # the float32 scratch only where the bound's Lanczos iterations use it
+            low_precision=state.eigen_buffer(n_slopes) if bound_by_lanczos(n_slopes) else None,
         )
         n_iter = 1
     coef = state.half_range * w[:n_features] / feature_norm

@@ -64,10 +64,12 @@ class LinearStatisticsState(VersionedState):
     Notes
     -----
     Besides, a scratch matrix the ``'ssp'`` solve of every release is built in
-    (:meth:`solve_buffer`), and its float32 copy for the eigenvalue bound
-    (:meth:`eigen_buffer`): kept between releases so that a deletion allocates
-    no ``d x d`` array, and first touched by the fit's own release; never
-    pickled (a loaded state makes them again at its first release).
+    (:meth:`solve_buffer`), and above 160 slopes its float32 copy for the
+    eigenvalue bound's Lanczos iterations (:meth:`eigen_buffer`): kept between
+    releases so that a deletion allocates no ``d x d`` array there, and first
+    touched by the fit's own release; never pickled (a loaded state makes
+    them again at its first release). Up to 160 slopes LAPACK computes the
+    bound on a copy of the system it makes (at most 205 KB).
 
     Size: O(n d) for the rows, O(d^2 log t) for the statistics. The rows are
     ``2 (d + 1)`` bytes each (row-position ids add nothing, one flag byte a
