@@ -215,11 +215,14 @@ def _eigenvalue_bound(
     q = len(A)
     if not bound_by_lanczos(q):
         # LAPACK's eigenvalue is within about q eps ||A|| of the exact one;
-        # the allowance keeps the value a lower bound, as the iterations' is
-        # (||A|| by its Frobenius norm: BLAS nrm2 neither over- nor underflows).
+        # the allowance keeps the value a lower bound, as the iterations' is.
+        # ||A|| by its Frobenius norm, of A times the power of two that brings
+        # its largest entry near 1 (at entries near 2^1018 the norm itself
+        # overflows; the allowance, far smaller, does not).
         value = scipy.linalg.eigh(A, subset_by_index=[0, 0], eigvals_only=True)[0]
-        norm = float(_NRM2(A.ravel()))
-        return _EigenvalueBound(float(value) - _rounding(q, norm), norm, None)
+        units = unit_scale(float(np.max(np.abs(A), initial=0.0)))
+        allowance = _rounding(q, float(_NRM2(np.ravel(A * units)))) / units
+        return _EigenvalueBound(float(value) - allowance, allowance / _rounding(q, 1.0), None)
     with np.errstate(under="ignore"):  # entries far below ||A|| flush to 0 in float32
         start = np.random.default_rng(_START_SEED).standard_normal(q)
         return _lanczos_bound(A, floor, start, _single_precision(A, start, low_precision))
