@@ -459,15 +459,24 @@ def test_the_bound_is_the_same_bits_every_call():
     assert len(bounds) == 1
 
 
-@pytest.mark.parametrize("scale", [1.0, 1e-12, 1e-14, 1e-30, 1e-200, 1e-300, 1e19, 1e39, 1e150])
-def test_the_bound_is_below_lambda_min_at_any_scale(scale):
+@pytest.mark.parametrize(
+    "scale, q",
+    [
+        *((s, q) for q in (100, 300) for s in (1.0, 1e-12, 1e-14, 1e-30, 1e-200, 1e-300)),
+        *((s, q) for q in (100, 300) for s in (1e19, 1e39, 1e150)),
+        # LAPACK's value (q = 100) where the norm of A overflows; the
+        # allowance is taken from A times a power of two
+        (2.0**1018, 100),
+    ],
+)
+def test_the_bound_is_below_lambda_min_at_any_scale(scale, q):
     # Every run works on A times a power of two (without it 1e19 overflows a
     # float32 norm, 1e39 the float32 entries, and 1e-200 squares to 0 in a
     # float64 norm: the bound was the start vector's Rayleigh quotient), and
     # the tolerance's floor is relative to ||A|| (an absolute one let
     # unconverged Ritz values through below 1e-13): the same bound at every
     # scale, and no warning.
-    A, _ = _noise_dominated_system(q=300)
+    A, _ = _noise_dominated_system(q=q)
     unscaled = _lifted_solve.smallest_eigenvalue_lower_bound(A, 30.0)
     A = A * scale
     with np.errstate(all="raise"), warnings.catch_warnings():

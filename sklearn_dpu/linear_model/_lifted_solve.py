@@ -219,10 +219,14 @@ def _eigenvalue_bound(
         # ||A|| by its Frobenius norm, of A times the power of two that brings
         # its largest entry near 1 (at entries near 2^1018 the norm itself
         # overflows; the allowance, far smaller, does not).
+        # (For entries near 2^-1000 the allowance flushes towards 0, as they
+        # do; the norm itself, only a record here, may overflow to inf.)
         value = scipy.linalg.eigh(A, subset_by_index=[0, 0], eigvals_only=True)[0]
-        units = unit_scale(float(np.max(np.abs(A), initial=0.0)))
-        allowance = _rounding(q, float(_NRM2(np.ravel(A * units)))) / units
-        return _EigenvalueBound(float(value) - allowance, allowance / _rounding(q, 1.0), None)
+        with np.errstate(under="ignore", over="ignore"):
+            units = unit_scale(float(np.max(np.abs(A), initial=0.0)))
+            scaled = float(_NRM2(np.ravel(A * units)))
+            allowance, norm = _rounding(q, scaled) / units, scaled / units
+        return _EigenvalueBound(float(value) - allowance, float(norm), None)
     with np.errstate(under="ignore"):  # entries far below ||A|| flush to 0 in float32
         start = np.random.default_rng(_START_SEED).standard_normal(q)
         return _lanczos_bound(A, floor, start, _single_precision(A, start, low_precision))
