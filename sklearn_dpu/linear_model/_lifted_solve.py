@@ -10,8 +10,8 @@ released model is computed from them.
 
 ``lambda_min`` is computed by LAPACK up to ``_DENSE_SLOPES`` slopes, and
 above read as a lower bound (:func:`smallest_eigenvalue_lower_bound`):
-Lanczos iterations with full
-reorthogonalization, from a fixed start vector, give a Ritz vector ``y``
+Lanczos iterations with full reorthogonalization, from a fixed start
+vector, give a Ritz vector ``y``
 whose Rayleigh quotient ``rho`` and residual ``r`` are computed in float64; a
 symmetric matrix has an eigenvalue within ``r`` of ``rho`` [Par98]_. They
 stop when ``r`` is below ``_LANCZOS_TOL max(|theta|, floor, eps^(2/3)
@@ -33,10 +33,9 @@ binary features; q = 65 to 600) found that once, on pure noise at q = 333
 fell 1.2% short of the floor; that size now takes LAPACK's eigenvalue); a
 second sweep, of 9,500 pure-noise matrices at q = 65 to 500, found none.
 Constructed spectra with exactly repeated eigenvalues just above the
-smallest (repeats the noise of a release breaks)
-are missed often: 18 of 60 at a gap of 2 tolerances, 1 of 60 at 200, the
-lift up to 2% short of the floor. The floor is itself a bound that fails with
-probability 1e-3
+smallest (repeats the noise of a release breaks) are missed often: 18 of
+60 at a gap of 2 tolerances, 1 of 60 at 200, the lift up to 2% short of the
+floor. The floor is itself a bound that fails with probability 1e-3
 (:func:`~sklearn_dpu.linear_model._sufficient_statistics.noise_spectral_bound`),
 and the system stays positive definite. The iterations run in float32 (half
 the memory traffic), then in float64 from their Ritz vector when float32
@@ -97,9 +96,9 @@ _EIGENVALUE_FLOOR = np.finfo(np.float64).eps ** (2.0 / 3.0)
 # Lanczos steps between two looks at the smallest Ritz pair.
 _LANCZOS_CHECK = 4
 # Lanczos steps at most, float32 and float64 together: _LANCZOS_MIN_STEPS,
-# or q / 6 when more (q > _DENSE_SLOPES: never fewer than 96 rows). On Gram matrices plus noise the
-# iterations converged within 32, 64, 72 and 84 steps at q = 65, 200, 600 and
-# 1000 (the worst of 5 each);
+# or q / 6 when more (they run from q > _DENSE_SLOPES, more rows than steps).
+# On Gram matrices plus noise the iterations converged within 32, 64, 72 and
+# 84 steps at q = 65, 200, 600 and 1000 (the worst of 5 each);
 # a capped run at d = 1000 costs about what the dense solver then does
 # (30-70 ms), so a spectrum Lanczos cannot resolve costs at most about twice
 # the dense solver (ARPACK's cap, at 0.55-0.75 q products, cost 5 times).
@@ -151,7 +150,8 @@ def smallest_eigenvalue_lower_bound(
     ``_LANCZOS_TOL max(|lambda_min|, floor)``.
 
     Up to ``_DENSE_SLOPES`` rows LAPACK's smallest eigenvalue, less the
-    rounding allowance below (exact to rounding). Else Lanczos iterations with full
+    rounding allowance below (exact to rounding). Else Lanczos iterations
+    with full
     reorthogonalization from a fixed start vector (so the same matrix gives
     the same bound, at a given BLAS thread count): every ``_LANCZOS_CHECK``
     steps the smallest eigenpair ``(theta, s)`` of the tridiagonal matrix;
@@ -216,11 +216,10 @@ def _eigenvalue_bound(
     if not bound_by_lanczos(q):
         # LAPACK's eigenvalue is within about q eps ||A|| of the exact one;
         # the allowance keeps the value a lower bound, as the iterations' is.
-        # ||A|| by its Frobenius norm, of A times the power of two that brings
-        # its largest entry near 1 (at entries near 2^1018 the norm itself
-        # overflows; the allowance, far smaller, does not).
-        # (For entries near 2^-1000 the allowance flushes towards 0, as they
-        # do; the norm itself, only a record here, may overflow to inf.)
+        # ||A|| by the Frobenius norm of A times the power of two that brings
+        # its largest entry near 1: near 2^1018 the norm of A overflows, the
+        # allowance does not (the norm, only a record here, may be inf);
+        # near 2^-1000 the allowance flushes towards 0, as the entries do.
         value = scipy.linalg.eigh(A, subset_by_index=[0, 0], eigvals_only=True)[0]
         with np.errstate(under="ignore", over="ignore"):
             units = unit_scale(float(np.max(np.abs(A), initial=0.0)))
@@ -255,9 +254,9 @@ def _single_precision(
 def _lanczos_bound(
     A: np.ndarray, floor: float, start: np.ndarray, single: SinglePrecision
 ) -> _EigenvalueBound:
-    """:func:`smallest_eigenvalue_lower_bound` for ``q > _DENSE_SLOPES``, from the start
-    vector ``start``; every run and check works on ``units * A``
-    (:class:`SinglePrecision`)."""
+    """:func:`smallest_eigenvalue_lower_bound` for ``q > _DENSE_SLOPES``,
+    from the start vector ``start``; every run and check works on
+    ``units * A`` (:class:`SinglePrecision`)."""
     q = len(A)
     full, units = symmetric_product(A), single.units
 
