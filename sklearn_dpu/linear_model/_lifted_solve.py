@@ -72,6 +72,7 @@ import scipy.linalg
 from .._row_threads import SerialBlas
 from .._validation import is_scratch
 from ._conjugate_gradients import (
+    _NRM2,
     SinglePrecision,
     conjugate_gradients,
     symmetric_product,
@@ -128,7 +129,6 @@ _SERIAL_SLOPES = 1024
 # it was faster every time. The conjugate gradients never refine in float32
 # this low (their budget holds two probes from q = 256): no float32 copy.
 _DENSE_SLOPES = 160
-_NRM2 = scipy.linalg.blas.dnrm2
 
 
 def bound_by_lanczos(q: int) -> bool:
@@ -220,12 +220,12 @@ def _eigenvalue_bound(
         # its largest entry near 1: near 2^1018 the norm of A overflows, the
         # allowance does not (the norm, only a record here, may be inf);
         # near 2^-1000 the allowance flushes towards 0, as the entries do.
-        value = scipy.linalg.eigh(A, subset_by_index=[0, 0], eigvals_only=True)[0]
+        value = _lapack_smallest(A)
         with np.errstate(under="ignore", over="ignore"):
             units = unit_scale(float(np.max(np.abs(A), initial=0.0)))
             scaled = float(_NRM2(np.ravel(A * units)))
             allowance, norm = _rounding(q, scaled) / units, scaled / units
-        return _EigenvalueBound(float(value) - allowance, float(norm), None)
+        return _EigenvalueBound(value - allowance, float(norm), None)
     with np.errstate(under="ignore"):  # entries far below ||A|| flush to 0 in float32
         start = np.random.default_rng(_START_SEED).standard_normal(q)
         return _lanczos_bound(A, floor, start, _single_precision(A, start, low_precision))
@@ -287,7 +287,7 @@ def _lanczos_bound(
             break  # the cap
         start = run.ritz_vector  # one that float32 products could not refine
     # no convergence within the cap: the dense solver, with the same margin
-    value = float(scipy.linalg.eigh(A, subset_by_index=[0, 0], eigvals_only=True)[0])
+    value = _lapack_smallest(A)
     norm = max(norm / units, abs(value))
     margin = _LANCZOS_TOL * max(abs(value), floor, _EIGENVALUE_FLOOR * norm)
     return _EigenvalueBound(value - margin - _rounding(q, norm), norm, single)
@@ -402,6 +402,12 @@ def _smallest_pair(diagonal: np.ndarray, off_diagonal: np.ndarray) -> tuple[floa
         if info == 0:
             return float(values[0]), vectors[:, 0]
     raise np.linalg.LinAlgError(f"LAPACK stebz/stein failed on a tridiagonal matrix (info={info})")
+
+
+def _lapack_smallest(A: np.ndarray) -> float:
+    """The smallest eigenvalue of the symmetric ``A`` by LAPACK (``syevr``,
+    that eigenvalue only); raises on non-finite entries."""
+    return float(scipy.linalg.eigh(A, subset_by_index=[0, 0], eigvals_only=True)[0])
 
 
 def _rounding(q: int, norm: float) -> float:
