@@ -4,8 +4,9 @@ import pytest
 from dp_accounting import dp_event
 from dp_accounting.pld import PLDAccountant
 
-from sklearn_dpu.privacy import accounting, ledger
+from sklearn_dpu.privacy import _pld_composition, accounting, ledger
 from sklearn_dpu.privacy.accounting import NEIGHBORING_RELATION, epsilon_spent
+from sklearn_dpu.privacy.events import event_key
 from sklearn_dpu.privacy.ledger import Release, privacy_spent, worst_case_events
 
 STEP = dp_event.PoissonSampledDpEvent(0.05, dp_event.GaussianDpEvent(1.5))
@@ -88,3 +89,84 @@ def _named_tuple_encoding(value):
     if isinstance(value, list | tuple):
         return [_named_tuple_encoding(v) for v in value]
     return value
+
+
+# The PLD of a coalesced history from cached parts (_pld_composition) must be
+# the accountant's own, bit for bit: same calls, same order.
+_GAUSS = dp_event.GaussianDpEvent(2.5)
+_LAPLACE = dp_event.LaplaceDpEvent(4.0)
+_DISCRETE = dp_event.DiscreteLaplaceDpEvent(0.3, 1)
+_HISTORIES = [
+    [_GAUSS],
+    [dp_event.SelfComposedDpEvent(_GAUSS, 3)],
+    [STEP],
+    [dp_event.SelfComposedDpEvent(STEP, 7), OTHER],
+    [dp_event.SelfComposedDpEvent(STEP, 8), OTHER, _GAUSS],
+    [dp_event.SelfComposedDpEvent(_LAPLACE, 2), STEP],
+    [dp_event.SelfComposedDpEvent(_DISCRETE, 3), _GAUSS, OTHER],
+]
+
+
+def _by_parts(events, delta):
+    key = accounting._coalesced_key(events)
+    return accounting._epsilon_of_events(accounting._from_key(key), key, delta)
+
+
+def _accountant(events, delta):
+    composed = accounting._from_key(accounting._coalesced_key(events))
+    pld = PLDAccountant(NEIGHBORING_RELATION, value_discretization_interval=1e-4)
+    return pld.compose(composed).get_epsilon(delta)
+
+
+def _clear_part_caches():
+    for cache in (
+        _pld_composition._prefix_pld,
+        _pld_composition._part_pld,
+        _pld_composition._single_pld,
+    ):
+        cache.cache_clear()
+
+
+@pytest.mark.parametrize("delta", [1e-5, 1e-2])
+def test_cached_parts_give_the_accountants_bits(delta):
+    _clear_part_caches()
+    expected = [_accountant(events, delta) for events in _HISTORIES]
+    # Every history through the caches, twice and in both orders: later ones
+    # reuse parts and prefixes built for earlier ones, which must not have
+    # been changed by that use.
+    for order in (_HISTORIES, _HISTORIES[::-1], _HISTORIES):
+        got = {id(events): _by_parts(events, delta) for events in order}
+        assert [got[id(events)] for events in _HISTORIES] == expected
+
+
+def test_kinds_not_handled_go_to_the_accountant():
+    subsampled_laplace = dp_event.PoissonSampledDpEvent(0.1, _LAPLACE)
+    silent = dp_event.GaussianDpEvent(0.0)
+    parts = ((event_key(subsampled_laplace), 1), (event_key(STEP), 2))
+    assert _pld_composition.composed_pld(parts, 1e-4, NEIGHBORING_RELATION) is None
+    events = [subsampled_laplace, STEP, STEP]
+    assert _by_parts(events, 1e-5) == _accountant(events, 1e-5)
+    silent_parts = ((event_key(silent), 1),)
+    assert _pld_composition.composed_pld(silent_parts, 1e-4, NEIGHBORING_RELATION) is None
+    assert _by_parts([silent, STEP], 1e-5) == float("inf")
+
+
+def test_one_more_step_does_not_rebuild_the_step(monkeypatch):
+    # What makes an UnlearnableSGDClassifier deletion cheap: a history one
+    # step longer than the last reuses the step's single-event distribution
+    # (its construction is most of the cost).
+    _clear_part_caches()
+    accounting._epsilon_of_coalesced.cache_clear()
+    built = []
+    original = _pld_composition.pld_lib.from_gaussian_mechanism
+
+    def counting(**kwargs):
+        built.append(kwargs.get("sampling_prob", 1.0))
+        return original(**kwargs)
+
+    monkeypatch.setattr(_pld_composition.pld_lib, "from_gaussian_mechanism", counting)
+    first = epsilon_spent([dp_event.SelfComposedDpEvent(STEP, 5), OTHER], 1e-5)
+    assert sorted(built) == [0.05, 0.05]
+    built.clear()
+    second = epsilon_spent([dp_event.SelfComposedDpEvent(STEP, 6), OTHER], 1e-5)
+    assert built == [] and second > first

@@ -36,6 +36,7 @@ from dp_accounting.pld import PLDAccountant
 from dp_accounting.privacy_accountant import NeighboringRelation, UnsupportedEventError
 from dp_accounting.rdp import RdpAccountant
 
+from ._pld_composition import composed_pld
 from .events import event_from_dict, event_key
 
 __all__ = [
@@ -359,9 +360,9 @@ def _epsilon_of_coalesced(key: str, delta: float) -> float:
         else:
             pure += count * epsilon
     if pure == 0.0:
-        return _epsilon_of_events(composed, delta)
+        return _epsilon_of_events(composed, key, delta)
     try:
-        whole = _epsilon_of_events(composed, delta)
+        whole = _epsilon_of_events(composed, key, delta)
     except UnsupportedEventError:  # RDP has no discrete Laplace: the split only
         whole = math.inf
     # The rest by epsilon_spent: in closed form when it is all Gaussian, which
@@ -370,15 +371,22 @@ def _epsilon_of_coalesced(key: str, delta: float) -> float:
     return min(whole, split)
 
 
-def _epsilon_of_events(composed: dp_event.ComposedDpEvent, delta: float) -> float:
+def _epsilon_of_events(composed: dp_event.ComposedDpEvent, key: str, delta: float) -> float:
     # Pure function of its arguments (the accountants are deterministic); the
     # caller memoizes it, which spares recomposing an unchanged ledger.
+    # ``key`` is ``composed``'s coalesced key: its parts name the cached
+    # distributions composed_pld builds them from, the accountant's own bits.
     step = _pld_step(composed)
-    pld = PLDAccountant(NEIGHBORING_RELATION, value_discretization_interval=step)
-    if step <= _PLD_MAX_STEP and pld.supports(composed):
+    if step <= _PLD_MAX_STEP:
+        parts = tuple((leaf, count) for leaf, count in json.loads(key))
         try:
             with np.errstate(all="ignore"):
-                return float(pld.compose(composed).get_epsilon(delta))
+                pld = composed_pld(parts, step, NEIGHBORING_RELATION)
+                if pld is not None:
+                    return float(pld.get_epsilon_for_delta(delta))
+                accountant = PLDAccountant(NEIGHBORING_RELATION, value_discretization_interval=step)
+                if accountant.supports(composed):
+                    return float(accountant.compose(composed).get_epsilon(delta))
         except (OverflowError, FloatingPointError):  # pragma: no cover - guarded by the step
             pass
     # RDP [Mir17]_: a valid, looser upper bound, in closed form per order, so
