@@ -49,7 +49,6 @@ References
    float32, residuals computed in float64).
 """
 
-import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -226,56 +225,94 @@ def conjugate_gradients(
             and budget >= 2 * _CG_PROBE  # room for a probe in float32 and one in float64
             and norm <= _CG_SINGLE_CONDITION * smallest
         ):
-            low, inverse = symmetric_product(single.matrix), 1.0 / single.units
-
-            def approximate(v: np.ndarray) -> np.ndarray:
-                image = low(v.astype(np.float32)).astype(np.float64)
-                image *= inverse
-                return image
-
-            for round_ in itertools.count():
-                opening = float(_NRM2(residual))
-                # a power of two that brings the residual's largest entry near 1
-                # (exact): its float32 copies neither under- nor overflow
-                level = unit_scale(float(np.max(np.abs(residual))))
-                correction = np.zeros_like(b)
-
-                def final(c: np.ndarray, level: float = level, x: np.ndarray = solution) -> float:
-                    return level * goal(x + c / level)
-
-                inner = _cg_steps(
-                    approximate,
-                    shift,
-                    correction,
-                    residual * level,
-                    final,
-                    budget - spent - 1.0,
-                    _CG_SINGLE_COST,
-                    # to _CG_ROUND_RTOL, or to half the test's residual when that is more
-                    aim=level * max(_CG_ROUND_RTOL * opening, 0.5 * goal(solution)),
-                )
-                spent += inner.products * _CG_SINGLE_COST
-                if not inner.converged and round_ == 0 and not inner.indefinite:
-                    return None  # a slow spectrum: float64 products would be as slow
-                if not inner.converged:
-                    # curvature float32 rounding may have made, or a later round,
-                    # restarted on a residual spread over the spectrum, looking
-                    # slower than the iterations are: float64 from here
-                    break
-                if round_ == 0 and inner.products <= _CG_PROBE:
-                    break  # redone in float64 (``solution`` is still 0)
-                solution += correction / level
-                residual = product(solution)
-                residual += shift * solution
-                np.subtract(b, residual, out=residual)
-                spent += 1.0
-                reached = float(_NRM2(residual))
-                if reached <= goal(solution):
-                    return solution
-                if not reached <= _CG_SINGLE_GAIN * opening:
-                    break  # float32 products no longer gain: float64 from here
+            refined = _refine_in_single(single, product, shift, b, solution, residual, goal, budget)
+            if refined.slow:
+                return None  # float64 products would be as slow
+            if refined.solved:
+                return solution
+            spent = refined.spent
         run = _cg_steps(product, shift, solution, residual, goal, budget - spent, 1.0)
     return solution if run.converged else None
+
+
+@dataclass(frozen=True)
+class _Refinement:
+    """Where the float32 rounds of :func:`_refine_in_single` left a solve:
+    the budget they ``spent`` (in float64 products); whether the float64
+    residual passed the test (``solved``); whether the first round found
+    the spectrum too ``slow`` for the budget (the solve gives up). Neither:
+    float64 products carry on from the solution and residual they left."""
+
+    spent: float
+    solved: bool = False
+    slow: bool = False
+
+
+def _refine_in_single(
+    single: SinglePrecision,
+    product: Callable[[np.ndarray], np.ndarray],
+    shift: float,
+    b: np.ndarray,
+    solution: np.ndarray,
+    residual: np.ndarray,
+    goal: Callable[[np.ndarray], float],
+    budget: float,
+) -> _Refinement:
+    """The refinement rounds of :func:`conjugate_gradients` [BDL07]_, from
+    ``solution`` and its float64 ``residual`` (``b - (A + shift I)
+    solution``, ``A`` the matrix ``product`` multiplies by), both updated in
+    place: each round solves for the residual, scaled by a power of two to
+    entries near 1, with ``single``'s float32 products, then recomputes the
+    residual in float64 and tests it (``goal``). One float64 product of the
+    ``budget`` is kept back for that residual."""
+    low, inverse = symmetric_product(single.matrix), 1.0 / single.units
+
+    def approximate(v: np.ndarray) -> np.ndarray:
+        image = low(v.astype(np.float32)).astype(np.float64)
+        image *= inverse
+        return image
+
+    spent, first = 0.0, True
+    while True:
+        opening = float(_NRM2(residual))
+        # a power of two that brings the residual's largest entry near 1
+        # (exact): its float32 copies neither under- nor overflow
+        level = unit_scale(float(np.max(np.abs(residual))))
+        correction = np.zeros_like(b)
+
+        def final(c: np.ndarray, level: float = level, x: np.ndarray = solution) -> float:
+            return level * goal(x + c / level)
+
+        inner = _cg_steps(
+            approximate,
+            shift,
+            correction,
+            residual * level,
+            final,
+            budget - spent - 1.0,
+            _CG_SINGLE_COST,
+            # to _CG_ROUND_RTOL, or to half the test's residual when that is more
+            aim=level * max(_CG_ROUND_RTOL * opening, 0.5 * goal(solution)),
+        )
+        spent += inner.products * _CG_SINGLE_COST
+        if not inner.converged and first and not inner.indefinite:
+            return _Refinement(spent, slow=True)
+        if not inner.converged:
+            # curvature float32 rounding may have made, or a later round,
+            # restarted on a residual spread over the spectrum, looking
+            # slower than the iterations are: float64 from here
+            return _Refinement(spent)
+        if first and inner.products <= _CG_PROBE:
+            return _Refinement(spent)  # redone in float64 (``solution`` is still 0)
+        solution += correction / level
+        np.subtract(b, product(solution) + shift * solution, out=residual)
+        spent += 1.0
+        reached = float(_NRM2(residual))
+        if reached <= goal(solution):
+            return _Refinement(spent, solved=True)
+        if not reached <= _CG_SINGLE_GAIN * opening:
+            return _Refinement(spent)  # float32 products no longer gain: float64 from here
+        first = False
 
 
 @dataclass(frozen=True)
