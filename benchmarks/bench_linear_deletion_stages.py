@@ -28,11 +28,13 @@ Run: ``python benchmarks/bench_linear_deletion_stages.py [--threads K]
 """
 
 import argparse
+import contextlib
 import os
 import pathlib
 import time
 
 import numpy as np
+from _timing import timed_calls
 from bench_linear_scaling import _data, _params
 from threadpoolctl import threadpool_limits
 
@@ -48,23 +50,6 @@ from sklearn_dpu.privacy import mechanisms
 RESULTS = pathlib.Path(__file__).parent / "results"
 
 
-def _timed(module, name, times, serial=False):
-    """Wrap ``module.name`` so that each call's wall time is appended to ``times``."""
-    original = getattr(module, name)
-
-    def wrapper(*args, **kwargs):
-        start = time.perf_counter()
-        try:
-            if serial:
-                with SerialBlas():
-                    return original(*args, **kwargs)
-            return original(*args, **kwargs)
-        finally:
-            times.append(time.perf_counter() - start)
-
-    setattr(module, name, wrapper)
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=2)
@@ -77,11 +62,20 @@ def main():
     # parts of the solve, printed under it (its rest: the slopes' system and
     # right-hand side, the intercept)
     parts_of_solve = {"bound": [], "cg": []}
-    _timed(_dp_linear, "subtract_gram_of_codes", stages["subtract"])
-    _timed(mechanisms, "_add_tiled_noise", stages["noise"])
-    _timed(_linear_solvers, "solve_noisy_gram", stages["solve"], serial=args.serial_solve)
-    _timed(_lifted_solve, "_eigenvalue_bound", parts_of_solve["bound"])
-    _timed(_lifted_solve, "conjugate_gradients", parts_of_solve["cg"])
+    timing = contextlib.ExitStack()
+    for module, name, times, around in [
+        (_dp_linear, "subtract_gram_of_codes", stages["subtract"], contextlib.nullcontext),
+        (mechanisms, "_add_tiled_noise", stages["noise"], contextlib.nullcontext),
+        (
+            _linear_solvers,
+            "solve_noisy_gram",
+            stages["solve"],
+            SerialBlas if args.serial_solve else contextlib.nullcontext,
+        ),
+        (_lifted_solve, "_eigenvalue_bound", parts_of_solve["bound"], contextlib.nullcontext),
+        (_lifted_solve, "conjugate_gradients", parts_of_solve["cg"], contextlib.nullcontext),
+    ]:
+        timing.enter_context(timed_calls(module, name, times, around))
     X, y = _data(n, d)  # the scaling benchmark's data and bounds
     load = os.getloadavg()
     lines = [
@@ -94,7 +88,7 @@ def main():
         )
         + f"; cores: {os.cpu_count()}; load average at start: {load[0]:.1f}",
     ]
-    with threadpool_limits(args.threads):
+    with timing, threadpool_limits(args.threads):
         reg = DPLinearRegression(**{**_params(d), "random_state": None})
         start = time.perf_counter()
         reg.fit(X, y)

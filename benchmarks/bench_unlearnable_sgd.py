@@ -21,6 +21,7 @@ import time
 
 import numpy as np
 import sklearn
+from _timing import timed_calls
 from sklearn.datasets import make_classification
 from sklearn.linear_model import SGDClassifier
 from sklearn.preprocessing import StandardScaler
@@ -100,26 +101,14 @@ def deletions(X, y, X_test, y_test, feature_norm, n_deletions, n_fresh):
     grew = np.zeros(n_deletions, dtype=bool)  # the deletion added a ledger entry
     # The time each deletion spends composing its ledger (privacy_spent_,
     # which its report states), by wrapping the composition (timing only).
-    composition = _sgd_base.privacy_spent
     spent_in = []
-
-    def timed_composition(*args, **kwargs):
-        start = time.perf_counter()
-        try:
-            return composition(*args, **kwargs)
-        finally:
-            spent_in.append(time.perf_counter() - start)
-
-    _sgd_base.privacy_spent = timed_composition
-    try:
+    with timed_calls(_sgd_base, "privacy_spent", spent_in):
         for k, sample_id in enumerate(order.tolist()):
             entries, spent_in[:] = len(est.privacy_ledger_), []
             start = time.perf_counter()
             est.delete_samples([sample_id])
             times[k] = time.perf_counter() - start
             accounted[k], grew[k] = sum(spent_in), len(est.privacy_ledger_) > entries
-    finally:
-        _sgd_base.privacy_spent = composition
     counters = est.edit_ledger_.counters
     recomputed = np.array([r.cost["recomputed_steps"] > 0 for r in est.deletion_log_])
     refits = sum("refit" in r.reason for r in est.deletion_log_)
