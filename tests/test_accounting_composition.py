@@ -119,12 +119,7 @@ def _accountant(events, delta):
 
 
 def _clear_part_caches():
-    for cache in (
-        _pld_composition._prefix_pld,
-        _pld_composition._part_pld,
-        _pld_composition._single_pld,
-    ):
-        cache.cache_clear()
+    _pld_composition._clear_caches()
 
 
 @pytest.mark.parametrize("delta", [1e-5, 1e-2])
@@ -170,3 +165,37 @@ def test_one_more_step_does_not_rebuild_the_step(monkeypatch):
     built.clear()
     second = epsilon_spent([dp_event.SelfComposedDpEvent(STEP, 6), OTHER], 1e-5)
     assert built == [] and second > first
+
+
+def test_a_changed_last_part_composes_once_and_parts_are_built_once(monkeypatch):
+    _clear_part_caches()
+    composed, built = [], []
+    pld_class = _pld_composition.pld_lib.PrivacyLossDistribution
+    original_compose = pld_class.compose
+    original_build = _pld_composition.pld_lib.from_gaussian_mechanism
+
+    def counting_compose(self, other, *args, **kwargs):
+        composed.append(1)
+        return original_compose(self, other, *args, **kwargs)
+
+    def counting_build(**kwargs):
+        built.append(1)
+        return original_build(**kwargs)
+
+    monkeypatch.setattr(pld_class, "compose", counting_compose)
+    monkeypatch.setattr(_pld_composition.pld_lib, "from_gaussian_mechanism", counting_build)
+    relation, step = NEIGHBORING_RELATION, 1e-4
+    # More distinct events than the part cache holds: each is built once.
+    leaves = [
+        dp_event.PoissonSampledDpEvent(0.05, dp_event.GaussianDpEvent(2.0 + k / 7))
+        for k in range(_pld_composition._CHAIN_CACHE + 2)
+    ]
+    parts = tuple(sorted((event_key(leaf), 2) for leaf in leaves))
+    first = _pld_composition.composed_pld(parts, step, relation)
+    assert len(built) == len(parts) and len(composed) == len(parts)
+    # The same history with its last count raised: one new part, one composition.
+    built.clear(), composed.clear()
+    raised = (*parts[:-1], (parts[-1][0], 3))
+    second = _pld_composition.composed_pld(raised, step, relation)
+    assert built == [] and len(composed) == 1
+    assert second.get_epsilon_for_delta(1e-5) > first.get_epsilon_for_delta(1e-5)

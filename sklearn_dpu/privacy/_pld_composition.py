@@ -12,8 +12,8 @@ about 250 times dearer than one that adds nothing.
 :func:`composed_pld` builds the same distribution as ``PLDAccountant``, by
 the same ``dp_accounting`` calls in the same order, so the epsilon it gives
 is bit for bit the accountant's (tested against it); but every call's result
-is cached: a part's single-event distribution, its self-composition and each
-prefix of the composition. A history that differs from the last one in its
+is cached: a part's single-event distribution, its self-composition and the
+prefixes of the composition. A history that differs from the last one in its
 last part's count rebuilds only that part's self-composition and the one
 composition after it.
 
@@ -31,6 +31,8 @@ References
 
 import json
 import math
+import threading
+from collections import OrderedDict
 from functools import lru_cache
 
 from dp_accounting import dp_event
@@ -41,11 +43,19 @@ from .events import event_from_dict
 
 __all__ = ["composed_pld"]
 
-# One part's distribution holds one float per grid step of its loss support
-# (about 5e3 at the SGD steps' multipliers, 5e4 after a thousand of them
-# composed): two such arrays each (remove and add). The caches hold at most
-# a few tens of MB.
-_CACHE_SIZE = 32
+# A distribution holds two arrays (remove and add) of one float per grid
+# step of its loss support: a single subsampled Gaussian about 5e3 points at
+# the SGD steps' multipliers and at most a few 1e5 on the coarse grid of wide
+# losses (_pld_step); a part or a prefix 7e4 after a thousand such steps and
+# up to about 1e6 for the widest histories measured (multiplier 0.1: 7.5 MB).
+# What a deletion needs again is one history's few parts and their prefixes
+# (the same with one count raised), so parts and prefixes keep 8 each: of
+# the order of 100 MB held for histories that wide, about 5 MB for the SGD's.
+_SINGLE_CACHE = 16
+_CHAIN_CACHE = 8
+# Compositions of prefixes of histories, the most recently kept last.
+_PREFIXES: "OrderedDict[tuple, pld_lib.PrivacyLossDistribution]" = OrderedDict()
+_PREFIX_LOCK = threading.Lock()
 
 
 def composed_pld(
@@ -69,24 +79,46 @@ def composed_pld(
         ``None`` when a part is of a kind not handled here (the caller then
         asks the accountant).
     """
-    if any(_part_pld(key, count, step, relation) is None for key, count in parts):
+    pieces = [_part_pld(key, count, step, relation) for key, count in parts]
+    if any(piece is None for piece in pieces):
         return None
-    return _prefix_pld(parts, step, relation)
-
-
-@lru_cache(maxsize=_CACHE_SIZE)
-def _prefix_pld(
-    parts: tuple[tuple[str, int], ...], step: float, relation: NeighboringRelation
-) -> "pld_lib.PrivacyLossDistribution":
     # The accountant starts from the identity and composes each part onto
-    # what it holds, left to right.
-    if not parts:
-        return pld_lib.identity(value_discretization_interval=step)
-    head = _prefix_pld(parts[:-1], step, relation)
-    return head.compose(_part_pld(*parts[-1], step, relation))
+    # what it holds, left to right: the longest prefix composed before is
+    # taken up from there.
+    start, pld = 0, None
+    with _PREFIX_LOCK:
+        for end in range(len(parts), 0, -1):
+            pld = _PREFIXES.get((parts[:end], step, relation))
+            if pld is not None:
+                start = end
+                break
+    if pld is None:
+        pld = pld_lib.identity(value_discretization_interval=step)
+    for end in range(start + 1, len(parts) + 1):
+        pld = pld.compose(pieces[end - 1])
+        _remember((parts[:end], step, relation), pld)
+    return pld
 
 
-@lru_cache(maxsize=_CACHE_SIZE)
+def _remember(key: tuple, pld: "pld_lib.PrivacyLossDistribution") -> None:
+    """Keep ``pld`` as the composition of the prefix ``key``, dropping the
+    least recently kept beyond ``_CHAIN_CACHE``."""
+    with _PREFIX_LOCK:
+        _PREFIXES[key] = pld
+        _PREFIXES.move_to_end(key)
+        while len(_PREFIXES) > _CHAIN_CACHE:
+            _PREFIXES.popitem(last=False)
+
+
+def _clear_caches() -> None:
+    """Forget every cached distribution (for tests)."""
+    with _PREFIX_LOCK:
+        _PREFIXES.clear()
+    _part_pld.cache_clear()
+    _single_pld.cache_clear()
+
+
+@lru_cache(maxsize=_CHAIN_CACHE)
 def _part_pld(
     key: str, count: int, step: float, relation: NeighboringRelation
 ) -> "pld_lib.PrivacyLossDistribution | None":
@@ -106,7 +138,7 @@ def _part_pld(
     return None if single is None else single.self_compose(count)
 
 
-@lru_cache(maxsize=_CACHE_SIZE)
+@lru_cache(maxsize=_SINGLE_CACHE)
 def _single_pld(
     key: str, step: float, relation: NeighboringRelation
 ) -> "pld_lib.PrivacyLossDistribution | None":
