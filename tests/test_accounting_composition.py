@@ -1,5 +1,7 @@
 """Composition shortcuts of the accountant and the ledger give unchanged results."""
 
+import json
+
 import pytest
 from dp_accounting import dp_event
 from dp_accounting.pld import PLDAccountant
@@ -96,6 +98,7 @@ def _named_tuple_encoding(value):
 _GAUSS = dp_event.GaussianDpEvent(2.5)
 _LAPLACE = dp_event.LaplaceDpEvent(4.0)
 _DISCRETE = dp_event.DiscreteLaplaceDpEvent(0.3, 1)
+_TINY = dp_event.GaussianDpEvent(0.3)
 _HISTORIES = [
     [_GAUSS],
     [dp_event.SelfComposedDpEvent(_GAUSS, 3)],
@@ -104,6 +107,8 @@ _HISTORIES = [
     [dp_event.SelfComposedDpEvent(STEP, 8), OTHER, _GAUSS],
     [dp_event.SelfComposedDpEvent(_LAPLACE, 2), STEP],
     [dp_event.SelfComposedDpEvent(_DISCRETE, 3), _GAUSS, OTHER],
+    # noise so small that the grid is coarser than the default (_pld_step)
+    [dp_event.SelfComposedDpEvent(dp_event.PoissonSampledDpEvent(0.05, _TINY), 4), _GAUSS],
 ]
 
 
@@ -114,8 +119,13 @@ def _by_parts(events, delta):
 
 def _accountant(events, delta):
     composed = accounting._from_key(accounting._coalesced_key(events))
-    pld = PLDAccountant(NEIGHBORING_RELATION, value_discretization_interval=1e-4)
+    step = accounting._pld_step(composed)
+    pld = PLDAccountant(NEIGHBORING_RELATION, value_discretization_interval=step)
     return pld.compose(composed).get_epsilon(delta)
+
+
+def _parts(events):
+    return tuple((leaf, count) for leaf, count in json.loads(accounting._coalesced_key(events)))
 
 
 def _clear_part_caches():
@@ -125,6 +135,12 @@ def _clear_part_caches():
 @pytest.mark.parametrize("delta", [1e-5, 1e-2])
 def test_cached_parts_give_the_accountants_bits(delta):
     _clear_part_caches()
+    steps = set()
+    for events in _HISTORIES:  # every kind here is built from parts, not left to the accountant
+        step = accounting._pld_step(accounting._from_key(accounting._coalesced_key(events)))
+        steps.add(step)
+        assert _pld_composition.composed_pld(_parts(events), step, NEIGHBORING_RELATION)
+    assert len(steps) == 2  # the default grid and a coarser one
     expected = [_accountant(events, delta) for events in _HISTORIES]
     # Every history through the caches, twice and in both orders: later ones
     # reuse parts and prefixes built for earlier ones, which must not have
@@ -144,6 +160,16 @@ def test_kinds_not_handled_go_to_the_accountant():
     silent_parts = ((event_key(silent), 1),)
     assert _pld_composition.composed_pld(silent_parts, 1e-4, NEIGHBORING_RELATION) is None
     assert _by_parts([silent, STEP], 1e-5) == float("inf")
+    # a count of 0 is left to the accountant too (it used to raise here)
+    zero = [dp_event.SelfComposedDpEvent(_GAUSS, 0), _LAPLACE]
+    assert _pld_composition.composed_pld(_parts(zero), 1e-4, NEIGHBORING_RELATION) is None
+    assert _by_parts(zero, 1e-5) == _accountant(zero, 1e-5)
+
+
+def test_a_long_history_of_distinct_events_composes_without_recursion():
+    # 600 distinct events: a recursive prefix overflowed Python's stack near 500.
+    events = [dp_event.DiscreteLaplaceDpEvent(1e-3 * (1 + k / 600), 1) for k in range(600)]
+    assert _by_parts(events, 1e-5) == _accountant(events, 1e-5)
 
 
 def test_one_more_step_does_not_rebuild_the_step(monkeypatch):
@@ -185,10 +211,10 @@ def test_a_changed_last_part_composes_once_and_parts_are_built_once(monkeypatch)
     monkeypatch.setattr(pld_class, "compose", counting_compose)
     monkeypatch.setattr(_pld_composition.pld_lib, "from_gaussian_mechanism", counting_build)
     relation, step = NEIGHBORING_RELATION, 1e-4
-    # More distinct events than the part cache holds: each is built once.
+    # More distinct events than the single-event cache holds: each is built once.
     leaves = [
         dp_event.PoissonSampledDpEvent(0.05, dp_event.GaussianDpEvent(2.0 + k / 7))
-        for k in range(_pld_composition._CHAIN_CACHE + 2)
+        for k in range(_pld_composition._SINGLE_CACHE + 2)
     ]
     parts = tuple(sorted((event_key(leaf), 2) for leaf in leaves))
     first = _pld_composition.composed_pld(parts, step, relation)

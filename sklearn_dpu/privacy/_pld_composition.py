@@ -17,8 +17,14 @@ prefixes of the composition. A history that differs from the last one in its
 last part's count rebuilds only that part's self-composition and the one
 composition after it.
 
-Only the event kinds of :func:`_part_pld` are handled here; a history with
-any other kind (or a non-private event) is left to the accountant.
+Only the event kinds of :func:`_handled` are handled here; a history with
+any other kind (or a non-private event, or a count below 1) is left to the
+accountant, before anything is built.
+
+The parts and prefixes kept are bounded by their memory, 64 MB in all: one
+distribution of a long, wide history can take tens of MB (two arrays of a
+float per grid step of its loss support), and a cache bounded by count held
+gigabytes in a reviewer's test.
 
 References
 ----------
@@ -33,6 +39,7 @@ import json
 import math
 import threading
 from collections import OrderedDict
+from collections.abc import Hashable
 from functools import lru_cache
 
 from dp_accounting import dp_event
@@ -43,24 +50,75 @@ from .events import event_from_dict
 
 __all__ = ["composed_pld"]
 
-# A distribution holds two arrays (remove and add) of one float per grid
-# step of its loss support: a single subsampled Gaussian about 5e3 points at
-# the SGD steps' multipliers and at most a few 1e5 on the coarse grid of wide
-# losses (_pld_step); a part or a prefix 7e4 after a thousand such steps and
-# up to about 1e6 for the widest histories measured (multiplier 0.1: 7.5 MB).
-# What a deletion needs again is one history's few parts and their prefixes
-# (the same with one count raised), so parts and prefixes keep 8 each: of
-# the order of 100 MB held for histories that wide, about 5 MB for the SGD's.
+PLD = pld_lib.PrivacyLossDistribution
+
+# Single events: about 5e3 grid points for the SGD steps' subsampled
+# Gaussians, at most a few 1e5 on the coarse grid of wide losses (_pld_step).
 _SINGLE_CACHE = 16
-_CHAIN_CACHE = 8
-# Compositions of prefixes of histories, the most recently kept last.
-_PREFIXES: "OrderedDict[tuple, pld_lib.PrivacyLossDistribution]" = OrderedDict()
-_PREFIX_LOCK = threading.Lock()
+# Parts (self-compositions) and prefixes of compositions, by memory: the
+# SGD deletions' are 0.1-0.4 MB each, five thousand steps of a subsampled
+# Gaussian of multiplier 0.9 about 50 MB.
+_KEPT_BYTES = 64 << 20
+
+
+class _Kept:
+    """Distributions kept by key, the least recently used dropped first
+    once they hold more than ``budget`` bytes (one larger than that is not
+    kept). Thread-safe."""
+
+    def __init__(self, budget: int):
+        self._budget = budget
+        self._items: OrderedDict[Hashable, tuple[PLD, int]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable) -> "PLD | None":
+        with self._lock:
+            item = self._items.get(key)
+            if item is None:
+                return None
+            self._items.move_to_end(key)
+            return item[0]
+
+    def put(self, key: Hashable, pld: PLD) -> None:
+        size = _nbytes(pld)
+        if size > self._budget:
+            return
+        with self._lock:
+            previous = self._items.pop(key, None)
+            if previous is not None:
+                self._bytes -= previous[1]
+            self._items[key] = (pld, size)
+            self._bytes += size
+            while self._bytes > self._budget:
+                _, (_, dropped) = self._items.popitem(last=False)
+                self._bytes -= dropped
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self._bytes = 0
+
+
+_KEPT = _Kept(_KEPT_BYTES)
+
+
+def _nbytes(pld: PLD) -> int:
+    """The memory ``pld`` holds, from its PMFs' ``size`` (grid points, 8
+    bytes each; a sparse PMF's dictionary counted the same). dp_accounting
+    exposes no size on the distribution itself, so this reads its private
+    PMF attributes; if they are not there, the distribution counts as too
+    large to keep (slower, never wrong)."""
+    try:
+        pmfs = (pld._pmf_remove,) if pld._symmetric else (pld._pmf_remove, pld._pmf_add)
+        return 8 * sum(int(pmf.size) for pmf in pmfs)
+    except AttributeError:
+        return _KEPT_BYTES + 1
 
 
 def composed_pld(
     parts: tuple[tuple[str, int], ...], step: float, relation: NeighboringRelation
-) -> "pld_lib.PrivacyLossDistribution | None":
+) -> "PLD | None":
     """The PLD of the composition of ``parts``, as ``PLDAccountant`` builds it.
 
     Parameters
@@ -77,98 +135,96 @@ def composed_pld(
     -------
     PrivacyLossDistribution or None
         ``None`` when a part is of a kind not handled here (the caller then
-        asks the accountant).
+        asks the accountant), decided before anything is built.
     """
-    pieces = [_part_pld(key, count, step, relation) for key, count in parts]
-    if any(piece is None for piece in pieces):
+    if not all(count >= 1 and _handled(_event_of(key), relation) for key, count in parts):
         return None
     # The accountant starts from the identity and composes each part onto
     # what it holds, left to right: the longest prefix composed before is
     # taken up from there.
     start, pld = 0, None
-    with _PREFIX_LOCK:
-        for end in range(len(parts), 0, -1):
-            pld = _PREFIXES.get((parts[:end], step, relation))
-            if pld is not None:
-                start = end
-                break
+    for end in range(len(parts), 0, -1):
+        pld = _KEPT.get(("prefix", parts[:end], step, relation))
+        if pld is not None:
+            start = end
+            break
     if pld is None:
         pld = pld_lib.identity(value_discretization_interval=step)
     for end in range(start + 1, len(parts) + 1):
-        pld = pld.compose(pieces[end - 1])
-        _remember((parts[:end], step, relation), pld)
+        pld = pld.compose(_part_pld(*parts[end - 1], step, relation))
+        _KEPT.put(("prefix", parts[:end], step, relation), pld)
     return pld
 
 
-def _remember(key: tuple, pld: "pld_lib.PrivacyLossDistribution") -> None:
-    """Keep ``pld`` as the composition of the prefix ``key``, dropping the
-    least recently kept beyond ``_CHAIN_CACHE``."""
-    with _PREFIX_LOCK:
-        _PREFIXES[key] = pld
-        _PREFIXES.move_to_end(key)
-        while len(_PREFIXES) > _CHAIN_CACHE:
-            _PREFIXES.popitem(last=False)
-
-
 def _clear_caches() -> None:
-    """Forget every cached distribution (for tests)."""
-    with _PREFIX_LOCK:
-        _PREFIXES.clear()
-    _part_pld.cache_clear()
+    """Forget every kept distribution (for tests)."""
+    _KEPT.clear()
     _single_pld.cache_clear()
 
 
-@lru_cache(maxsize=_CHAIN_CACHE)
-def _part_pld(
-    key: str, count: int, step: float, relation: NeighboringRelation
-) -> "pld_lib.PrivacyLossDistribution | None":
-    """``count`` compositions of one leaf event, built by the calls
-    ``PLDAccountant`` makes for it; ``None`` for a kind not handled here."""
+def _handled(event: dp_event.DpEvent, relation: NeighboringRelation) -> bool:
+    """Whether :func:`_part_pld` builds ``event`` as the accountant does:
+    a Gaussian, a Poisson-subsampled Gaussian, and under add/remove a
+    Laplace or a discrete Laplace, each with noise (and a sampling rate)
+    above 0."""
+    if isinstance(event, dp_event.GaussianDpEvent):
+        return event.noise_multiplier > 0
+    if isinstance(event, dp_event.PoissonSampledDpEvent):
+        inner = event.event
+        return (
+            isinstance(inner, dp_event.GaussianDpEvent)
+            and event.sampling_probability > 0
+            and inner.noise_multiplier > 0
+        )
+    if relation is not NeighboringRelation.ADD_OR_REMOVE_ONE:
+        return False
+    if isinstance(event, dp_event.LaplaceDpEvent):
+        return event.noise_multiplier > 0
+    if isinstance(event, dp_event.DiscreteLaplaceDpEvent):
+        return event.noise_parameter > 0
+    return False
+
+
+def _part_pld(key: str, count: int, step: float, relation: NeighboringRelation) -> PLD:
+    """``count`` compositions of one :func:`_handled` leaf event, built by
+    the calls ``PLDAccountant`` makes for it (and kept)."""
+    kept = _KEPT.get(("part", key, count, step, relation))
+    if kept is not None:
+        return kept
     event = _event_of(key)
     if isinstance(event, dp_event.GaussianDpEvent):
-        if not event.noise_multiplier > 0:
-            return None
         # The accountant composes c Gaussians as one, of multiplier s / sqrt(c).
-        return pld_lib.from_gaussian_mechanism(
+        part = pld_lib.from_gaussian_mechanism(
             standard_deviation=event.noise_multiplier / math.sqrt(count),
             value_discretization_interval=step,
             neighboring_relation=relation,
         )
-    single = _single_pld(key, step, relation)
-    return None if single is None else single.self_compose(count)
+    else:
+        part = _single_pld(key, step, relation).self_compose(count)
+    _KEPT.put(("part", key, count, step, relation), part)
+    return part
 
 
 @lru_cache(maxsize=_SINGLE_CACHE)
-def _single_pld(
-    key: str, step: float, relation: NeighboringRelation
-) -> "pld_lib.PrivacyLossDistribution | None":
-    """One leaf event that the accountant self-composes; ``None`` for a kind
-    not handled here."""
+def _single_pld(key: str, step: float, relation: NeighboringRelation) -> PLD:
+    """One :func:`_handled` leaf event that the accountant self-composes."""
     event = _event_of(key)
-    if isinstance(event, dp_event.PoissonSampledDpEvent) and isinstance(
-        event.event, dp_event.GaussianDpEvent
-    ):
-        if not (event.sampling_probability > 0 and event.event.noise_multiplier > 0):
-            return None
+    if isinstance(event, dp_event.PoissonSampledDpEvent):
         return pld_lib.from_gaussian_mechanism(
             standard_deviation=event.event.noise_multiplier,
             value_discretization_interval=step,
             sampling_prob=event.sampling_probability,
             neighboring_relation=relation,
         )
-    if relation is not NeighboringRelation.ADD_OR_REMOVE_ONE:
-        return None
-    if isinstance(event, dp_event.LaplaceDpEvent) and event.noise_multiplier > 0:
+    if isinstance(event, dp_event.LaplaceDpEvent):
         return pld_lib.from_laplace_mechanism(
             parameter=event.noise_multiplier, value_discretization_interval=step
         )
-    if isinstance(event, dp_event.DiscreteLaplaceDpEvent) and event.noise_parameter > 0:
-        return pld_lib.from_discrete_laplace_mechanism(
-            parameter=event.noise_parameter,
-            sensitivity=event.sensitivity,
-            value_discretization_interval=step,
-        )
-    return None
+    return pld_lib.from_discrete_laplace_mechanism(
+        parameter=event.noise_parameter,
+        sensitivity=event.sensitivity,
+        value_discretization_interval=step,
+    )
 
 
 def _event_of(key: str) -> dp_event.DpEvent:
