@@ -44,6 +44,7 @@ from functools import lru_cache
 
 from dp_accounting import dp_event
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
+from dp_accounting.pld.pld_pmf import SparsePLDPmf
 from dp_accounting.privacy_accountant import NeighboringRelation
 
 from .events import event_from_dict
@@ -59,6 +60,10 @@ _SINGLE_CACHE = 16
 # SGD deletions' are 0.1-0.4 MB each, five thousand steps of a subsampled
 # Gaussian of multiplier 0.9 about 50 MB.
 _KEPT_BYTES = 64 << 20
+# What a kept distribution costs besides its points (measured about 3 KB for
+# one of a few points: objects, key, the table's node), and a sparse point.
+_ITEM_BYTES = 4096
+_SPARSE_POINT_BYTES = 100
 
 
 class _Kept:
@@ -104,16 +109,21 @@ _KEPT = _Kept(_KEPT_BYTES)
 
 
 def _nbytes(pld: PLD) -> int:
-    """The memory ``pld`` holds, from its PMFs' ``size`` (grid points, 8
-    bytes each; a sparse PMF's dictionary counted the same). dp_accounting
-    exposes no size on the distribution itself, so this reads its private
-    PMF attributes; if they are not there, the distribution counts as too
-    large to keep (slower, never wrong)."""
+    """The memory ``pld`` holds: 8 bytes a grid point of a dense PMF, about
+    100 a point of a sparse one (a dictionary entry), and ``_ITEM_BYTES``
+    for the objects and the key around them. dp_accounting exposes no size
+    on the distribution itself, so this reads its private PMF attributes; if
+    they are not there, the distribution counts as too large to keep
+    (slower, never wrong)."""
     try:
         pmfs = (pld._pmf_remove,) if pld._symmetric else (pld._pmf_remove, pld._pmf_add)
-        return 8 * sum(int(pmf.size) for pmf in pmfs)
+        points = sum(
+            int(pmf.size) * (_SPARSE_POINT_BYTES if isinstance(pmf, SparsePLDPmf) else 8)
+            for pmf in pmfs
+        )
     except AttributeError:
         return _KEPT_BYTES + 1
+    return _ITEM_BYTES + points
 
 
 def composed_pld(
