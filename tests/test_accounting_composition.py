@@ -225,3 +225,28 @@ def test_a_changed_last_part_composes_once_and_parts_are_built_once(monkeypatch)
     second = _pld_composition.composed_pld(raised, step, relation)
     assert built == [] and len(composed) == 1
     assert second.get_epsilon_for_delta(1e-5) > first.get_epsilon_for_delta(1e-5)
+
+
+def test_a_changed_middle_part_recomposes_only_that_part(monkeypatch):
+    # A deletion that raises the count of an event sorted before another
+    # (the SGD's first-time tests sort before its recomputes) rebuilds the
+    # later parts' compositions from the kept parts, not by self-composing.
+    _clear_part_caches()
+    calls = []
+    pld_class = _pld_composition.pld_lib.PrivacyLossDistribution
+    original = pld_class.self_compose
+
+    def counting(self, count, *args, **kwargs):
+        calls.append(count)
+        return original(self, count, *args, **kwargs)
+
+    monkeypatch.setattr(pld_class, "self_compose", counting)
+    first, second = STEP, OTHER
+    parts = _parts(
+        [dp_event.SelfComposedDpEvent(first, 5), dp_event.SelfComposedDpEvent(second, 3)]
+    )
+    _pld_composition.composed_pld(parts, 1e-4, NEIGHBORING_RELATION)
+    calls.clear()
+    raised = ((parts[0][0], parts[0][1] + 1), parts[1])
+    _pld_composition.composed_pld(raised, 1e-4, NEIGHBORING_RELATION)
+    assert calls == [raised[0][1]]
