@@ -211,10 +211,10 @@ def test_a_changed_last_part_composes_once_and_parts_are_built_once(monkeypatch)
     monkeypatch.setattr(pld_class, "compose", counting_compose)
     monkeypatch.setattr(_pld_composition.pld_lib, "from_gaussian_mechanism", counting_build)
     relation, step = NEIGHBORING_RELATION, 1e-4
-    # More distinct events than the single-event cache holds: each is built once.
+    # Many distinct events: each is built once.
     leaves = [
         dp_event.PoissonSampledDpEvent(0.05, dp_event.GaussianDpEvent(2.0 + k / 7))
-        for k in range(_pld_composition._SINGLE_CACHE + 2)
+        for k in range(18)
     ]
     parts = tuple(sorted((event_key(leaf), 2) for leaf in leaves))
     first = _pld_composition.composed_pld(parts, step, relation)

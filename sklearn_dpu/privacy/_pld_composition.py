@@ -12,7 +12,7 @@ about 250 times dearer than one that adds nothing.
 :func:`composed_pld` builds the same distribution as ``PLDAccountant``, by
 the same ``dp_accounting`` calls in the same order, so the epsilon it gives
 is bit for bit the accountant's (tested against it); but every call's result
-is cached: a part's single-event distribution, its self-composition and the
+is kept: a part's single-event distribution, its self-composition and the
 prefixes of the composition. A history that differs from the last one in its
 last part's count rebuilds only that part's self-composition and the one
 composition after it.
@@ -21,7 +21,7 @@ Only the event kinds of :func:`_handled` are handled here; a history with
 any other kind (or a non-private event, or a count below 1) is left to the
 accountant, before anything is built.
 
-The parts and prefixes kept are bounded by their memory, 64 MB in all: one
+What is kept is bounded by its memory, 64 MB in all: one
 distribution of a long, wide history can take tens of MB (two arrays of a
 float per grid step of its loss support), and a cache bounded by count held
 gigabytes in a reviewer's test.
@@ -40,7 +40,6 @@ import math
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable
-from functools import lru_cache
 
 from dp_accounting import dp_event
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
@@ -53,12 +52,10 @@ __all__ = ["composed_pld"]
 
 PLD = pld_lib.PrivacyLossDistribution
 
-# Single events: about 5e3 grid points for the SGD steps' subsampled
-# Gaussians, at most a few 1e5 on the coarse grid of wide losses (_pld_step).
-_SINGLE_CACHE = 16
-# Parts (self-compositions) and prefixes of compositions, by memory: the
-# SGD deletions' are 0.1-0.4 MB each, five thousand steps of a subsampled
-# Gaussian of multiplier 0.9 about 50 MB.
+# Single events, parts (self-compositions) and prefixes of compositions,
+# kept by memory: a single subsampled Gaussian of the SGD steps holds about
+# 5e3 grid points, a part or prefix of its deletions 0.1-0.4 MB, five
+# thousand steps of a subsampled Gaussian of multiplier 0.9 about 50 MB.
 _KEPT_BYTES = 64 << 20
 # What a kept distribution costs besides its points (measured about 3 KB for
 # one of a few points: objects, key, the table's node), and a sparse point.
@@ -169,7 +166,6 @@ def composed_pld(
 def _clear_caches() -> None:
     """Forget every kept distribution (for tests)."""
     _KEPT.clear()
-    _single_pld.cache_clear()
 
 
 def _handled(event: dp_event.DpEvent, relation: NeighboringRelation) -> bool:
@@ -215,10 +211,16 @@ def _part_pld(key: str, count: int, step: float, relation: NeighboringRelation) 
     return part
 
 
-@lru_cache(maxsize=_SINGLE_CACHE)
 def _single_pld(key: str, step: float, relation: NeighboringRelation) -> PLD:
-    """One :func:`_handled` leaf event that the accountant self-composes."""
-    event = _event_of(key)
+    """One :func:`_handled` leaf event that the accountant self-composes (kept)."""
+    kept = _KEPT.get(("single", key, step, relation))
+    if kept is None:
+        kept = _build_single(_event_of(key), step, relation)
+        _KEPT.put(("single", key, step, relation), kept)
+    return kept
+
+
+def _build_single(event: dp_event.DpEvent, step: float, relation: NeighboringRelation) -> PLD:
     if isinstance(event, dp_event.PoissonSampledDpEvent):
         return pld_lib.from_gaussian_mechanism(
             standard_deviation=event.event.noise_multiplier,
