@@ -423,6 +423,72 @@ def test_up_to_the_dense_size_the_smallest_eigenvalue_is_exact(monkeypatch, q):
     assert bound.value == pytest.approx(-2.0, abs=1e-9)
 
 
+def _eigenvalue_rule(A, b, floor):
+    # The solve as it was before the factorization test: the lift from
+    # LAPACK's bound, then the factorization of the lifted system.
+    A = A.copy()
+    lift = max(0.0, floor - _lifted_solve.smallest_eigenvalue_lower_bound(A, floor))
+    A.flat[:: len(A) + 1] += lift
+    factor = scipy.linalg.cho_factor(A.T, check_finite=False, overwrite_a=True)
+    return scipy.linalg.cho_solve(factor, b, check_finite=False)
+
+
+def _counting_eigenvalues(monkeypatch):
+    calls, smallest = [], _lifted_solve._lapack_smallest
+
+    def counted(A):
+        calls.append(len(A))
+        return smallest(A)
+
+    monkeypatch.setattr(_lifted_solve, "_lapack_smallest", counted)
+    return calls
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e-300, 1e-30, 1e30, 1e150, 1e300])
+def test_a_gram_above_the_floor_is_solved_without_its_eigenvalue(monkeypatch, scale):
+    # Where the data's Gram matrix dominates the noise, a Cholesky
+    # factorization of A - floor I (less margins) shows the eigenvalue rule's
+    # lift is 0, and LAPACK's eigenvalue is not computed: the same bits, at
+    # any scale, without a warning.
+    q = 100
+    rng = np.random.default_rng(3)
+    U = rng.uniform(-1, 1, size=(20 * q, q))
+    noise = rng.normal(size=(q, q))
+    A = (U.T @ U + noise + noise.T) * scale
+    b = rng.normal(size=q)
+    lowest = float(np.linalg.eigvalsh(A)[0])
+    expected = {f: _eigenvalue_rule(A, b, f * lowest) for f in (0.5, 1.5)}
+    calls = _counting_eigenvalues(monkeypatch)
+    with np.errstate(all="raise"), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        w = _lifted_solve.lifted_solve(A.copy(), b, 0.5 * lowest, lambda: A.copy())
+        assert calls == []
+        np.testing.assert_array_equal(w, expected[0.5])
+        # control: with the floor above lambda_min the eigenvalue is computed
+        w = _lifted_solve.lifted_solve(A.copy(), b, 1.5 * lowest, lambda: A.copy())
+    assert calls == [q]
+    np.testing.assert_array_equal(w, expected[1.5])
+
+
+@pytest.mark.parametrize("q", [2, 40, 127])
+def test_near_the_floor_the_factorization_test_gives_the_eigenvalue_rules_bits(monkeypatch, q):
+    # lambda_min from 3 rounding allowances below floor + allowance (where
+    # the eigenvalue rule's lift turns 0) to 60 above: the test's margins
+    # keep it from a lift of 0 where the rule lifts, so every solution is
+    # the rule's; it skips the eigenvalue once the margin is passed.
+    A, _ = _rotated(np.linspace(1.0, 10.0, q), seed=q)
+    b = np.random.default_rng(q).normal(size=q)
+    lowest = float(np.linalg.eigvalsh(A)[0])
+    allowance = q**1.5 * np.finfo(float).eps * np.linalg.norm(A)
+    floors = [lowest - k * allowance for k in np.linspace(-3.0, 60.0, 43)]
+    expected = [_eigenvalue_rule(A, b, floor) for floor in floors]
+    calls = _counting_eigenvalues(monkeypatch)
+    for floor, solution in zip(floors, expected, strict=True):
+        w = _lifted_solve.lifted_solve(A.copy(), b, floor, lambda: A.copy())
+        np.testing.assert_array_equal(w, solution)
+    assert 0 < len(calls) < len(floors)
+
+
 def test_a_breakdown_gives_the_exact_smallest_eigenvalue(monkeypatch):
     # 3 I plus a rank-2 term: three distinct eigenvalues, so the Krylov space
     # of a generic start vector is invariant after 3 steps.

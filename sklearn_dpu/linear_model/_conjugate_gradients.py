@@ -55,7 +55,13 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg
 
-__all__ = ["SinglePrecision", "conjugate_gradients", "symmetric_product", "unit_scale"]
+__all__ = [
+    "SinglePrecision",
+    "always_factored",
+    "conjugate_gradients",
+    "symmetric_product",
+    "unit_scale",
+]
 
 # Relative error (in the 2-norm) of the conjugate gradients' solution: they
 # stop when the residual over the system's smallest eigenvalue bound proves it.
@@ -153,6 +159,17 @@ def symmetric_product(A: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
     return product
 
 
+def always_factored(q: int) -> bool:
+    """Whether a ``q x q`` system always goes to the factorization: the
+    budget of :func:`conjugate_gradients` (``q // _CG_ROWS_PER_PRODUCT``
+    products) is below one probe, and they return ``None`` at once.
+
+    >>> always_factored(127), always_factored(128)
+    (True, False)
+    """
+    return q // _CG_ROWS_PER_PRODUCT < _CG_PROBE
+
+
 def conjugate_gradients(
     A: np.ndarray,
     shift: float,
@@ -209,7 +226,7 @@ def conjugate_gradients(
     ndarray of shape (q,), or None
     """
     budget = float(len(A) // _CG_ROWS_PER_PRODUCT)
-    if budget < _CG_PROBE or not float(_NRM2(b)) > 0.0 or not smallest > 0.0:
+    if always_factored(len(A)) or not float(_NRM2(b)) > 0.0 or not smallest > 0.0:
         return None
     product = symmetric_product(A)
     solution = np.zeros_like(b)
