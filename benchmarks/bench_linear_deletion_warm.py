@@ -22,6 +22,7 @@ import pathlib
 import time
 
 import numpy as np
+from bench_linear_scaling import _data, _params
 from threadpoolctl import threadpool_limits
 
 from sklearn_dpu.linear_model import DPLinearRegression, _lifted_solve
@@ -30,10 +31,8 @@ RESULTS = pathlib.Path(__file__).parent / "results"
 
 
 def measure(n, d, cutoffs, deletions, block=20):
-    rng = np.random.default_rng(0)
-    X = rng.uniform(-1, 1, size=(n, d))
-    y = X @ rng.normal(size=d) + rng.normal(size=n)
-    params = dict(feature_norm=np.sqrt(d), target_bound=float(np.ceil(np.abs(y).max())))
+    X, y = _data(n, d)  # the scaling table's data and public bounds
+    params = _params(d)
     fits = []
     for _ in range(3):
         start = time.perf_counter()

@@ -434,12 +434,13 @@ def _factored_lift(A: np.ndarray, floor: float) -> float:
     the relative error on ``s`` doubled too), the bound is above ``floor``
     and its lift 0: the same system, the same bits, without the eigenvalue.
     The test runs on ``A`` times the power of two that brings its largest
-    entry near 1 (exact), so it neither over- nor underflows. That is the case when the data's
-    Gram matrix dominates the noise (every release at n = 1e5 and above in
-    the benchmarks' data, d = 20 to 100), where LAPACK's eigenvalue took
-    four times a factorization at q = 100 (305 us against 70, one thread).
-    When the noise dominates, the factorization fails, usually early, and
-    the bound is computed as before.
+    entry near 1 (exact), so it neither over- nor underflows.
+
+    It passes when the data's Gram matrix dominates the noise (at n = 1e6
+    in the scaling benchmark's data, d = 20 and 100; not at n = 1e4 and
+    1e5, d = 100): LAPACK's eigenvalue took four times a factorization at
+    q = 100 (305 us against 70, one thread). When the noise dominates, the
+    factorization fails, usually early, and the bound is computed as before.
     """
     q = len(A)
     units, scaled = _frobenius_in_units(A)
