@@ -9,11 +9,11 @@ no noise, no sensitivity, no guarantee, only how fast and how exactly the
 released model is computed from them.
 
 ``lambda_min`` is computed by LAPACK up to ``_DENSE_SLOPES`` slopes (below
-128, where the system is always factored, only when a Cholesky factorization
-of ``A`` less ``floor`` and margins fails to show the lift is 0:
-:func:`_factored_lift`), and above read as a lower bound (:func:`smallest_eigenvalue_lower_bound`):
-Lanczos iterations with full reorthogonalization, from a fixed start
-vector, give a Ritz vector ``y``
+128, where the system is always factored, only when a Cholesky
+factorization of ``A`` less ``floor`` and margins fails to show the lift is
+0: :func:`_factored_lift`), and above read as a lower bound
+(:func:`smallest_eigenvalue_lower_bound`): Lanczos iterations with full
+reorthogonalization, from a fixed start vector, give a Ritz vector ``y``
 whose Rayleigh quotient ``rho`` and residual ``r`` are computed in float64; a
 symmetric matrix has an eigenvalue within ``r`` of ``rho`` [Par98]_. They
 stop when ``r`` is below ``_LANCZOS_TOL max(|theta|, floor, eps^(2/3)
@@ -418,7 +418,7 @@ def _frobenius_in_units(A: np.ndarray) -> tuple[float, float]:
         return units, float(_NRM2(np.ravel(A * units)))
 
 
-def _factored_lift(A: np.ndarray, floor: float) -> float:
+def _factored_lift(A: np.ndarray, floor: float, low_precision: np.ndarray | None) -> float:
     """The lift ``max(0, floor - bound)`` of a system that is always factored
     (:func:`~sklearn_dpu.linear_model._conjugate_gradients.always_factored`),
     ``bound`` LAPACK's smallest eigenvalue less the rounding allowance
@@ -455,7 +455,7 @@ def _factored_lift(A: np.ndarray, floor: float) -> float:
             return 0.0
         except np.linalg.LinAlgError:
             pass
-    return max(0.0, floor - _eigenvalue_bound(A, floor, None).value)
+    return max(0.0, floor - _eigenvalue_bound(A, floor, low_precision).value)
 
 
 def _lapack_smallest(A: np.ndarray) -> float:
@@ -557,7 +557,7 @@ def lifted_solve(
     """
     if floor > 0.0:
         if always_factored(len(A)):
-            lift = _factored_lift(A, floor)
+            lift = _factored_lift(A, floor, low_precision)
         else:
             bound = _eigenvalue_bound(A, floor, low_precision)
             lift = max(0.0, floor - bound.value)
