@@ -489,6 +489,24 @@ def test_near_the_floor_the_factorization_test_gives_the_eigenvalue_rules_bits(m
     assert 0 < len(calls) < len(floors)
 
 
+def test_the_factorization_test_leaves_other_systems_to_the_eigenvalue():
+    # Its margins are float64's: a float32 system (not one a release makes)
+    # is lifted by the eigenvalue rule (a reviewer's: the test gave lift 0,
+    # the rule 1.1e-7). On a non-finite system it does not run: LAPACK's
+    # eigenvalue raises, as before, and no warning comes first.
+    A = np.array(
+        [[3.5335137844085693, -0.21616002917289734], [-0.21616002917289734, 0.344742089509964]],
+        np.float32,
+    )
+    floor, b = 0.33015575302447925, np.ones(2)
+    w = _lifted_solve.lifted_solve(A.copy(), b, floor, lambda: A.copy())
+    np.testing.assert_array_equal(w, _eigenvalue_rule(A, b, floor))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match="infs or NaNs"):
+            _lifted_solve.lifted_solve(np.diag([np.inf, 1.0]), b, 1.0, lambda: None)
+
+
 def test_a_breakdown_gives_the_exact_smallest_eigenvalue(monkeypatch):
     # 3 I plus a rank-2 term: three distinct eigenvalues, so the Krylov space
     # of a generic start vector is invariant after 3 steps.

@@ -115,6 +115,7 @@ _LANCZOS_STEPS_PER_ROW = 1 / 6
 _LANCZOS_FIRST_ROWS = 64
 _EPS = float(np.finfo(np.float64).eps)
 _STEBZ, _STEIN = scipy.linalg.lapack.dstebz, scipy.linalg.lapack.dstein
+_POTRF = scipy.linalg.lapack.dpotrf
 # Residual estimates below _ROUNDING_REACH sqrt(q) eps ||A|| are rounding: the
 # iterations have refined their Ritz vector as far as their precision allows.
 _ROUNDING_REACH = 4.0
@@ -226,11 +227,8 @@ def _eigenvalue_bound(
         # its largest entry near 1: near 2^1018 the norm of A overflows, the
         # allowance does not (the norm, only a record here, may be inf);
         # near 2^-1000 the allowance flushes towards 0, as the entries do.
-        value = _lapack_smallest(A)
-        units, scaled = _frobenius_in_units(A)
-        with np.errstate(under="ignore", over="ignore"):
-            allowance, norm = _rounding(q, scaled) / units, scaled / units
-        return _EigenvalueBound(value - allowance, float(norm), None)
+        value = _lapack_smallest(A)  # first: it raises on a non-finite or empty A
+        return _dense_bound(value, len(A), *_frobenius_in_units(A))
     with np.errstate(under="ignore"):  # entries far below ||A|| flush to 0 in float32
         start = np.random.default_rng(_START_SEED).standard_normal(q)
         return _lanczos_bound(A, floor, start, _single_precision(A, start, low_precision))
@@ -418,44 +416,70 @@ def _frobenius_in_units(A: np.ndarray) -> tuple[float, float]:
         return units, float(_NRM2(np.ravel(A * units)))
 
 
-def _factored_lift(A: np.ndarray, floor: float, low_precision: np.ndarray | None) -> float:
-    """The lift ``max(0, floor - bound)`` of a system that is always factored
-    (:func:`~sklearn_dpu.linear_model._conjugate_gradients.always_factored`),
-    ``bound`` LAPACK's smallest eigenvalue less the rounding allowance
-    (:func:`smallest_eigenvalue_lower_bound`), computed only when a Cholesky
-    factorization of ``A - s I`` fails.
+def _dense_bound(value: float, q: int, units: float, scaled: float) -> _EigenvalueBound:
+    """:func:`smallest_eigenvalue_lower_bound` of a ``q x q`` matrix up to
+    ``_DENSE_SLOPES`` rows, from LAPACK's smallest eigenvalue ``value`` and
+    ``(units, scaled)``, :func:`_frobenius_in_units` of the matrix."""
+    with np.errstate(under="ignore", over="ignore"):
+        allowance, norm = _rounding(q, scaled) / units, scaled / units
+    return _EigenvalueBound(value - allowance, float(norm), None)
+
+
+def _factored_lift(A: np.ndarray, floor: float) -> float:
+    """The lift ``max(0, floor - bound)`` of a float64 system that is always
+    factored and whose bound is LAPACK's (``0 < q``,
+    :func:`~sklearn_dpu.linear_model._conjugate_gradients.always_factored`,
+    not :func:`bound_by_lanczos`), ``bound`` LAPACK's smallest eigenvalue
+    less the rounding allowance (:func:`smallest_eigenvalue_lower_bound`),
+    computed only when a Cholesky factorization of ``A - s I`` fails.
 
     A factorization of ``M = A - s I`` that runs to completion in floating
     point gives ``R^T R = M + E`` with ``|E| <= gamma_{q+1} |R^T| |R|``
-    [Hig02]_, so ``||E||_2 <= q (q + 1) eps / 2 ||M||_2`` to first order and
-    ``lambda_min(A) >= s - ||E||_2``; LAPACK's eigenvalue is within about
-    ``q eps ||A||`` of the exact one. With ``s`` above ``floor`` by the
-    allowance and at least twice those errors (``||A||_F`` for ``||A||``,
-    the relative error on ``s`` doubled too), the bound is above ``floor``
-    and its lift 0: the same system, the same bits, without the eigenvalue.
-    The test runs on ``A`` times the power of two that brings its largest
-    entry near 1 (exact), so it neither over- nor underflows.
+    ([Hig02]_, stated for a positive definite ``M``; its proof holds for any
+    symmetric ``M`` on which the factorization completes), so
+    ``||E||_2 <= q (q + 1) eps / 2 ||M||_2`` to first order; ``M + E`` is
+    positive semidefinite, so ``lambda_min(A) >= s - ||E||_2``. LAPACK's
+    eigenvalue is within about ``q eps ||A||`` of the exact one (its
+    documented bound is ``p(q) eps ||A||``, ``p`` a modest function: this
+    reads it as ``q``). With ``s`` above ``floor`` by the allowance and at
+    least twice those errors (``||A||_F`` for ``||A||``, the relative error
+    on ``s`` doubled too; the slack also covers the rounding of ``s`` and of
+    the diagonal's subtraction), the bound is above ``floor`` and its lift
+    0: the same system, the same bits, without the eigenvalue. The test runs
+    on ``A`` times the power of two that brings its largest entry near 1
+    (exact), so it neither over- nor underflows; on a non-finite ``A`` it
+    does not run (LAPACK's eigenvalue then raises, as before).
 
     It passes when the data's Gram matrix dominates the noise (at n = 1e6
     in the scaling benchmark's data, d = 20 and 100; not at n = 1e4 and
     1e5, d = 100): LAPACK's eigenvalue took four times a factorization at
-    q = 100 (305 us against 70, one thread). When the noise dominates, the
-    factorization fails, usually early, and the bound is computed as before.
+    q = 100 (305 us against 70, one thread). When the noise dominates, a
+    diagonal entry at most ``s`` fails it without a factorization, and
+    otherwise the factorization stops at its first non-positive pivot.
     """
     q = len(A)
     units, scaled = _frobenius_in_units(A)
     relative = q * (q + 2) * _EPS
     with np.errstate(under="ignore", over="ignore"):
         shift = floor * units * (1.0 + relative) + _rounding(q, scaled) + 2.0 * relative * scaled
+    if A.dtype == np.float64 and np.isfinite(shift) and _factors_above(A, units, shift):
+        return 0.0
+    return max(0.0, floor - _dense_bound(_lapack_smallest(A), q, units, scaled).value)
+
+
+def _factors_above(A: np.ndarray, units: float, shift: float) -> bool:
+    """Whether LAPACK's Cholesky factorization (``potrf``, the call
+    ``scipy.linalg.cho_factor`` makes) of ``units A - shift I`` completes.
+    A pivot is at most its diagonal entry (``x - shift > 0`` exactly when
+    ``x > shift``, gradual underflow included), so a diagonal entry at most
+    ``shift`` decides it without the factorization."""
+    with np.errstate(under="ignore", over="ignore"):
+        if not (np.diagonal(A) * units > shift).all():
+            return False
         shifted = A * units
-        shifted.flat[:: q + 1] -= shift
-    if np.isfinite(shift) and np.isfinite(scaled):
-        try:
-            scipy.linalg.cho_factor(shifted.T, check_finite=False, overwrite_a=True)
-            return 0.0
-        except np.linalg.LinAlgError:
-            pass
-    return max(0.0, floor - _eigenvalue_bound(A, floor, low_precision).value)
+        shifted.flat[:: len(A) + 1] -= shift
+    _, info = _POTRF(shifted.T, lower=False, overwrite_a=True, clean=False)
+    return info == 0
 
 
 def _lapack_smallest(A: np.ndarray) -> float:
@@ -556,8 +580,9 @@ def lifted_solve(
     ndarray of shape (q,)
     """
     if floor > 0.0:
-        if always_factored(len(A)):
-            lift = _factored_lift(A, floor, low_precision)
+        q = len(A)
+        if 0 < q and always_factored(q) and not bound_by_lanczos(q):
+            lift = _factored_lift(A, floor)
         else:
             bound = _eigenvalue_bound(A, floor, low_precision)
             lift = max(0.0, floor - bound.value)
