@@ -85,6 +85,20 @@ def test_clip_rows_l2_out_with_few_clipped_rows_per_block(monkeypatch, dtype, or
     assert np.array_equal(wide, clip_rows_l2(X, bound))
 
 
+@pytest.mark.parametrize("clipped_rows", [0, 1, 3])
+def test_a_block_refuses_an_integer_out_whatever_the_rows(clipped_rows):
+    # Whether a block raised depended on how many of its rows were clipped
+    # (a multiply into an integer out refused the cast, a copy truncated
+    # silently): the refusal must not depend on the values, and nothing is
+    # written.
+    X = np.array([[0.3, 0.4], [0.06, 0.08], [0.6, 0.8]])
+    X[:clipped_rows] *= 100.0
+    out = np.full(X.shape, 7, dtype=np.int64)
+    with pytest.raises(TypeError, match="floating-point"):
+        clipping.clip_block_into(X, 2.0, out)
+    assert (out == 7).all()
+
+
 @pytest.mark.parametrize("fit_intercept", [True, False])
 @pytest.mark.parametrize("solver", ["sgd", "nesterov"])
 def test_gathered_chunks_and_eval_point_match_the_reference(monkeypatch, fit_intercept, solver):

@@ -211,7 +211,9 @@ def clip_rows_l2(X: np.ndarray, max_norm: float, out: np.ndarray | None = None) 
     -------
     ndarray of shape (n_samples, n_features)
         ``out``, or a new float64 array, whose rows have norm at most
-        ``max_norm``. Computed in float64 whatever the input type: float32
+        ``max_norm`` before they are rounded into a lower-precision ``out``
+        (into float32, up to about ``6e-8`` of it above: the caller's
+        margin). Computed in float64 whatever the input type: float32
         rounding would overshoot the bound.
 
     Notes
@@ -290,8 +292,12 @@ def clip_block_into(
     squares NaN; an infinite one makes it infinite, and the row is then
     rescaled by its largest entry, ``inf / inf``; a finite row's norm is
     finite, or ``inf`` when it overflows). The check reads the block's norms
-    only, so the clip is the pass that validates the rows.
+    only, so the clip is the pass that validates the rows. Raises
+    :class:`TypeError` for an ``out`` that does not hold floating-point
+    values, whatever the rows (a cast would truncate the clipped values).
     """
+    if not np.issubdtype(out.dtype, np.floating):
+        raise TypeError(f"out must hold floating-point values, not {out.dtype}")
     X = np.asarray(X, dtype=np.float64)
     norms, parts = _norms_and_parts(X)
     if np.isnan(norms).any():
@@ -300,7 +306,9 @@ def clip_block_into(
     scaled = np.flatnonzero(scale != 1.0)
     with np.errstate(over="ignore"):
         if 4 * scaled.size > len(X):
-            if divisor is None:
+            if divisor is None and out.dtype == X.dtype:
+                np.multiply(X, scale[:, None], out=out)
+            elif divisor is None:
                 # The product in float64 (the block is in cache), then one
                 # plain cast: a multiply straight into a float32 ``out``
                 # casts through numpy's buffers. Same bits; every row
