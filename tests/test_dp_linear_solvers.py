@@ -505,6 +505,15 @@ def test_the_factorization_test_leaves_other_systems_to_the_eigenvalue():
         warnings.simplefilter("error")
         with pytest.raises(ValueError, match="infs or NaNs"):
             _lifted_solve.lifted_solve(np.diag([np.inf, 1.0]), b, 1.0, lambda: None)
+        nan_off_diagonal = np.array([[1.0, np.nan], [np.nan, 1.0]])
+        with pytest.raises(ValueError, match="infs or NaNs"):
+            _lifted_solve.lifted_solve(nan_off_diagonal, b, 0.5, lambda: None)
+    # A float16 floor times a small power of two rounds to 0 in float16 (a
+    # second reviewer's: lift 0 where the rule lifts 968): the shift is
+    # computed in float64.
+    A, floor = np.diag([2.0**30, 32.0]), np.float16(1000)
+    w = _lifted_solve.lifted_solve(A.copy(), b, floor, lambda: A.copy())
+    np.testing.assert_array_equal(w, _eigenvalue_rule(A, b, floor))
 
 
 def test_a_breakdown_gives_the_exact_smallest_eigenvalue(monkeypatch):

@@ -410,10 +410,13 @@ def _smallest_pair(diagonal: np.ndarray, off_diagonal: np.ndarray) -> tuple[floa
 def _frobenius_in_units(A: np.ndarray) -> tuple[float, float]:
     """``(units, ||units A||_F)``, ``units`` the power of two that brings the
     largest entry of ``A`` near 1 (so the norm neither over- nor underflows;
-    entries far below the largest may flush to 0)."""
+    entries far below the largest may flush to 0); the norm is NaN when an
+    entry is (whatever BLAS's ``nrm2`` makes of a NaN)."""
     with np.errstate(under="ignore", over="ignore"):
-        units = unit_scale(float(np.max(np.abs(A), initial=0.0)))
-        return units, float(_NRM2(np.ravel(A * units)))
+        largest = float(np.max(np.abs(A), initial=0.0))
+        units = unit_scale(largest)
+        norm = float(_NRM2(np.ravel(A * units)))
+    return units, float("nan") if np.isnan(largest) else norm
 
 
 def _dense_bound(value: float, q: int, units: float, scaled: float) -> _EigenvalueBound:
@@ -426,12 +429,11 @@ def _dense_bound(value: float, q: int, units: float, scaled: float) -> _Eigenval
 
 
 def _factored_lift(A: np.ndarray, floor: float) -> float:
-    """The lift ``max(0, floor - bound)`` of a float64 system that is always
-    factored and whose bound is LAPACK's (``0 < q``,
-    :func:`~sklearn_dpu.linear_model._conjugate_gradients.always_factored`,
-    not :func:`bound_by_lanczos`), ``bound`` LAPACK's smallest eigenvalue
-    less the rounding allowance (:func:`smallest_eigenvalue_lower_bound`),
-    computed only when a Cholesky factorization of ``A - s I`` fails.
+    """The lift ``max(0, floor - bound)`` of a system
+    :func:`_tests_by_factorization` admits, ``bound`` LAPACK's smallest
+    eigenvalue less the rounding allowance
+    (:func:`smallest_eigenvalue_lower_bound`), computed only when a Cholesky
+    factorization of ``A - s I`` fails.
 
     A factorization of ``M = A - s I`` that runs to completion in floating
     point gives ``R^T R = M + E`` with ``|E| <= gamma_{q+1} |R^T| |R|``
@@ -460,11 +462,29 @@ def _factored_lift(A: np.ndarray, floor: float) -> float:
     q = len(A)
     units, scaled = _frobenius_in_units(A)
     relative = q * (q + 2) * _EPS
-    with np.errstate(under="ignore", over="ignore"):
-        shift = floor * units * (1.0 + relative) + _rounding(q, scaled) + 2.0 * relative * scaled
-    if A.dtype == np.float64 and np.isfinite(shift) and _factors_above(A, units, shift):
+    with np.errstate(under="ignore", over="ignore", invalid="ignore"):
+        # in float64 whatever the floor's type (a float16 floor times a
+        # small power of two rounds to 0); a non-finite shift skips the test
+        target = float(floor) * units * (1.0 + relative)
+        shift = target + _rounding(q, scaled) + 2.0 * relative * scaled
+    if np.isfinite(shift) and _factors_above(A, units, shift):
         return 0.0
     return max(0.0, floor - _dense_bound(_lapack_smallest(A), q, units, scaled).value)
+
+
+def _tests_by_factorization(A: np.ndarray) -> bool:
+    """Whether :func:`lifted_solve` tries :func:`_factored_lift` on ``A``:
+    a float64 ``(q, q)`` array, ``0 < q``, always factored and bounded by
+    LAPACK (other systems, which no release makes, keep the eigenvalue)."""
+    q = len(A)
+    return (
+        isinstance(A, np.ndarray)
+        and A.dtype == np.float64
+        and A.shape == (q, q)
+        and 0 < q
+        and always_factored(q)
+        and not bound_by_lanczos(q)
+    )
 
 
 def _factors_above(A: np.ndarray, units: float, shift: float) -> bool:
@@ -580,8 +600,7 @@ def lifted_solve(
     ndarray of shape (q,)
     """
     if floor > 0.0:
-        q = len(A)
-        if 0 < q and always_factored(q) and not bound_by_lanczos(q):
+        if _tests_by_factorization(A):
             lift = _factored_lift(A, floor)
         else:
             bound = _eigenvalue_bound(A, floor, low_precision)
