@@ -1,7 +1,5 @@
 """Composition shortcuts of the accountant and the ledger give unchanged results."""
 
-import json
-
 import pytest
 from dp_accounting import dp_event
 from dp_accounting.pld import PLDAccountant
@@ -113,19 +111,19 @@ _HISTORIES = [
 
 
 def _by_parts(events, delta):
-    key = accounting._coalesced_key(events)
-    return accounting._epsilon_of_events(accounting._from_key(key), key, delta)
+    parts = _parts(events)
+    return accounting._epsilon_of_events(accounting._from_parts(parts), parts, delta)
 
 
 def _accountant(events, delta):
-    composed = accounting._from_key(accounting._coalesced_key(events))
+    composed = accounting._from_parts(_parts(events))
     step = accounting._pld_step(composed)
     pld = PLDAccountant(NEIGHBORING_RELATION, value_discretization_interval=step)
     return pld.compose(composed).get_epsilon(delta)
 
 
 def _parts(events):
-    return tuple((leaf, count) for leaf, count in json.loads(accounting._coalesced_key(events)))
+    return accounting._parts_of(accounting._coalesced_key(events))
 
 
 def _clear_part_caches():
@@ -137,7 +135,7 @@ def test_cached_parts_give_the_accountants_bits(delta):
     _clear_part_caches()
     steps = set()
     for events in _HISTORIES:  # every kind here is built from parts, not left to the accountant
-        step = accounting._pld_step(accounting._from_key(accounting._coalesced_key(events)))
+        step = accounting._pld_step(accounting._from_parts(_parts(events)))
         steps.add(step)
         assert _pld_composition.composed_pld(_parts(events), step, NEIGHBORING_RELATION)
     assert len(steps) == 2  # the default grid and a coarser one

@@ -247,14 +247,20 @@ def _coalesced_key(events: list) -> str:
     return json.dumps(sorted(counts.items()))
 
 
-def _from_key(key: str) -> dp_event.DpEvent:
-    parts = []
-    for leaf, count in json.loads(key):
+def _parts_of(key: str) -> tuple[tuple[str, int], ...]:
+    """The ``(leaf event key, count)`` pairs of a :func:`_coalesced_key`."""
+    return tuple((leaf, count) for leaf, count in json.loads(key))
+
+
+def _from_parts(parts: tuple[tuple[str, int], ...]) -> dp_event.ComposedDpEvent:
+    """The composition :func:`_parts_of` a key describes."""
+    events = []
+    for leaf, count in parts:
         event = event_from_dict(json.loads(leaf))
         if count > 1:
             event = dp_event.SelfComposedDpEvent(event, count)
-        parts.append(event)
-    return dp_event.ComposedDpEvent(parts)
+        events.append(event)
+    return dp_event.ComposedDpEvent(events)
 
 
 # dp_accounting's default PLD grid step. A PLD holds one point per step over
@@ -348,7 +354,8 @@ def _epsilon_of_coalesced(key: str, delta: float) -> float:
     fallback for very wide losses, cannot compose them (it has no discrete
     Laplace).
     """
-    composed = _from_key(key)
+    parts = _parts_of(key)
+    composed = _from_parts(parts)
     pure, rest = 0.0, []
     for event in composed.events:
         count, leaf = 1, event
@@ -360,9 +367,9 @@ def _epsilon_of_coalesced(key: str, delta: float) -> float:
         else:
             pure += count * epsilon
     if pure == 0.0:
-        return _epsilon_of_events(composed, key, delta)
+        return _epsilon_of_events(composed, parts, delta)
     try:
-        whole = _epsilon_of_events(composed, key, delta)
+        whole = _epsilon_of_events(composed, parts, delta)
     except UnsupportedEventError:  # RDP has no discrete Laplace: the split only
         whole = math.inf
     # The rest by epsilon_spent: in closed form when it is all Gaussian, which
@@ -371,14 +378,16 @@ def _epsilon_of_coalesced(key: str, delta: float) -> float:
     return min(whole, split)
 
 
-def _epsilon_of_events(composed: dp_event.ComposedDpEvent, key: str, delta: float) -> float:
+def _epsilon_of_events(
+    composed: dp_event.ComposedDpEvent, parts: tuple[tuple[str, int], ...], delta: float
+) -> float:
     # Pure function of its arguments (the accountants are deterministic); the
     # caller memoizes it, which spares recomposing an unchanged ledger.
-    # ``key`` is ``composed``'s coalesced key: its parts name the cached
-    # distributions composed_pld builds them from, the accountant's own bits.
+    # ``parts`` are ``composed``'s (_parts_of its coalesced key): they name
+    # the cached distributions composed_pld builds it from, the accountant's
+    # own bits.
     step = _pld_step(composed)
     if step <= _PLD_MAX_STEP:
-        parts = tuple((leaf, count) for leaf, count in json.loads(key))
         try:
             with np.errstate(all="ignore"):
                 pld = composed_pld(parts, step, NEIGHBORING_RELATION)
