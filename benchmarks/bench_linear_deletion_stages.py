@@ -9,7 +9,8 @@ process, ``--deletions`` one-row deletions back to back; each is split into:
   of 512 rows or more; below, the noise is drawn in ``rest``);
 * ``solve``: the released model from the released matrix, split into the
   eigenvalue bound (above 160 slopes the float32 copy of the slopes' system
-  and the Lanczos iterations; up to 160, as with ``--quick``, LAPACK), the
+  and the Lanczos iterations; up to 160 LAPACK, and below 128, as with
+  ``--quick``, the factorization test that spares it when the lift is 0), the
   conjugate gradients, and the rest (building the slopes' system,
   eliminating the intercept);
 * ``rest``: everything else (ids, registry, ledger, report).
@@ -73,6 +74,9 @@ def main():
             SerialBlas if args.serial_solve else contextlib.nullcontext,
         ),
         (_lifted_solve, "_eigenvalue_bound", parts_of_solve["bound"], contextlib.nullcontext),
+        # below 128 slopes the bound is the factorization test's (and
+        # LAPACK's when it fails), which does not go through _eigenvalue_bound
+        (_lifted_solve, "_factored_lift", parts_of_solve["bound"], contextlib.nullcontext),
         (_lifted_solve, "conjugate_gradients", parts_of_solve["cg"], contextlib.nullcontext),
     ]:
         timing.enter_context(timed_calls(module, name, times, around))
@@ -120,7 +124,7 @@ def main():
     lines.append(f"fit (the first in this process): {fit:.2f} s")
     lines.append(f"deletion total  {ms(totals)}; CPU {ms(np.array(cpu))}")
     labels = {
-        "bound": "eigenvalue bound (float32 copy and Lanczos, or LAPACK)",
+        "bound": "eigenvalue bound (float32 copy and Lanczos, or LAPACK, or the factored lift)",
         "cg": "conjugate gradients",
         "other": "the rest: the slopes' system, the intercept, a factorization",
     }
