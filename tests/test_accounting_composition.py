@@ -31,6 +31,19 @@ def test_coalescing_equal_events_matches_direct_composition():
     assert epsilon_spent(list(reversed(events)), 1e-5) == epsilon_spent(events, 1e-5)
 
 
+@pytest.mark.parametrize("zero", [dp_event.LaplaceDpEvent(2.0), STEP])
+def test_an_event_composed_zero_times_releases_nothing(zero):
+    # With a pure-DP event in the history, the count-0 part once went through
+    # the split and the PLD as one release (2.415 here instead of 1.993).
+    gaussian = dp_event.GaussianDpEvent(2.0)
+    history = [dp_event.SelfComposedDpEvent(zero, 0), gaussian]
+    assert epsilon_spent(history, 1e-5) == epsilon_spent([gaussian], 1e-5)
+    assert epsilon_spent(
+        [dp_event.LaplaceDpEvent(2.0), dp_event.SelfComposedDpEvent(STEP, 0)], 1e-5
+    ) == (epsilon_spent([dp_event.LaplaceDpEvent(2.0)], 1e-5))
+    assert epsilon_spent([dp_event.SelfComposedDpEvent(zero, 0)], 1e-5) == 0.0
+
+
 def test_nonprivate_event_still_infinite():
     assert epsilon_spent([STEP, dp_event.NonPrivateDpEvent()], 1e-5) == float("inf")
 
@@ -158,10 +171,13 @@ def test_kinds_not_handled_go_to_the_accountant():
     silent_parts = ((event_key(silent), 1),)
     assert _pld_composition.composed_pld(silent_parts, 1e-4, NEIGHBORING_RELATION) is None
     assert _by_parts([silent, STEP], 1e-5) == float("inf")
-    # a count of 0 is left to the accountant too (it used to raise here)
+    # a part of count 0 is left to the accountant too (it used to raise
+    # here); a history's key has none: an event composed zero times is no part
+    zero_parts = ((event_key(_GAUSS), 0), (event_key(_LAPLACE), 1))
+    assert _pld_composition.composed_pld(zero_parts, 1e-4, NEIGHBORING_RELATION) is None
     zero = [dp_event.SelfComposedDpEvent(_GAUSS, 0), _LAPLACE]
-    assert _pld_composition.composed_pld(_parts(zero), 1e-4, NEIGHBORING_RELATION) is None
-    assert _by_parts(zero, 1e-5) == _accountant(zero, 1e-5)
+    assert _parts(zero) == _parts([_LAPLACE])
+    assert _by_parts(zero, 1e-5) == _accountant([_LAPLACE], 1e-5)
 
 
 def test_a_long_history_of_distinct_events_composes_without_recursion():

@@ -129,8 +129,8 @@ def gaussian_precision(events: Iterable[dp_event.DpEvent], start: float = 0.0) -
         while isinstance(event, dp_event.SelfComposedDpEvent):
             count *= event.count
             event = event.event
-        if isinstance(event, dp_event.NoOpDpEvent):
-            continue
+        if count == 0 or isinstance(event, dp_event.NoOpDpEvent):
+            continue  # composed zero times: nothing released
         if isinstance(event, dp_event.ComposedDpEvent):
             inner = gaussian_precision(event.events)
             if inner is None:
@@ -227,7 +227,9 @@ def _leaves(event: dp_event.DpEvent, count: int, out: Counter, by_key: dict) -> 
     elif isinstance(event, dp_event.ComposedDpEvent):
         for inner in event.events:
             _leaves(inner, count, out, by_key)
-    elif not isinstance(event, dp_event.NoOpDpEvent):
+    elif count and not isinstance(event, dp_event.NoOpDpEvent):
+        # An event composed zero times releases nothing: it gets no part
+        # (a part of count 0 was composed once, as if released).
         key = event_key(event)
         out[key] += count
         by_key[key] = event
