@@ -450,7 +450,12 @@ class PrivateEstimatorMixin:
         return [name for name, value in frozen.items() if not _same(getattr(self, name), value)]
 
     def _ledger_delta(self) -> float:
-        """The delta at which this estimator states its epsilons."""
+        """The delta at which this estimator states its epsilons: the one its
+        fitted state was made with (a ``set_params`` since, which a deletion
+        does not apply either, restates nothing), else the parameter."""
+        frozen = getattr(getattr(self, "unlearning_state_", None), "frozen_params", None)
+        if frozen is not None and "delta" in frozen:
+            return frozen["delta"]
         return self.delta
 
     def _log_deletion(self, report) -> None:
@@ -505,7 +510,7 @@ class PrivateEstimatorMixin:
         arrival chunks), so releases do not pay for it.
         """
         check_is_fitted(self, "privacy_ledger_")
-        return self._decoded_ledger().spent(self.delta)
+        return self._decoded_ledger().spent(self._ledger_delta())
 
     def __getstate__(self):
         state = super().__getstate__()

@@ -139,3 +139,27 @@ def test_set_params_after_fit_does_not_change_what_a_deletion_releases():
     b.delete_samples([4])
     np.testing.assert_array_equal(a.coef_, b.coef_)
     assert a.privacy_ledger_ == b.privacy_ledger_
+
+
+@pytest.mark.parametrize("rho", [0.0, 0.9])
+def test_a_later_set_params_of_delta_restates_nothing(rho):
+    # The report and privacy_spent_ are stated at the delta of the fit, which
+    # the re-release's noise was calibrated for (at 1e-2 the report said
+    # epsilon 0.63 where the fit's delta gives 1.47).
+    X, y = _data(400)
+    fits = [
+        DPLinearRegression(
+            feature_norm=1.0, target_bound=1.0, rerelease_correlation=rho, random_state=0
+        ).fit(X, y)
+        for _ in range(2)
+    ]
+    fits[1].set_params(delta=1e-2)
+    assert fits[1].privacy_spent_ == fits[0].privacy_spent_
+    for model in fits:
+        model.delete_samples([0, 1, 2])
+    assert fits[1].delta == 1e-2  # the parameter is the user's, put back
+    a, b = (model.deletion_log_[-1] for model in fits)
+    assert (b.rerelease_epsilon, b.remaining_epsilon) == (a.rerelease_epsilon, a.remaining_epsilon)
+    assert (b.deletion_epsilon, b.deletion_delta) == (a.deletion_epsilon, a.deletion_delta)
+    assert fits[1].privacy_spent_ == fits[0].privacy_spent_
+    assert fits[1].privacy_spent_.delta == 1e-5

@@ -368,3 +368,32 @@ def test_gridsearchcv_attributes_that_are_not_published_say_why():
     assert not hasattr(search, "refit_time_")
     with pytest.raises(AttributeError, match="no attribute 'nonsense_'"):
         _ = search.nonsense_
+
+
+def test_a_later_set_params_of_delta_or_method_restates_nothing():
+    # The search states its deletions at the delta and by the method it was
+    # fitted with, not by the template's parameters set since.
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, (600, 3))
+    y = X[:, 0] * 0.5
+
+    def fitted():
+        return PrivateGridSearch(
+            DPLinearRegression(feature_norm=2.0, target_bound=1.0),
+            {"alpha": [0.1, 1.0]},
+            refit=True,
+            random_state=0,
+        ).fit(X, y)
+
+    a, b = fitted(), fitted()
+    b.set_params(estimator__delta=1e-2, method="threshold")
+    assert b.privacy_spent_ == a.privacy_spent_
+    for search in (a, b):
+        search.delete_samples([0, 1])
+    ra, rb = a.deletion_log_[-1], b.deletion_log_[-1]
+    assert (rb.deletion_epsilon, rb.deletion_delta) == (ra.deletion_epsilon, ra.deletion_delta)
+    assert (rb.remaining_epsilon, rb.guarantee) == (ra.remaining_epsilon, ra.guarantee)
+    assert b.method == "threshold"
+    # a refit states at the new parameters
+    refit = b.set_params(method="split_select").fit(X, y)
+    assert refit.privacy_spent_.delta == 1e-2

@@ -554,7 +554,8 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
             would be deleted. Nothing changes.
         """
         check_is_fitted(self)
-        with self._atomic():
+        frozen = self.unlearning_state_.frozen_params  # not a later set_params
+        with self._atomic(), self._frozen_params_in_effect(frozen):
             return self._delete_samples(deletion_request(self, sample_ids))
 
     def _delete_samples(self, sample_ids):

@@ -330,8 +330,11 @@ class PrivateGridSearch(
 
     @property
     def delta(self) -> float:
-        """The delta at which ``privacy_spent_`` is reported: the estimator's."""
-        return self.estimator.get_params().get("delta", 1e-5)
+        """The delta at which ``privacy_spent_`` and the deletion reports are
+        stated: the estimator's when the search was fitted (a ``set_params``
+        since restates nothing), else the estimator's."""
+        fitted = self.__dict__.get("_fit_delta")
+        return fitted if fitted is not None else self.estimator.get_params().get("delta", 1e-5)
 
     def _validate_params(self):
         if not hasattr(self.estimator, "delete_samples") and hasattr(self.estimator, "steps"):
@@ -497,6 +500,9 @@ class PrivateGridSearch(
                 f"This {type(self).__name__} estimator requires y to be passed, "
                 "but the target y is None."
             )
+        self._fit_delta = None  # this fit states at the estimator's delta
+        self._fit_delta = self.delta
+        self._fit_method = self.method
         params = self.get_params(deep=False)
         # Before any data is read: the scoring's public bound, the candidates.
         scorer = check_scoring(self.scoring, self.score_bounds, self.estimator)
@@ -572,7 +578,9 @@ class PrivateGridSearch(
             left unchanged.
         """
         check_is_fitted(self)
-        with self._atomic():
+        # the selection's method as fitted, not a later set_params
+        frozen = {"method": self.__dict__.get("_fit_method", self.method)}
+        with self._atomic(), self._frozen_params_in_effect(frozen):
             return self._delete(deletion_request(self, sample_ids))
 
     def _check_deletable(self, sample_ids: list) -> None:
