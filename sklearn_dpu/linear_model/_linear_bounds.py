@@ -12,18 +12,33 @@ mechanism, [DR14]_ Thm 3.6) first chooses one of two designs
 * per-feature, when the rows are many enough for ``2 d + 1`` selections: for
   every feature ``j`` a center ``c_j`` (a private median over a fine signed
   geometric grid, only with an intercept: without one the model cannot absorb
-  a shift) and a scale ``s_j`` (3 times a private median of ``|x_j - c_j|``);
-  rows are mapped to ``z = clip((x - c) / s, -1, 1)`` and clipped to a private
-  quantile of their norms (at most ``sqrt(d)``). Features whose scales differ
-  by orders of magnitude then weigh alike;
+  a shift) and a scale ``s_j`` (3 times a private median of ``|x_j - c_j|``
+  over the rows off the center, at least the center's resolution: see
+  below); rows are mapped to ``z = clip((x - c) / s, -1, 1)`` and clipped to
+  a private quantile of their norms (at most ``sqrt(d)``). Features whose
+  scales differ by orders of magnitude then weigh alike;
 * pooled, otherwise: one private median of the raw rows' norms
   (``feature_norm_``), which the rows are clipped to as an explicit bound
   would be. With few rows, ``2 d + 1`` selections would each come out close
   to uniform over the grid, and one reliable bound serves the model better.
 
 The target (``target_bound="auto"``): a center (private median) and a
-half-range (3 times a private median of ``|y - center|``); targets are clipped
-to ``center +- half_range``.
+half-range (3 times a private median of ``|y - center|`` over the targets off
+the center, at least the center's resolution); targets are clipped to
+``center +- half_range``.
+
+A spread leaves out the rows at the center: in the released center's grid
+cell (exactly at it for a public center,
+:func:`~sklearn_dpu.privacy.quantiles.private_column_spreads`): counting them,
+the spread of a feature with more than half of its rows at one value (a 0/1
+or one-hot column, a mostly-zero count, a standardized binary column) was the
+grid's lowest value, rows were clipped at a tiny fraction of their distance,
+and the linear model, fitted on those, extrapolated to the rows it predicts by
+the inverse of that fraction (R^2 of -600 with a 0/1 column whose ones are
+30% of the rows; below -7 on ``load_diabetes``, whose ``sex`` column takes two
+values, from epsilon 100 on). The floor at the center's resolution keeps the
+rows of a feature that lies within its cell (no row off the center)
+unclipped.
 
 Each selection is the exponential mechanism over a public grid with a rank
 utility ([DR14]_ Thm 3.10, after [Smi11]_ and [GJK21]_;
@@ -74,6 +89,7 @@ from ..privacy.quantiles import (
     GeometricGrid,
     PrivateQuantile,
     private_column_quantiles,
+    private_column_spreads,
     private_norm_bound,
 )
 from ._noisy_gd import gd_mechanisms
@@ -122,9 +138,10 @@ class AutoBoundsShares:
         features' bounds are estimated too (else the one that is estimated
         gets all of ``eps_b``).
     spread_quantile : float
-        Quantile of ``|x_j - c_j|`` and of ``|y - center|`` that measures a
-        spread: a middle one, which the exponential mechanism finds reliably
-        (a high quantile does not: see :func:`bounds_recipe`).
+        Quantile of ``|x_j - c_j|`` and of ``|y - center|``, over the rows off
+        the center, that measures a spread: a middle one, which the
+        exponential mechanism finds reliably (a high quantile does not: see
+        :func:`bounds_recipe`).
     spread_inflation : float
         Public factor a released spread is multiplied by to give a feature's
         scale or the target's half-range (3 medians of ``|x - median|`` is
@@ -288,11 +305,14 @@ class BoundsRecipe:
         ``rng`` in a fixed order."""
         center = scale = norm = t_center = t_half = None
         if self.feature_scales:
-            center = np.zeros(X.shape[1])
+            center = resolution = np.zeros(X.shape[1])
             if self.feature_centers:
                 center = private_column_quantiles(X, self.feature_centers, rng)
-            spread = private_column_quantiles(np.abs(X - center), self.feature_scales, rng)
-            scale = self.spread_inflation * spread
+                resolution = self.feature_centers[0].grid.cell_widths(center)
+            spread = private_column_spreads(X, center, resolution, self.feature_scales, rng)
+            # At least the center's resolution: the rows at the center are
+            # not clipped when there are no others (or too few for a spread).
+            scale = self.spread_inflation * np.maximum(spread, resolution)
             rescaled = rescale_features(X, center, scale)
             # A rescaled row is at most sqrt(d) long: a larger release clips nothing.
             norm = min(
@@ -302,11 +322,14 @@ class BoundsRecipe:
             norm = private_norm_bound(X, self.row_norm[0], rng)
         if self.target:
             y2 = _as_float(y).reshape(-1, 1)
-            t_center = 0.0
+            t_center = t_resolution = 0.0
             if len(self.target) == 2:
                 t_center = float(private_column_quantiles(y2, self.target[:1], rng)[0])
-            spread = private_column_quantiles(np.abs(y2 - t_center), self.target[-1:], rng)[0]
-            t_half = float(self.spread_inflation * spread)
+                t_resolution = float(self.target[0].grid.cell_widths([t_center])[0])
+            spread = private_column_spreads(y2, [t_center], [t_resolution], self.target[-1:], rng)[
+                0
+            ]
+            t_half = float(self.spread_inflation * max(spread, t_resolution))
         return ReleasedBounds(center, scale, norm, t_center, t_half, self.epsilon)
 
 

@@ -65,11 +65,14 @@ __all__ = [
     "PrivateQuantile",
     "column_mechanisms",
     "private_column_quantiles",
+    "private_column_spreads",
     "private_norm_bound",
+    "spread_utilities",
 ]
 
 #: Largest number of candidates a grid may have (memory and time are O(m)).
 MAX_GRID_SIZE = 100_000
+_LARGEST = np.finfo(np.float64).max
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,21 @@ class GeometricGrid:
     @property
     def size(self) -> int:
         return 2 * self.n_positive + 1 if self.signed else self.n_positive
+
+    def cell_widths(self, values: ArrayLike) -> np.ndarray:
+        """Widths of the grid cells that hold ``values``.
+
+        A release ``c_k`` says only that the quantile is in ``(c_{k-1}, c_k]``:
+        its resolution is ``c_k - c_{k-1}``. The first cell, unbounded below,
+        and the values above the grid get the width of their neighbour.
+
+        >>> GeometricGrid(1.0, 3.0, ratio=2.0, signed=True).cell_widths([0.0, 2.0, -3.0])
+        array([1., 1., 1.])
+        """
+        grid = self.values
+        index = np.searchsorted(grid, np.asarray(values, dtype=np.float64))
+        index = np.clip(index, 1, grid.size - 1)
+        return grid[index] - grid[index - 1]
 
     @property
     def values(self) -> np.ndarray:
@@ -267,16 +285,19 @@ def _block_counts(block, grids, norms):
     return [np.searchsorted(np.sort(x[:, j]), grid, side="right") for j, grid in enumerate(grids)]
 
 
-def _dask_counts(X, mechanisms, norms: bool) -> tuple[list[np.ndarray], int]:
+def _dask_counts(X, mechanisms, norms: bool, grids=None) -> tuple[list[np.ndarray], int]:
     """Grid counts of a Dask array's columns (or row norms), block by block on
-    the workers, summed exactly in block order; and the number of rows."""
+    the workers, summed exactly in block order; and the number of rows.
+    ``grids``: the values to count up to, per column, instead of the
+    mechanisms' grids."""
     import dask
 
     if X.ndim == 2:
         X = X.rechunk({1: -1})
     if X.shape[0] == 0 or (X.ndim == 2 and X.shape[1] == 0):
         raise ValueError(f"X is empty (shape {X.shape})")
-    grids = [m.grid.values for m in mechanisms]
+    if grids is None:
+        grids = [m.grid.values for m in mechanisms]
     task = dask.delayed(_block_counts, pure=True)
     parts = dask.compute(*[task(block, grids, norms) for block in X.to_delayed().ravel()])
     counts = [np.sum([part[j] for part in parts], axis=0) for j in range(len(grids))]
@@ -332,6 +353,107 @@ def private_column_quantiles(
     if len(mechanisms) != X.shape[1]:
         raise ValueError(f"{len(mechanisms)} mechanisms for {X.shape[1]} columns")
     return np.array([m.release(X[:, j], rng) for j, m in enumerate(mechanisms)])
+
+
+def private_column_spreads(
+    X: ArrayLike,
+    center: ArrayLike,
+    resolution: ArrayLike,
+    mechanisms: tuple[PrivateQuantile, ...],
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """Release a private quantile of ``|x_j - center_j|`` over the rows off the
+    center, for every column.
+
+    A row is at the center when ``center_j - resolution_j <= x_j <=
+    center_j``: in the grid cell a released center stands for (its
+    ``resolution`` is :meth:`GeometricGrid.cell_widths`), or exactly at a
+    public center (``resolution`` 0). A spread that also counted those rows
+    would be 0 (the grid's lowest value) for any feature with more than half
+    of its rows at one value: a 0/1 column whose ones are a minority, a
+    one-hot column, a count that is mostly 0, a standardized binary column.
+    Rows would then be clipped at a tiny fraction of their distance to the
+    center, and a linear model fitted on the clipped rows extrapolates to the
+    unclipped ones by the inverse of that fraction. Here the spread is that
+    of the rows that vary.
+
+    Privacy: ``center`` and ``resolution`` are public (released before, or
+    parameters), so which rows count is decided row by row. Adding a row at
+    the center changes no utility; adding any other row changes them as it
+    does for :class:`PrivateQuantile` on the rows off the center: the same
+    sensitivity, ``max(q, 1 - q)``, and the same ``epsilon`` per column.
+
+    Parameters
+    ----------
+    X : array-like or Dask array of shape (n_samples, n_features)
+    center, resolution : array-like of shape (n_features,)
+    mechanisms : tuple of PrivateQuantile
+        One per column, on positive (unsigned) grids.
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    ndarray of shape (n_features,)
+        The released grid values, in column order (a column with no row off
+        the center gets a draw uniform over its grid: every utility is 0).
+    """
+    center = np.asarray(center, dtype=np.float64)
+    resolution = np.asarray(resolution, dtype=np.float64)
+    if any(m.grid.signed for m in mechanisms):
+        raise ValueError("spreads are released on positive grids")
+    # Rows at the center get distance -1, counted below every (positive)
+    # grid value: the counts off the center are those less the count at -1.
+    grids = [np.concatenate([[-1.0], m.grid.values]) for m in mechanisms]
+    if is_dask_collection(X):
+        if X.ndim != 2 or len(mechanisms) != X.shape[1]:
+            raise ValueError(f"{len(mechanisms)} mechanisms for X of shape {X.shape}")
+        distances = X.rechunk({1: -1}).map_blocks(
+            _off_center_distances, center, resolution, dtype=np.float64
+        )
+        counts, n = _dask_counts(distances, mechanisms, norms=False, grids=grids)
+    else:
+        X = _as_matrix(X)
+        if len(mechanisms) != X.shape[1]:
+            raise ValueError(f"{len(mechanisms)} mechanisms for {X.shape[1]} columns")
+        distances = _off_center_distances(X, center, resolution)
+        counts = _block_counts(distances, grids, norms=False)
+        n = X.shape[0]
+    return np.array(
+        [
+            m.release_counts(*_off_center(upto, n), rng)
+            for m, upto in zip(mechanisms, counts, strict=True)
+        ]
+    )
+
+
+def _off_center_distances(X: np.ndarray, center: np.ndarray, resolution: np.ndarray) -> np.ndarray:
+    """``|X - center|``, -1 for the rows at the center (a distance beyond
+    float64 is its largest value: the top cell)."""
+    X = np.asarray(X, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        distances = np.minimum(np.abs(X - center), _LARGEST)
+        at_center = (X >= center - resolution) & (X <= center)
+    return np.where(at_center, -1.0, distances)
+
+
+def _off_center(upto: np.ndarray, n: int) -> tuple[np.ndarray, int]:
+    """The counts of :meth:`PrivateQuantile.utilities_of_counts` for the rows
+    off the center, from ``upto = #{d <= (-1, *grid)}`` over all rows."""
+    at_center = int(upto[0])
+    return upto[1:] - at_center, n - at_center
+
+
+def spread_utilities(
+    mechanism: PrivateQuantile, values: ArrayLike, center: float, resolution: float
+) -> np.ndarray:
+    """The utilities :func:`private_column_spreads` selects from, for one
+    column's ``values`` (its privacy is checked on them)."""
+    x = np.asarray(values, dtype=np.float64).reshape(-1, 1)
+    d = np.sort(_off_center_distances(x, np.array([center]), np.array([resolution]))[:, 0])
+    grid = np.concatenate([[-1.0], mechanism.grid.values])
+    return mechanism.utilities_of_counts(
+        *_off_center(np.searchsorted(d, grid, side="right"), d.size)
+    )
 
 
 def private_norm_bound(X: ArrayLike, mechanism: PrivateQuantile, rng: np.random.Generator) -> float:
