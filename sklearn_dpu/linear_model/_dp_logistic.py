@@ -197,6 +197,10 @@ class DPLogisticRegression(
         The label set, treated as public: it is read from ``y`` at fit (or
         ``classes`` at the first :meth:`partial_fit`) and kept after
         deletions, also when no remaining sample has a label (see Notes).
+        What depends on the number of classes is as public: the shapes of
+        ``coef_`` and ``intercept_``, ``C_`` (``solver='objective'``) and the
+        refusal of a single label. A label that one person alone holds reveals
+        them: pass ``classes`` to :meth:`partial_fit` when that matters.
     coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
         In the units of ``X``.
     intercept_ : ndarray of shape (1,) or (n_classes,)

@@ -223,7 +223,9 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
     classes_ : ndarray of shape (n_classes,)
         The label set, treated as public: the labels of ``y`` at :meth:`fit`
         (or ``classes`` at the first :meth:`partial_fit`), kept after
-        deletions, also for a label with no row left.
+        deletions, also for a label with no row left. What depends on the
+        number of classes is as public: the shapes of ``coef_`` and
+        ``intercept_``, and ``learning_rate_``.
     coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
         Weights of the clipped rows.
     intercept_ : ndarray of shape (1,) or (n_classes,)
@@ -239,6 +241,9 @@ class UnlearnableSGDClassifier(BaseUnlearnableSGD):
         ``n_ref = 2**(floor(8 log2 n_noisy) / 8)`` is the size class of the
         noised count (clamped to ``MIN_NOISY_COUNT = 16``).
     learning_rate_ : float
+        The step size: ``learning_rate``, or for ``"auto"`` one from the
+        parameters, the (public or released) ``feature_norm`` and the number
+        of classes.
     feature_norm_ : float
         ``feature_norm="auto"`` only: the released bound (the first entry of
         ``privacy_ledger_``).
