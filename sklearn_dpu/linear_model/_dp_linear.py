@@ -21,6 +21,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._compat import DELTA_CONSTRAINT, HasMethods, Interval, StrOptions, _fit_context
 from .._validation import INPUT_DTYPES, cast_outputs, nonfinite_x_reported_first, output_dtype
+from .._transaction import keep_array_values, keep_attributes
 from ..base import PrivateEstimatorMixin, PublicSizes
 from ..privacy.calibration import gaussian_noise_multiplier
 from ..privacy.clipping import MAX_NORM_BOUND, MIN_NORM_BOUND, check_float32_bound
@@ -596,9 +597,14 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         def execute() -> DeletionOutcome:
             rng = release_generator(self.random_state, len(self.privacy_ledger_))
             removed = registry.rows[slots]
-            # The registry first: if it fails, nothing else has changed.
+            # Every in-place edit below is undone if the call fails (_atomic):
+            # the registry's removal, the Gram's and the noise's values, the state's fields.
+            keep_attributes(state)
             registry.remove(slots)
             for node in nodes:
+                keep_attributes(node)
+                keep_array_values(node.exact)
+                keep_array_values(node.noisy)
                 inside = (chunks >= node.first) & (chunks <= node.last)
                 subtract_gram_of_codes(node.exact, removed[inside], fit_intercept)
                 if rho > 0:
@@ -607,6 +613,7 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
                 else:
                     state.statistics.renoise(node, rng)
             if not isinstance(recipe, SSPRecipe):
+                keep_array_values(state.exact_gram)
                 subtract_gram_of_codes(state.exact_gram, removed, fit_intercept)
             del removed
             state.n_rereleases += 1
