@@ -59,9 +59,9 @@ from functools import partial
 
 import numpy as np
 
-from .._transaction import on_rollback
 from .._progress import step_ticker
 from .._row_threads import map_row_ranges, sum_over_row_ranges
+from .._transaction import on_rollback
 from ..privacy.mechanisms import GaussianSteps
 from ..unlearning.coupling import (
     poisson_subsample,

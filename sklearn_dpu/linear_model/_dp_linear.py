@@ -20,8 +20,8 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._compat import DELTA_CONSTRAINT, HasMethods, Interval, StrOptions, _fit_context
-from .._validation import INPUT_DTYPES, cast_outputs, nonfinite_x_reported_first, output_dtype
 from .._transaction import keep_array_values, keep_attributes
+from .._validation import INPUT_DTYPES, cast_outputs, nonfinite_x_reported_first, output_dtype
 from ..base import PrivateEstimatorMixin, PublicSizes
 from ..privacy.calibration import gaussian_noise_multiplier
 from ..privacy.clipping import MAX_NORM_BOUND, MIN_NORM_BOUND, check_float32_bound

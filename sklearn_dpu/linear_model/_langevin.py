@@ -58,8 +58,8 @@ from scipy.stats import norm
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
-from .._transaction import keep_attributes
 from .._progress import step_ticker
+from .._transaction import keep_attributes
 from .._validation import INPUT_DTYPES
 from ..privacy.langevin import LangevinRun, unlearning_rho, unlearning_steps, zcdp_epsilon
 from ..privacy.ledger import Release, ReleasePlan

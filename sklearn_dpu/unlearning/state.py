@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..exceptions import StateVersionError, UnlearningError
 from .._transaction import in_transaction, on_rollback
+from ..exceptions import StateVersionError, UnlearningError
 from ._id_index import IdIndex, _request_array
 from .ids import (
     ID_KIND_NOTES,
