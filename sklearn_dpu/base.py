@@ -31,6 +31,7 @@ import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
 from ._progress import iteration_progress, print_releases
+from ._transaction import atomic, hold_sigint, keep_attributes, unstaged
 from .exceptions import (
     BudgetExceededError,
     BudgetUnavailableWarning,
@@ -93,19 +94,18 @@ class PrivateEstimatorMixin:
 
     @contextmanager
     def _atomic(self):
-        """Restore the fitted attributes if the block raises.
+        """Run the block all-or-nothing (:func:`~sklearn_dpu._transaction.atomic`).
 
-        Methods that mutate nested state (the registry, the statistics) do so
-        only after every check that can fail, so a shallow snapshot of the
-        attributes is enough to leave a failed call without effect.
+        The fitted attributes are restored if the block raises
+        (``KeyboardInterrupt`` included), and so is the nested state that
+        registered its in-place edits (the registry's removals, the
+        statistics, an SGD run): an undo log, never a copy of the rows. A
+        block nested in another (a search's selected model, a pipeline's
+        step) that completes is undone too if the outer block fails.
         """
-        snapshot = dict(self.__dict__)
-        try:
+        with atomic():
+            keep_attributes(self)
             yield
-        except BaseException:
-            self.__dict__.clear()
-            self.__dict__.update(snapshot)
-            raise
 
     def _budget_increment(self, planned: list[Release], restart: bool) -> list:
         """Events to charge the budget for ``planned`` releases.
@@ -362,32 +362,34 @@ class PrivateEstimatorMixin:
         plan: DeletionPlan,
         execute: Callable[[], DeletionOutcome],
     ) -> None:
-        """Run ``delete_samples``: charge, execute, ledger, report.
+        """Run ``delete_samples``: execute, charge, ledger, report.
 
-        The ids were validated and ``plan`` made before this call. The planned
-        re-releases (with the plan's accounting entries) are charged first,
-        mandatorily (never refused nor blocked, see :meth:`_charge_budget`);
-        ``execute()`` changes the state and is timed (the report's only
-        timing); re-releases only the execution can name are charged after
-        it; then the ledger grows and one
-        :class:`~sklearn_dpu.unlearning.report.DeletionReport` is logged
+        The ids were validated and ``plan`` made before this call, inside
+        :meth:`_atomic`. ``execute()`` changes the state (registering the
+        undo of every in-place edit) and is timed (the report's only timing);
+        then the re-releases (planned, or named by the execution) with the
+        plan's accounting entries are charged, mandatorily (never refused nor
+        blocked, see :meth:`_charge_budget`): the commit point, after which a
+        SIGINT is held until the call completes. Then the ledger grows and
+        one :class:`~sklearn_dpu.unlearning.report.DeletionReport` is logged
         (:meth:`_log_deletion`), its ``rerelease_epsilon`` composed from the
-        re-releases alone.
+        re-releases alone. An exception before the charge (in ``execute``, or
+        while the charge waits for the ledger's lock) leaves the estimator
+        exactly as it was and the ledger without the charge.
+
+        Run by :func:`sklearn_dpu.unlearning.delete_samples`, the charge and
+        what follows are staged until every step of the pipeline has
+        executed, so that a failing step undoes the others before any charge.
         """
         what = "delete_samples"
-        if plan.releases is not None:
-            entries = [*plan.releases, *plan.accounting]
-            self._charge_budgets(self._budget_increment(entries, False), what, mandatory=True)
-        started = time.perf_counter()
-        outcome = execute()
-        elapsed = time.perf_counter() - started
+        budgets = self._budgets()  # with the frozen parameters in effect
+        with unstaged() as stage:  # a nested deletion (a search's model) finishes at once
+            started = time.perf_counter()
+            outcome = execute()
+            elapsed = time.perf_counter() - started
         made = tuple(plan.releases if plan.releases is not None else outcome.releases or ())
-        if plan.releases is None:
-            entries = [*made, *plan.accounting]
-            self._charge_budgets(self._budget_increment(entries, False), what, mandatory=True)
         entries = [*made, *plan.accounting]
-        if entries:
-            self._set_ledger([*self.privacy_ledger_, *(r.to_dict() for r in entries)])
+        increment = self._budget_increment(entries, False) if budgets else []
         delta = self._ledger_delta()
         rerelease = outcome.rerelease_epsilon
         if rerelease is None and made:
@@ -406,8 +408,24 @@ class PrivateEstimatorMixin:
             reason=plan.reason if outcome.reason is None else outcome.reason,
             notes=outcome.notes,
         )
-        self._log_deletion(report)
-        print_releases(self, f"{what} ({report.method})", [r.to_dict() for r in entries])
+
+        def finish() -> None:
+            # The commit point: once a shared ledger holds the charge, a
+            # Ctrl-C waits for the call to complete (hold_sigint); an error
+            # raised by the charge itself leaves the ledger without it and
+            # the estimator as it was.
+            hold_sigint()
+            for budget in budgets:
+                self._charge_budget(increment, what, mandatory=True, budget=budget)
+            if entries:
+                self._set_ledger([*self.privacy_ledger_, *(r.to_dict() for r in entries)])
+            self._log_deletion(report)
+            print_releases(self, f"{what} ({report.method})", [r.to_dict() for r in entries])
+
+        if stage is None:
+            finish()
+        else:  # sklearn_dpu.unlearning.delete_samples finishes every step at the end
+            stage.append(finish)
 
     def _check_deletable(self, sample_ids: list) -> None:
         """Raise :class:`~sklearn_dpu.exceptions.UnlearningError` if

@@ -61,6 +61,7 @@ import numpy as np
 
 from .._progress import step_ticker
 from .._row_threads import map_row_ranges, sum_over_row_ranges
+from .._transaction import on_rollback
 from ..privacy.mechanisms import GaussianSteps
 from ..unlearning.coupling import (
     poisson_subsample,
@@ -576,6 +577,8 @@ class CoupledSGDState(VersionedState):
                 - self.record_gradients(points, replacements)
             ) / m
         first = self._couple(steps, new_grad, rng)
+        members, replaced = self.batch_slots, self.batch_slots[positions]
+        on_rollback(lambda: members.__setitem__(positions, replaced))
         self.batch_slots[positions] = replacements
         self.forget_slots(np.array([slot]))
         return self._resolve(steps, first, new_grad, rng, 2 * len(steps))

@@ -20,6 +20,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._compat import DELTA_CONSTRAINT, HasMethods, Interval, StrOptions, _fit_context
+from .._transaction import keep_attributes
 from .._validation import INPUT_DTYPES, cast_outputs, nonfinite_x_reported_first, output_dtype
 from ..base import PrivateEstimatorMixin, PublicSizes
 from ..privacy.calibration import gaussian_noise_multiplier
@@ -596,9 +597,15 @@ class DPLinearRegression(PrivateEstimatorMixin, RegressorMixin, BaseEstimator):
         def execute() -> DeletionOutcome:
             rng = release_generator(self.random_state, len(self.privacy_ledger_))
             removed = registry.rows[slots]
-            # The registry first: if it fails, nothing else has changed.
+            # Every in-place edit below is undone if the call fails (_atomic):
+            # the registry's removal, the Gram's subtraction (added back), the
+            # state's and nodes' fields.
+            keep_attributes(state)
             registry.remove(slots)
             for node in nodes:
+                # renoise puts the new release in another buffer: the old one
+                # comes back with the node's attributes
+                keep_attributes(node)
                 inside = (chunks >= node.first) & (chunks <= node.last)
                 subtract_gram_of_codes(node.exact, removed[inside], fit_intercept)
                 if rho > 0:

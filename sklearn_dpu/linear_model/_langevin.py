@@ -59,6 +59,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
 from .._progress import step_ticker
+from .._transaction import keep_attributes
 from .._validation import INPUT_DTYPES
 from ..privacy.langevin import LangevinRun, unlearning_rho, unlearning_steps, zcdp_epsilon
 from ..privacy.ledger import Release, ReleasePlan
@@ -378,6 +379,7 @@ def delete_langevin(
         plan = DeletionPlan("certified", (release,), reason)
 
     def execute() -> DeletionOutcome:
+        keep_attributes(state)  # the chunks it replaces; the registry undoes its removal
         keep = registry.alive[: registry.size].copy()
         keep[slots] = False
         rows = registry.rows[: registry.size][keep]

@@ -21,6 +21,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.utils.multiclass import check_classification_targets
 
+from .._transaction import keep_attributes
 from .._validation import cast_outputs
 from . import _auto_bounds as auto_bounds
 from . import _langevin as langevin
@@ -73,7 +74,9 @@ def delete_samples(estimator: Any, sample_ids: list, share: float, notes: Sequen
     plan = deletion.deletion_plan(params, loss, state.chunks, chunk_plan, target_model)
 
     def execute():
-        # Re-releases read the remaining rows; the registry changes only after.
+        # Re-releases read the remaining rows; the registry changes only after
+        # (its removal and the state's new chunks are undone if the call fails).
+        keep_attributes(state)
         chunks, fell_back, work = deletion.rerelease_chunks(
             params,
             loss,

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .._transaction import in_transaction, keep_array_values, keep_attributes, on_rollback
 from ..privacy.ledger import Release
 from ..privacy.random import release_generator
 from ..unlearning.state import SampleRegistry, VersionedState
@@ -210,6 +211,7 @@ def delete_from_run(
     Poisson batches: one coupled edit; fixed batches: one row at a time
     ([U24]_ Claim 5); a refit if the shifted count leaves its size class.
     """
+    keep_run(ledger, state)
     n_noisy = ledger.shifted_count(-len(slots))
     schedule = _new_schedule(ledger, state, n_noisy)
     ledger.n_noisy = n_noisy
@@ -225,6 +227,24 @@ def delete_from_run(
     return [
         state.delete_fixed(int(registry.slots_of([sample_id])[0]), rng) for sample_id in ordered
     ]
+
+
+def keep_run(ledger: SGDEditLedger, state: CoupledSGDState) -> None:
+    """Register the undo of an edit of the run (inside
+    :func:`~sklearn_dpu._transaction.atomic`): the per-step arrays' values
+    (O(T d), copied; never the rows), the ledger's counters and every field
+    an edit reassigns. The registry undoes its own removals, and a fixed
+    batch's replaced members are restored where they are replaced
+    (:meth:`CoupledSGDState.delete_fixed`)."""
+    if not in_transaction():
+        return
+    for array in (state.grad, state.coupled, state.noisy, state.path, state.batch_ptr):
+        keep_array_values(array)
+    keep_array_values(ledger.reserve_charged)
+    counters = dict(ledger.counters)
+    on_rollback(lambda: ledger.counters.update(counters))
+    keep_attributes(state)
+    keep_attributes(ledger)
 
 
 def _edit_entry(

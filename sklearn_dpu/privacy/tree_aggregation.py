@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._transaction import on_commit, on_rollback
 from .._validation import is_scratch
 from .mechanisms import GaussianMechanism, symmetric_scratch
 
@@ -72,6 +73,7 @@ class TreeAggregator:
     def __getstate__(self):
         state = dict(self.__dict__)
         state.pop("_scratch", None)  # the noise's scratch: contents meaningless
+        state.pop("_spare", None)  # the next re-release's buffer: likewise
         return state
 
     def _noised(self, exact: np.ndarray, rng, out: np.ndarray | None = None) -> np.ndarray:
@@ -124,13 +126,20 @@ class TreeAggregator:
     def renoise(self, node: TreeNode, rng: np.random.Generator) -> None:
         """Replace ``node``'s noise by a fresh draw (after its exact sum changed).
 
-        The new release overwrites the old one's buffer when it can (the old
-        values are replaced anyway): a fresh ``q x q`` array would cost a page
-        fault every 4 KiB (8 MB at q = 1000) on a first deletion. Same values.
+        The new release goes to a spare buffer, kept from one call to the
+        next and never pickled (a fresh ``q x q`` array would cost a page
+        fault every 4 KiB, 8 MB at q = 1000, at every deletion), and the old
+        one becomes the spare when the enclosing
+        :func:`~sklearn_dpu._transaction.atomic` block commits: until then
+        it is the release a failed deletion puts back (with the node's
+        attributes, which the caller keeps). Same values.
         """
-        buffer = node.noisy
-        reusable = self.symmetric and is_scratch(buffer, node.exact.shape, own=True)
-        node.noisy = self._noised(node.exact, rng, out=buffer if reusable else None)
+        old, spare = node.noisy, self.__dict__.pop("_spare", None)
+        reusable = self.symmetric and is_scratch(spare, node.exact.shape, own=True)
+        node.noisy = self._noised(node.exact, rng, out=spare if reusable else None)
+        on_rollback(lambda: self.__dict__.__setitem__("_spare", spare))
+        if self.symmetric and is_scratch(old, node.exact.shape, own=True):
+            on_commit(lambda: self.__dict__.__setitem__("_spare", old))
 
     def draw_noise(self, shape: tuple, rng: np.random.Generator) -> np.ndarray:
         """A fresh draw of the noise one node receives (no data involved)."""

@@ -19,6 +19,7 @@ from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import OneHotEncoder, OrdinalEncoder
 from sklearn.utils import get_tags
 
+from .._transaction import atomic, staged_finishes
 from ..exceptions import IncompleteUnlearningWarning, UnlearningError
 from .ids import deletion_request, sample_id_kind
 
@@ -292,8 +293,14 @@ def delete_samples(
     if positions:
         _check_positions_confirmed(deletable)
     _check_ids_known(deletable, sample_ids)
-    for _, step in deletable:
-        step.delete_samples(sample_ids)
+    # All or nothing: every step executes its deletion (undone, with the
+    # steps before it, if one fails), then every step charges and logs.
+    with atomic():
+        with staged_finishes() as finishes:
+            for _, step in deletable:
+                step.delete_samples(sample_ids)
+        for finish in finishes:
+            finish()
     if blocked:
         note = (
             "INCOMPLETE: deleted through a pipeline whose other steps still hold what they "

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
+from .._transaction import in_transaction, on_rollback
 from ..exceptions import StateVersionError, UnlearningError
 from ._id_index import IdIndex, _request_array
 from .ids import (
@@ -517,7 +518,18 @@ class SampleRegistry(VersionedState):
         return slots.astype(np.int64)
 
     def remove(self, slots: np.ndarray) -> None:
-        """Forget the rows in ``slots``: zero them, drop their ids from the index."""
+        """Forget the rows in ``slots``: zero them, drop their ids from the index.
+
+        Inside :func:`~sklearn_dpu._transaction.atomic`, the removal is undone
+        if the block fails: the rows and ids of ``slots`` are kept aside
+        until then (O(k) for k slots), and a compaction's new arrays are
+        dropped for the old ones, kept by reference. A disk-backed registry
+        (:func:`~sklearn_dpu.unlearning.disk_backed_rows`) gets its rows and
+        ids back, but not the implicit snapshot files the removal deleted,
+        nor, after a compaction, its former working file.
+        """
+        if in_transaction():
+            self._keep_for_rollback(slots)
         if self._index is not None:
             self._index.drop(self.ids_of(slots))
         self.rows[slots] = 0
@@ -533,6 +545,27 @@ class SampleRegistry(VersionedState):
             self._store.changed(deleted=True)
         if 2 * self.n_samples < self.size:
             self._compact()
+
+    def _keep_for_rollback(self, slots: np.ndarray) -> None:
+        """Register the undo of :meth:`remove` ``(slots)``."""
+        saved = dict(self.__dict__)
+        rows, alive, ids = self.rows, self._alive, self._ids
+        removed = rows[slots]  # a copy: the k rows
+        removed_ids = None if ids is None else ids[slots]
+
+        def undo() -> None:
+            rows[slots] = removed
+            if isinstance(rows, np.memmap):
+                rows.flush()
+            if alive is not None:
+                alive[slots] = True
+            if ids is not None:
+                ids[slots] = removed_ids
+            self.__dict__.clear()
+            self.__dict__.update(saved)
+            self._index = None  # its ids were dropped: rebuilt at the next lookup
+
+        on_rollback(undo)
 
     def _compact(self) -> None:
         if self._store is not None:  # the live rows move to a new file; the old is removed
