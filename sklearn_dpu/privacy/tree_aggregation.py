@@ -114,6 +114,11 @@ class TreeAggregator:
         node = TreeNode(first, t, exact, self._noised(exact, rng))
         self.nodes = [*kept, node]
         self.n_chunks = t
+        if self.symmetric and not is_scratch(self.__dict__.get("_spare"), exact.shape, own=True):
+            # renoise's buffer, its pages touched here rather than in the
+            # first deletion (8 MB at q = 1000: a fault every 4 KiB)
+            self._spare = np.empty_like(node.noisy)
+            self._spare.fill(0.0)
         return node
 
     def node_of(self, chunk: int) -> TreeNode:
