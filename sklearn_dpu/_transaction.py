@@ -44,6 +44,14 @@ __all__ = [
 ]
 
 
+# The signal module's functions wrapped by ``signal.signal`` and
+# ``signal.getsignal``, which convert every handler to an enum (3 us a call
+# against 0.3 us; a deletion makes about 7 of them, 20-30 us of a 0.8 ms
+# one-row deletion at n = 1e6, d = 100).
+_set_handler, _get_handler = signal._signal.signal, signal._signal.getsignal
+_SIGINT = int(signal.SIGINT)
+
+
 class _Transaction:
     """Undo steps and commit actions of the outermost :func:`atomic` block."""
 
@@ -58,7 +66,7 @@ class _Transaction:
             return
         received: list = []
         try:
-            previous = signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+            previous = _set_handler(_SIGINT, lambda signum, frame: received.append(signum))
         except ValueError:  # not the main interpreter's main thread
             return
         self.sigint = (previous, received)
@@ -69,7 +77,7 @@ class _Transaction:
             return False
         previous, received = self.sigint
         self.sigint = None
-        signal.signal(signal.SIGINT, previous)
+        _set_handler(_SIGINT, previous)
         return bool(received)
 
     def rollback(self, mark: int) -> None:
@@ -210,14 +218,14 @@ def deferred_sigint() -> Iterator[None]:
         return
     received = []
     try:
-        previous = signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+        previous = _set_handler(_SIGINT, lambda signum, frame: received.append(signum))
     except ValueError:  # not the main interpreter's main thread
         yield
         return
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        _set_handler(_SIGINT, previous)
     if received:
         raise KeyboardInterrupt
 
@@ -227,5 +235,5 @@ def _may_handle_sigint() -> bool:
     Python's default handler (``KeyboardInterrupt``) is installed."""
     return (
         threading.current_thread() is threading.main_thread()
-        and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        and _get_handler(_SIGINT) is signal.default_int_handler
     )
