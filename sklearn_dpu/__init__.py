@@ -11,6 +11,7 @@ from .exceptions import (
     SelectionFailedError,
     StateVersionError,
     UnlearningError,
+    UnreliableBoundsWarning,
 )
 from .linear_model import DPLinearRegression, DPLogisticRegression, UnlearnableSGDClassifier
 from .model_selection import PrivateGridSearch
@@ -37,5 +38,6 @@ __all__ = [
     "StateVersionError",
     "UnlearnableSGDClassifier",
     "UnlearningError",
+    "UnreliableBoundsWarning",
     "__version__",
 ]
