@@ -471,10 +471,13 @@ class DeletionCostDisplay:
             retrain = {"linestyle": "--", "color": "k", "label": "retrain (measured by you)"}
             retrain.update(retrain_kwargs or {})
             self.retrain_line_ = ax.axhline(self.retrain_time, **retrain)
+        from matplotlib.ticker import MaxNLocator  # noqa: PLC0415 (optional dependency)
+
         ax.set_yscale("log")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # calls are counted
         ax.set_xlabel("deletion call")
         ax.set_ylabel("seconds per deleted sample" if per_sample else "seconds per call")
-        ax.legend()
+        ax.legend(loc="best")
         self.ax_, self.figure_ = ax, figure
         return self
 
