@@ -175,7 +175,11 @@ def test_published_bounds_differ_between_neighbours_only_through_noise(monkeypat
     def exact(values, mechanisms, rng):
         return np.array([np.quantile(values[:, j], m.quantile) for j, m in enumerate(mechanisms)])
 
+    def exact_spreads(values, center, resolution, mechanisms, rng):
+        return exact(np.abs(np.asarray(values) - center), mechanisms, rng)
+
     monkeypatch.setattr(linear_bounds, "private_column_quantiles", exact)
+    monkeypatch.setattr(linear_bounds, "private_column_spreads", exact_spreads)
     assert _leaks(_published_bounds(data, seeds), _published_bounds(neighbour, seeds))
 
 

@@ -31,9 +31,10 @@ from sklearn_dpu.privacy.quantiles import (
 
 GRID = GeometricGrid(0.25, 8.0, ratio=2.0)  # 0.25 .. 8, 6 candidates
 CENTER, RESOLUTION = 1.0, 0.5
-# at the center, in its cell, on its lower edge, just above it, off it, and
-# beyond the grid
-VALUES = (1.0, 0.7, 0.5, 1.3, 0.0, 2.0, 4.0, -30.0)
+# at the center, in its cell, on its lower edge and just below it, just above
+# the center, off it (also within the first scale cell), and beyond the grid
+VALUES = (1.0, 0.7, 0.5, 0.5 - 1e-12, 1 + 1e-12, 1.1, 1.3, 0.0, 4.0, -30.0)
+AT_CENTER = (1.0, 0.7, 0.5)
 
 
 def _neighbours(max_size: int = 3):
@@ -71,6 +72,17 @@ def test_rows_at_the_center_change_nothing_and_the_others_max_q_one_minus_q(q):
     ]
     assert max(changes) <= mech.sensitivity + 1e-12
     assert max(changes) == pytest.approx(max(q, 1 - q))
+
+
+@pytest.mark.parametrize("q", [0.3, 0.5, 0.95])
+def test_a_row_at_the_center_changes_no_utility(q):
+    mech = PrivateQuantile(1.0, q, GRID)
+    for small, _ in _neighbours():
+        for added in AT_CENTER:
+            np.testing.assert_array_equal(
+                spread_utilities(mech, [*small, added], CENTER, RESOLUTION),
+                spread_utilities(mech, small, CENTER, RESOLUTION),
+            )
 
 
 @pytest.mark.parametrize("q", [0.3, 0.5, 0.95])
@@ -184,3 +196,29 @@ def test_a_mostly_zero_target_keeps_its_range():
     low, high = model.target_interval_
     assert high >= 10  # the nonzero targets are not clipped to about 0
     assert model.score(X, y) > LinearRegression().fit(X, y).score(X, y) - 0.02
+
+
+def _offsets(n, rng):
+    # features that vary by far less than their offset, a target too
+    X = np.column_stack(
+        [rng.integers(2015, 2021, n), 40.70 + 0.1 * rng.random(n), 1000 + 10 * rng.normal(size=n)]
+    ).astype(float)
+    y = 290 + 2 * (X[:, 0] - 2017.5) + 100 * (X[:, 1] - 40.75) + 0.3 * (X[:, 2] - 1000)
+    return X, y + rng.normal(size=n)
+
+
+def test_offset_features_and_target_keep_their_resolution():
+    # The rows in the center's cell leave a feature's spread: with the
+    # features' center grid at 1% (a cell of 20 years, 0.4 degrees), years
+    # and latitudes lost their rows and R^2 fell to 0.25 and 0.19 (0.93
+    # before); with the target's 9% cells as its band, an offset target's
+    # range tripled (R^2 0.79 -> -0.68).
+    rng = np.random.default_rng(4)
+    X, y = _offsets(20000, rng)
+    X_test, y_test = _offsets(5000, rng)
+    best = LinearRegression().fit(X, y).score(X_test, y_test)
+    for seed in range(3):
+        model = DPLinearRegression(epsilon=10, random_state=seed).fit(X, y)
+        assert model.score(X_test, y_test) > best - 0.05
+        low, high = model.target_interval_
+        assert high - low < 40  # y is 290 +- 8: its range stays near its spread
