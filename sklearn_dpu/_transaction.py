@@ -7,9 +7,9 @@ edit made inside :func:`atomic` registers how to undo itself
 (:func:`on_rollback`, or :func:`keep_attributes` / :func:`keep_array_values`
 before the edit); if the block raises, ``KeyboardInterrupt`` included, the undo
 steps run in reverse order, so the objects hold exactly what they held
-before. Work that cannot be undone cheaply and need not happen before the
-end (a registry's compaction) is postponed to the commit
-(:func:`on_commit`).
+before. Work that cannot be undone and need not happen before the end (the
+removal of a disk-backed registry's former working file, printing) is
+postponed to the commit (:func:`on_commit`).
 
 Blocks nest: an inner block that raises undoes its own edits; one that
 completes leaves them to the outermost block, which undoes them too if it
@@ -25,7 +25,7 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar, Token
+from contextvars import ContextVar
 from typing import Any
 
 import numpy as np
@@ -99,26 +99,42 @@ def atomic() -> Iterator[None]:
     """
     outer = _ACTIVE.get()
     transaction = _Transaction() if outer is None else outer
-    token = _ACTIVE.set(transaction) if outer is None else None
     mark, commits = len(transaction.undo), len(transaction.commit)
     try:
         try:
+            if outer is None:
+                _ACTIVE.set(transaction)
             yield
         except BaseException:
             del transaction.commit[commits:]
             transaction.rollback(mark)
             raise
         finally:
-            if token is not None:
-                _ACTIVE.reset(token)
+            # set back whatever interrupted the block, even before its yield
+            # (a token could be lost between set() and its assignment)
+            if outer is None:
+                _ACTIVE.set(None)
         if outer is None:
             with deferred_sigint():
-                for action in transaction.commit:
-                    action()
+                _run_all(transaction.commit)
     finally:
         interrupted = outer is None and transaction.release_sigint()
     if interrupted:
         raise KeyboardInterrupt("interrupted while committing (the call completed)")
+
+
+def _run_all(actions: list[Callable[[], None]]) -> None:
+    """Run every commit action (the call has completed: one failing, say
+    a print to a closed pipe, must not skip the others), then raise the
+    first error."""
+    error = None
+    for action in actions:
+        try:
+            action()
+        except Exception as caught:  # noqa: BLE001 (raised after the others ran)
+            error = error or caught
+    if error is not None:
+        raise error
 
 
 def hold_sigint() -> None:
@@ -139,26 +155,28 @@ _STAGED: ContextVar[list | None] = ContextVar("sklearn_dpu_staged", default=None
 
 @contextmanager
 def staged_finishes() -> Iterator[list]:
-    """Collect the finishing steps of the deletions the block runs directly
-    (:func:`finish_or_stage`) instead of running them; the caller runs them
-    once every deletion has executed."""
+    """Collect the ``(prepare, charge)`` steps of the deletions the block runs
+    directly instead of running them; the caller runs every ``prepare``, then
+    every ``charge``, once every deletion has executed."""
     finishes: list = []
-    token = _STAGED.set(finishes)
+    before = _STAGED.get()
     try:
+        _STAGED.set(finishes)
         yield finishes
     finally:
-        _STAGED.reset(token)
+        _STAGED.set(before)
 
 
 @contextmanager
 def unstaged() -> Iterator[list | None]:
     """Run the block with no staging (the deletions it nests finish at
     once); yields the list a :func:`staged_finishes` block collects in, if any."""
-    token = _STAGED.set(None)
+    before = _STAGED.get()
     try:
-        yield token.old_value if token.old_value is not Token.MISSING else None
+        _STAGED.set(None)
+        yield before
     finally:
-        _STAGED.reset(token)
+        _STAGED.set(before)
 
 
 def in_transaction() -> bool:

@@ -31,7 +31,7 @@ import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
 from ._progress import iteration_progress, print_releases
-from ._transaction import atomic, hold_sigint, keep_attributes, unstaged
+from ._transaction import atomic, hold_sigint, keep_attributes, on_commit, unstaged
 from .exceptions import (
     BudgetExceededError,
     BudgetUnavailableWarning,
@@ -362,24 +362,27 @@ class PrivateEstimatorMixin:
         plan: DeletionPlan,
         execute: Callable[[], DeletionOutcome],
     ) -> None:
-        """Run ``delete_samples``: execute, charge, ledger, report.
+        """Run ``delete_samples``: execute, report, charge.
 
         The ids were validated and ``plan`` made before this call, inside
         :meth:`_atomic`. ``execute()`` changes the state (registering the
-        undo of every in-place edit) and is timed (the report's only timing);
-        then the re-releases (planned, or named by the execution) with the
-        plan's accounting entries are charged, mandatorily (never refused nor
-        blocked, see :meth:`_charge_budget`): the commit point, after which a
-        SIGINT is held until the call completes. Then the ledger grows and
-        one :class:`~sklearn_dpu.unlearning.report.DeletionReport` is logged
-        (:meth:`_log_deletion`), its ``rerelease_epsilon`` composed from the
-        re-releases alone. An exception before the charge (in ``execute``, or
+        undo of every in-place edit) and is timed (the report's only timing).
+        Then the ledger grows and one
+        :class:`~sklearn_dpu.unlearning.report.DeletionReport` is made
+        (:meth:`_deletion_entry`), its ``rerelease_epsilon`` composed from the
+        re-releases alone; then the re-releases (planned, or named by the
+        execution) with the plan's accounting entries are charged,
+        mandatorily (never refused nor blocked, see :meth:`_charge_budget`):
+        the commit point, after which a SIGINT is held until the call
+        completes, the report is logged with the charge's notes, and the
+        releases are printed (``verbose``) when the call commits. An
+        exception before the charge (in ``execute``, in the accountant, or
         while the charge waits for the ledger's lock) leaves the estimator
         exactly as it was and the ledger without the charge.
 
-        Run by :func:`sklearn_dpu.unlearning.delete_samples`, the charge and
-        what follows are staged until every step of the pipeline has
-        executed, so that a failing step undoes the others before any charge.
+        Run by :func:`sklearn_dpu.unlearning.delete_samples`, every step of
+        the pipeline executes, then every step makes its report, then every
+        step charges: a failing step undoes the others before any charge.
         """
         what = "delete_samples"
         budgets = self._budgets()  # with the frozen parameters in effect
@@ -409,23 +412,31 @@ class PrivateEstimatorMixin:
             notes=outcome.notes,
         )
 
-        def finish() -> None:
+        logged = []
+
+        def prepare() -> None:
+            # Everything that can fail (the accountant's remaining epsilon)
+            # before the charge: a failure here is rolled back, uncharged.
+            if entries:
+                self._set_ledger([*self.privacy_ledger_, *(r.to_dict() for r in entries)])
+            logged.append(self._deletion_entry(report))
+
+        def charge() -> None:
             # The commit point: once a shared ledger holds the charge, a
-            # Ctrl-C waits for the call to complete (hold_sigint); an error
-            # raised by the charge itself leaves the ledger without it and
-            # the estimator as it was.
+            # Ctrl-C waits for the call to complete (hold_sigint), and what
+            # remains cannot fail but printing, which runs at the commit.
             hold_sigint()
             for budget in budgets:
                 self._charge_budget(increment, what, mandatory=True, budget=budget)
-            if entries:
-                self._set_ledger([*self.privacy_ledger_, *(r.to_dict() for r in entries)])
-            self._log_deletion(report)
-            print_releases(self, f"{what} ({report.method})", [r.to_dict() for r in entries])
+            self._append_deletion(logged[0])
+            dicts = [r.to_dict() for r in entries]
+            on_commit(lambda: print_releases(self, f"{what} ({report.method})", dicts))
 
         if stage is None:
-            finish()
-        else:  # sklearn_dpu.unlearning.delete_samples finishes every step at the end
-            stage.append(finish)
+            prepare()
+            charge()
+        else:  # sklearn_dpu.unlearning.delete_samples: every step prepares, then charges
+            stage.append((prepare, charge))
 
     def _check_deletable(self, sample_ids: list) -> None:
         """Raise :class:`~sklearn_dpu.exceptions.UnlearningError` if
@@ -476,20 +487,26 @@ class PrivateEstimatorMixin:
             return frozen["delta"]
         return self.delta
 
-    def _log_deletion(self, report) -> None:
-        """Append ``report`` to ``deletion_log_``, stating what everything
-        published so far (this call's re-release included) costs the samples
-        that remain: ``remaining_epsilon`` is ``privacy_spent_.epsilon``. The
-        first report of an estimator whose ids are row positions says so, and
-        a report whose re-release could not be charged to the shared budget (or
-        was charged past its cap) says that too."""
-        notes = (*report.notes, *self.__dict__.pop("_budget_notes", ()))
+    def _deletion_entry(self, report):
+        """``report`` stating what everything published so far (this call's
+        re-release included) costs the samples that remain:
+        ``remaining_epsilon`` is ``privacy_spent_.epsilon``. The first report
+        of an estimator whose ids are row positions says so."""
+        notes = report.notes
         kind = sample_id_kind(self)
         if not self.deletion_log_ and kind in ("positions", "mixed"):
             notes = (ID_KIND_NOTES[kind], *notes)
-        report = dataclasses.replace(
+        return dataclasses.replace(
             report, remaining_epsilon=self.privacy_spent_.epsilon, notes=notes
         )
+
+    def _append_deletion(self, report) -> None:
+        """Append a :meth:`_deletion_entry` to ``deletion_log_``, with the
+        notes of its charge: a re-release that could not be charged to the
+        shared budget (or was charged past its cap) says so."""
+        budget_notes = self.__dict__.pop("_budget_notes", ())
+        if budget_notes:
+            report = dataclasses.replace(report, notes=(*report.notes, *budget_notes))
         self.deletion_log_ = [*self.deletion_log_, report]
 
     def _set_ledger(self, ledger: list[dict]) -> None:

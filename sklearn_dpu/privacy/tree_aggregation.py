@@ -73,7 +73,7 @@ class TreeAggregator:
     def __getstate__(self):
         state = dict(self.__dict__)
         state.pop("_scratch", None)  # the noise's scratch: contents meaningless
-        state.pop("_spare", None)  # the next re-release's buffer: likewise
+        state.pop("_spares", None)  # the next re-releases' buffers: likewise
         return state
 
     def _noised(self, exact: np.ndarray, rng, out: np.ndarray | None = None) -> np.ndarray:
@@ -114,11 +114,13 @@ class TreeAggregator:
         node = TreeNode(first, t, exact, self._noised(exact, rng))
         self.nodes = [*kept, node]
         self.n_chunks = t
-        if self.symmetric and not is_scratch(self.__dict__.get("_spare"), exact.shape, own=True):
+        spares = self.__dict__.setdefault("_spares", [])
+        if self.symmetric and not any(is_scratch(b, exact.shape, own=True) for b in spares):
             # renoise's buffer, its pages touched here rather than in the
             # first deletion (8 MB at q = 1000: a fault every 4 KiB)
-            self._spare = np.empty_like(node.noisy)
-            self._spare.fill(0.0)
+            spare = np.empty_like(node.noisy)
+            spare.fill(0.0)
+            spares.append(spare)
         return node
 
     def node_of(self, chunk: int) -> TreeNode:
@@ -131,20 +133,24 @@ class TreeAggregator:
     def renoise(self, node: TreeNode, rng: np.random.Generator) -> None:
         """Replace ``node``'s noise by a fresh draw (after its exact sum changed).
 
-        The new release goes to a spare buffer, kept from one call to the
-        next and never pickled (a fresh ``q x q`` array would cost a page
-        fault every 4 KiB, 8 MB at q = 1000, at every deletion), and the old
-        one becomes the spare when the enclosing
+        The new release goes to a spare buffer, one per node a deletion
+        renoises, kept from one call to the next and never pickled: a fresh
+        ``q x q`` array would cost a page fault every 4 KiB (8 MB at
+        q = 1000) at every deletion. The old one becomes a spare when the
+        enclosing
         :func:`~sklearn_dpu._transaction.atomic` block commits: until then
         it is the release a failed deletion puts back (with the node's
         attributes, which the caller keeps). Same values.
         """
-        old, spare = node.noisy, self.__dict__.pop("_spare", None)
-        reusable = self.symmetric and is_scratch(spare, node.exact.shape, own=True)
-        node.noisy = self._noised(node.exact, rng, out=spare if reusable else None)
-        on_rollback(lambda: self.__dict__.__setitem__("_spare", spare))
-        if self.symmetric and is_scratch(old, node.exact.shape, own=True):
-            on_commit(lambda: self.__dict__.__setitem__("_spare", old))
+        spares = self.__dict__.setdefault("_spares", [])
+        shape, old = node.exact.shape, node.noisy
+        index = next((i for i, b in enumerate(spares) if is_scratch(b, shape, own=True)), None)
+        spare = None if index is None else spares.pop(index)
+        if spare is not None:
+            on_rollback(lambda: spares.append(spare))
+        node.noisy = self._noised(node.exact, rng, out=spare if self.symmetric else None)
+        if self.symmetric and is_scratch(old, shape, own=True):
+            on_commit(lambda: spares.append(old))
 
     def draw_noise(self, shape: tuple, rng: np.random.Generator) -> np.ndarray:
         """A fresh draw of the noise one node receives (no data involved)."""

@@ -299,8 +299,10 @@ def delete_samples(
         with staged_finishes() as finishes:
             for _, step in deletable:
                 step.delete_samples(sample_ids)
-        for finish in finishes:
-            finish()
+        for prepare, _ in finishes:  # all that can fail, for every step
+            prepare()
+        for _, charge in finishes:  # then the charges: the commit point
+            charge()
     if blocked:
         note = (
             "INCOMPLETE: deleted through a pipeline whose other steps still hold what they "

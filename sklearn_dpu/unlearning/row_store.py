@@ -75,6 +75,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._transaction import in_transaction, on_commit, on_rollback
 from ..exceptions import PersistenceError
 
 __all__ = [
@@ -294,11 +295,26 @@ class RowStore:
         return np.memmap(path, dtype=dtype, mode="r+", shape=(capacity, width))
 
     def _adopt(self, path: str) -> None:
-        """Make ``path`` the working file; remove the previous one."""
-        if self._finalizer is not None:
-            self._finalizer()  # removes the old file now
+        """Make ``path`` the working file; remove the previous one (inside
+        :func:`~sklearn_dpu._transaction.atomic`, when the block commits; if
+        it fails, the previous file is the working file again and ``path``
+        is removed)."""
+        old_path, old_finalizer = self.path, self._finalizer
         self.path = path
         self._finalizer = weakref.finalize(self, _unlink, path)
+        if not in_transaction():
+            if old_finalizer is not None:
+                old_finalizer()  # removes the old file now
+            return
+        new_finalizer = self._finalizer
+
+        def undo() -> None:
+            new_finalizer()  # removes the new file
+            self.path, self._finalizer = old_path, old_finalizer
+
+        on_rollback(undo)
+        if old_finalizer is not None:
+            on_commit(old_finalizer)
 
     def allocate(
         self,

@@ -524,9 +524,10 @@ class SampleRegistry(VersionedState):
         if the block fails: the rows and ids of ``slots`` are kept aside
         until then (O(k) for k slots), and a compaction's new arrays are
         dropped for the old ones, kept by reference. A disk-backed registry
-        (:func:`~sklearn_dpu.unlearning.disk_backed_rows`) gets its rows and
-        ids back, but not the implicit snapshot files the removal deleted,
-        nor, after a compaction, its former working file.
+        (:func:`~sklearn_dpu.unlearning.disk_backed_rows`) gets its rows,
+        ids and working file back (a compaction removes the former file when
+        the block commits), but not the implicit snapshot files the removal
+        deleted.
         """
         if in_transaction():
             self._keep_for_rollback(slots)
