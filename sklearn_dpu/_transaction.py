@@ -154,29 +154,33 @@ _STAGED: ContextVar[list | None] = ContextVar("sklearn_dpu_staged", default=None
 
 
 @contextmanager
+def _staging(value: list | None) -> Iterator[list | None]:
+    """Run the block with ``_STAGED`` set to ``value``; yield the value it
+    had before (set back after the block, however it ends)."""
+    before = _STAGED.get()
+    try:
+        _STAGED.set(value)
+        yield before
+    finally:
+        _STAGED.set(before)
+
+
+@contextmanager
 def staged_finishes() -> Iterator[list]:
     """Collect the ``(prepare, charge)`` steps of the deletions the block runs
     directly instead of running them; the caller runs every ``prepare``, then
     every ``charge``, once every deletion has executed."""
     finishes: list = []
-    before = _STAGED.get()
-    try:
-        _STAGED.set(finishes)
+    with _staging(finishes):
         yield finishes
-    finally:
-        _STAGED.set(before)
 
 
 @contextmanager
 def unstaged() -> Iterator[list | None]:
     """Run the block with no staging (the deletions it nests finish at
     once); yields the list a :func:`staged_finishes` block collects in, if any."""
-    before = _STAGED.get()
-    try:
-        _STAGED.set(None)
+    with _staging(None) as before:
         yield before
-    finally:
-        _STAGED.set(before)
 
 
 def in_transaction() -> bool:
