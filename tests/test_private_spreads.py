@@ -222,3 +222,41 @@ def test_offset_features_and_target_keep_their_resolution():
         assert model.score(X_test, y_test) > best - 0.05
         low, high = model.target_interval_
         assert high - low < 40  # y is 290 +- 8: its range stays near its spread
+
+
+def test_rows_just_above_the_center_are_off_it():
+    # The band is the cell the released center stands for, [c - w, c]: a row
+    # above c, however close, is off the center (a symmetric band is caught).
+    mech = PrivateQuantile(1.0, 0.5, GRID)
+    empty = spread_utilities(mech, [4.0], CENTER, RESOLUTION)
+    for above in (1 + 1e-12, 1.1, 1.3):
+        assert not np.array_equal(spread_utilities(mech, [4.0, above], CENTER, RESOLUTION), empty)
+    for at in AT_CENTER:
+        np.testing.assert_array_equal(spread_utilities(mech, [4.0, at], CENTER, RESOLUTION), empty)
+
+
+def test_the_bounds_leave_out_the_cell_of_the_released_center(monkeypatch):
+    # End to end: draw passes the released centers and their cells' widths
+    # (public values), never data-derived ones, and floors the spreads.
+    from sklearn_dpu.linear_model import _linear_bounds
+
+    seen = {}
+    real = _linear_bounds.private_column_spreads
+
+    def spy(X, center, resolution, mechanisms, rng):
+        seen.setdefault("calls", []).append((np.array(center), np.array(resolution)))
+        return real(X, center, resolution, mechanisms, rng)
+
+    monkeypatch.setattr(_linear_bounds, "private_column_spreads", spy)
+    rng = np.random.default_rng(5)
+    # the second feature lies within one cell of its center: no row off it
+    X = np.column_stack([rng.normal(size=20000), 1000.0 + 0.01 * rng.random(20000)])
+    y = X[:, 0] + rng.normal(size=20000)
+    model = DPLinearRegression(epsilon=10, random_state=0).fit(X, y)
+    (center, resolution), (target_center, target_resolution) = seen["calls"]
+    np.testing.assert_array_equal(center, model.feature_center_)
+    grid = _linear_bounds.AUTO_BOUNDS.center_grid()
+    np.testing.assert_array_equal(resolution, grid.cell_widths(model.feature_center_))
+    assert target_resolution.tolist() == [0.0]  # the target: exact ties only
+    assert target_center[0] == pytest.approx(np.mean(model.target_interval_), rel=1e-12)
+    assert model.feature_scale_[1] >= 3 * resolution[1]  # the floor

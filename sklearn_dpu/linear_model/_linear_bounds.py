@@ -12,9 +12,9 @@ mechanism, [DR14]_ Thm 3.6) first chooses one of two designs
 * per-feature, when the rows are many enough for ``2 d + 1`` selections: for
   every feature ``j`` a center ``c_j`` (a private median over a fine signed
   geometric grid, only with an intercept: without one the model cannot absorb
-  a shift) and a scale ``s_j`` (3 times a private median of ``|x_j - c_j|``
-  over the rows off the center, and at least the center's resolution: see
-  below); rows are mapped to ``z = clip((x - c) / s, -1, 1)`` and clipped to
+  a shift) and a scale ``s_j`` (3 times a spread: a private median of
+  ``|x_j - c_j|`` over the rows off the center, and at least the center's
+  resolution; see below); rows are mapped to ``z = clip((x - c) / s, -1, 1)`` and clipped to
   a private quantile of their norms (at most ``sqrt(d)``). Features whose
   scales differ by orders of magnitude then weigh alike;
 * pooled, otherwise: one private median of the raw rows' norms
@@ -39,8 +39,10 @@ extrapolated to the rows it predicts by the inverse of that fraction (R^2 of
 on). The center's grid is fine (``w`` is 0.1% of the center) so that the
 cell holds a point mass but rarely a feature's other rows: with 1% cells,
 years 2015-2020 or latitudes within 0.1 degree lost their rows to the cell
-(R^2 0.93 -> 0.25). A feature that varies within ``w`` has no row off the
-center: its spread is then a draw uniform over the grid, floored at ``w``
+(R^2 0.93 -> 0.25). Without an intercept the center is 0, public, and
+only the rows exactly at 0 are left out (a 0/1 column again). A feature
+whose rows all lie in ``[c - w, c]`` has no row off the center: its spread
+is then a draw uniform over the grid, floored at ``w``
 (the feature is kept unclipped, possibly at a coarse scale); a value held by
 a few rows only (a rare 0/1 column) leaves few rows off the center, and the
 spread of so few is unreliable. The target's spread leaves out only the
