@@ -14,9 +14,9 @@ mechanism, [DR14]_ Thm 3.6) first chooses one of two designs
   geometric grid, only with an intercept: without one the model cannot absorb
   a shift) and a scale ``s_j`` (3 times a spread: a private median of
   ``|x_j - c_j|`` over the rows off the center, and at least the center's
-  resolution; see below); rows are mapped to ``z = clip((x - c) / s, -1, 1)`` and clipped to
-  a private quantile of their norms (at most ``sqrt(d)``). Features whose
-  scales differ by orders of magnitude then weigh alike;
+  resolution; see below); rows are mapped to ``z = clip((x - c) / s, -1, 1)``
+  and clipped to a private quantile of their norms (at most ``sqrt(d)``).
+  Features whose scales differ by orders of magnitude then weigh alike;
 * pooled, otherwise: one private median of the raw rows' norms
   (``feature_norm_``), which the rows are clipped to as an explicit bound
   would be. With few rows, ``2 d + 1`` selections would each come out close
@@ -28,23 +28,18 @@ exactly at the center); targets are clipped to ``center +- half_range``.
 
 A feature's spread leaves out the rows at its center, those in the grid cell
 the released center stands for, ``[c - w, c]``
-(:func:`~sklearn_dpu.privacy.quantiles.private_column_spreads`), and is at
-least ``w``. Counting them, the spread of a feature with more than half of
-its rows at one value (a 0/1 or one-hot column, a mostly-zero count, a
-standardized binary column) was the grid's lowest value, rows were clipped at
-a tiny fraction of their distance, and the linear model, fitted on those,
-extrapolated to the rows it predicts by the inverse of that fraction (R^2 of
--600 with a 0/1 column whose ones are 30% of the rows; below -7 on
-``load_diabetes``, whose ``sex`` column takes two values, from epsilon 100
-on). The center's grid is fine (``w`` is 0.1% of the center) so that the
-cell holds a point mass but rarely a feature's other rows: with 1% cells,
-years 2015-2020 or latitudes within 0.1 degree lost their rows to the cell
-(R^2 0.93 -> 0.25). Without an intercept the center is 0, public, and
-only the rows exactly at 0 are left out (a 0/1 column again). A feature
-whose rows all lie in ``[c - w, c]`` has no row off the center: its spread
-is then a draw uniform over the grid, floored at ``w``
-(the feature is kept unclipped, possibly at a coarse scale); a value held by
-a few rows only (a rare 0/1 column) leaves few rows off the center, and the
+(:func:`~sklearn_dpu.privacy.quantiles.private_column_spreads`, which says
+why), and is at least ``w``. Counting them gave R^2 of -600 with a 0/1 column
+whose ones are 30% of the rows, and below -7 on ``load_diabetes`` (its ``sex``
+column takes two values) from epsilon 100 on. The center's grid is fine (``w``
+is 0.1% of the center) so that the cell holds a point mass but rarely a
+feature's other rows: with 1% cells, years 2015-2020 or latitudes within 0.1
+degree lost their rows to the cell (R^2 0.93 -> 0.25). Without an intercept
+the center is 0, public, and only the rows exactly at 0 are left out (a 0/1
+column again). A feature whose rows all lie in ``[c - w, c]`` has no row off
+the center: its spread is then a draw uniform over the grid, floored at ``w``
+(the feature is kept unclipped, possibly at a coarse scale); a value held by a
+few rows only (a rare 0/1 column) leaves few rows off the center, and the
 spread of so few is unreliable. The target's spread leaves out only the
 targets exactly at the center (a mostly-zero target, centered at 0): its
 center's grid is coarse (9% cells, which hold every target of many data

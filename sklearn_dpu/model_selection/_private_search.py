@@ -334,7 +334,10 @@ class PrivateGridSearch(
         stated: the estimator's when the search was fitted (a ``set_params``
         since restates nothing), else the estimator's."""
         fitted = self.__dict__.get("_fit_delta")
-        return fitted if fitted is not None else self.estimator.get_params().get("delta", 1e-5)
+        return fitted if fitted is not None else self._template_delta()
+
+    def _template_delta(self) -> float:
+        return self.estimator.get_params().get("delta", 1e-5)
 
     def _validate_params(self):
         if not hasattr(self.estimator, "delete_samples") and hasattr(self.estimator, "steps"):
@@ -500,8 +503,7 @@ class PrivateGridSearch(
                 f"This {type(self).__name__} estimator requires y to be passed, "
                 "but the target y is None."
             )
-        self._fit_delta = None  # this fit states at the estimator's delta
-        self._fit_delta = self.delta
+        self._fit_delta = self._template_delta()  # what this fit states its epsilons at
         self._fit_method = self.method
         params = self.get_params(deep=False)
         # Before any data is read: the scoring's public bound, the candidates.

@@ -401,9 +401,7 @@ def private_column_spreads(
     resolution = np.asarray(resolution, dtype=np.float64)
     if any(m.grid.signed for m in mechanisms):
         raise ValueError("spreads are released on positive grids")
-    # Rows at the center get distance -1, counted below every (positive)
-    # grid value: the counts off the center are those less the count at -1.
-    grids = [np.concatenate([[-1.0], m.grid.values]) for m in mechanisms]
+    grids = [_spread_grid(m) for m in mechanisms]
     if is_dask_collection(X):
         if X.ndim != 2 or len(mechanisms) != X.shape[1]:
             raise ValueError(f"{len(mechanisms)} mechanisms for X of shape {X.shape}")
@@ -436,6 +434,12 @@ def _off_center_distances(X: np.ndarray, center: np.ndarray, resolution: np.ndar
     return np.where(at_center, -1.0, distances)
 
 
+def _spread_grid(mechanism: PrivateQuantile) -> np.ndarray:
+    """The values a spread's counts go up to: -1, the distance of the rows at
+    the center (below every positive grid value), then the grid."""
+    return np.concatenate([[-1.0], mechanism.grid.values])
+
+
 def _off_center(upto: np.ndarray, n: int) -> tuple[np.ndarray, int]:
     """The counts of :meth:`PrivateQuantile.utilities_of_counts` for the rows
     off the center, from ``upto = #{d <= (-1, *grid)}`` over all rows."""
@@ -450,10 +454,8 @@ def spread_utilities(
     column's ``values`` (its privacy is checked on them)."""
     x = np.asarray(values, dtype=np.float64).reshape(-1, 1)
     d = np.sort(_off_center_distances(x, np.array([center]), np.array([resolution]))[:, 0])
-    grid = np.concatenate([[-1.0], mechanism.grid.values])
-    return mechanism.utilities_of_counts(
-        *_off_center(np.searchsorted(d, grid, side="right"), d.size)
-    )
+    upto = np.searchsorted(d, _spread_grid(mechanism), side="right")
+    return mechanism.utilities_of_counts(*_off_center(upto, d.size))
 
 
 def private_norm_bound(X: ArrayLike, mechanism: PrivateQuantile, rng: np.random.Generator) -> float:
