@@ -84,6 +84,14 @@ class PublicSizes:
         return cls()  # unknown, or no feature: validation will say what is wrong
 
 
+def _warn_at_commit(message: str, category: type[Warning]) -> None:
+    """Warn when the enclosing :func:`~sklearn_dpu._transaction.atomic` block
+    commits (at once outside one): a warning of a charge already recorded in
+    a shared ledger, raised as an error (``-W error``), must not roll back
+    the call the charge is for."""
+    on_commit(lambda: warnings.warn(message, category, stacklevel=2))
+
+
 class PrivateEstimatorMixin:
     """Ledger, budget and versioned persistence for sklearn_dpu estimators.
 
@@ -193,14 +201,13 @@ class PrivateEstimatorMixin:
                 f"({type(err).__name__}); the charge is kept in pending_budget_charges_ until "
                 "budget.charge_pending(estimator) or the next successful charge records it",
             )
-            warnings.warn(
+            _warn_at_commit(
                 f"{description} completed, but its re-release could not be charged to the "
                 f"shared budget: {err}. The charge is kept in pending_budget_charges_ "
                 f"({len(self.pending_budget_charges_)} pending); call "
                 "budget.charge_pending(estimator) once the ledger is reachable (the next "
                 "successful charge also records it).",
                 BudgetUnavailableWarning,
-                stacklevel=3,
             )
             return
         self._settled_pending(budget, pending)
@@ -210,12 +217,11 @@ class PrivateEstimatorMixin:
                 f"this re-release was charged to the shared budget {budget.path} past its "
                 "cap (deletions are never refused); further fits on it will be refused",
             )
-            warnings.warn(
+            _warn_at_commit(
                 f"{description} re-released the model past the budget cap of "
                 f"{budget.path}: deletions are never refused. Further fits on "
                 "this budget will be refused.",
                 PrivacyLeakWarning,
-                stacklevel=3,
             )
 
     def _charge_budgets(self, increment: list, what: str, mandatory: bool = False) -> None:
@@ -485,7 +491,8 @@ class PrivateEstimatorMixin:
         frozen = getattr(getattr(self, "unlearning_state_", None), "frozen_params", None)
         if frozen is not None and "delta" in frozen:
             return frozen["delta"]
-        return self.delta
+        fitted = self.__dict__.get("_fit_delta")  # kept by a fit without frozen params
+        return self.delta if fitted is None else fitted
 
     def _deletion_entry(self, report):
         """``report`` stating what everything published so far (this call's

@@ -257,3 +257,69 @@ def test_a_disk_backed_compaction_is_undone_with_its_file(tmp_path, monkeypatch)
         m.partial_fit(X[100:300], Y_REG[100:300], sample_id=np.arange(100, 300))
         m.delete_samples(list(range(10, 20)))
     assert np.array_equal(model.predict(X), twin.predict(X))
+
+
+def test_a_ctrl_c_while_a_disk_backed_compaction_adopts_its_file(tmp_path):
+    # Between the store's switch to the compacted file and the registration
+    # of its undo, a Ctrl-C left the store on the compacted file under the
+    # restored slots.
+    import signal
+    import sys
+
+    from sklearn_dpu.unlearning import disk_backed_rows, row_store
+
+    code = row_store.RowStore._adopt.__code__
+    for target in sorted({line for _, _, line in code.co_lines() if line}):
+        with disk_backed_rows(tmp_path):
+            model = _linear()
+            model.partial_fit(X[:100], Y_REG[:100], sample_id=np.arange(100))
+
+        def tracer(frame, event, arg, target=target):
+            if frame.f_code is not code:
+                return None
+
+            def local(frame, event, arg):
+                if event == "line" and frame.f_lineno == target:
+                    sys.settrace(None)
+                    signal.raise_signal(signal.SIGINT)
+                return local
+
+            return local
+
+        sys.settrace(tracer)
+        try:
+            model.delete_samples(list(range(60)))  # 60 of 100: compacts
+        except KeyboardInterrupt:
+            pass
+        finally:
+            sys.settrace(None)
+        registry = model.unlearning_state_.registry
+        assert registry._store.path == registry.rows.filename, target
+
+
+def test_a_warning_raised_as_an_error_after_the_charge_completes_the_deletion(tmp_path):
+    # Past the cap the charge is recorded and a PrivacyLeakWarning issued:
+    # under -W error it rolled the deletion back, and every retry charged again.
+    import warnings
+
+    from sklearn_dpu import PrivacyLeakWarning
+
+    budget = PrivacyBudget(1.2, 1e-5, path=str(tmp_path / "a.db"))
+    model = _linear(budget=budget).fit(X, Y_REG)
+    charges = len(budget.charges())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrivacyLeakWarning)
+        with pytest.raises(PrivacyLeakWarning):
+            model.delete_samples([0, 1, 2])
+    assert len(model.deletion_log_) == 1  # completed, charged once
+    assert len(budget.charges()) == charges + 1
+
+
+def test_the_scalers_privacy_spent_is_stated_at_its_fitted_delta():
+    fitted = [PrivateBoundsScaler(random_state=0).fit(X) for _ in range(2)]
+    fitted[1].set_params(delta=1e-2)
+    assert fitted[1].privacy_spent_ == fitted[0].privacy_spent_
+    for scaler in fitted:
+        scaler.delete_samples([0])
+    a, b = (scaler.deletion_log_[-1] for scaler in fitted)
+    assert (b.remaining_epsilon, b.deletion_epsilon) == (a.remaining_epsilon, a.deletion_epsilon)

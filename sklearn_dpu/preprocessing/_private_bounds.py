@@ -283,6 +283,7 @@ class PrivateBoundsScaler(
             self.deletion_log_ = []
             self.n_deleted_ = 0
             self._released_epsilon = float(params["epsilon"])
+            self._fit_delta = float(params["delta"])  # what privacy_spent_ is stated at
             return [self._release_of(centers, scales)]
 
         with self._atomic():

@@ -75,7 +75,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._transaction import in_transaction, on_commit, on_rollback
+from .._transaction import deferred_sigint, in_transaction, on_commit, on_rollback
 from ..exceptions import PersistenceError
 
 __all__ = [
@@ -300,21 +300,22 @@ class RowStore:
         it fails, the previous file is the working file again and ``path``
         is removed)."""
         old_path, old_finalizer = self.path, self._finalizer
-        self.path = path
-        self._finalizer = weakref.finalize(self, _unlink, path)
         if not in_transaction():
+            self.path, self._finalizer = path, weakref.finalize(self, _unlink, path)
             if old_finalizer is not None:
                 old_finalizer()  # removes the old file now
             return
-        new_finalizer = self._finalizer
+        with deferred_sigint():  # no Ctrl-C between the switch and its undo
+            new_finalizer = weakref.finalize(self, _unlink, path)
+            self.path, self._finalizer = path, new_finalizer
 
-        def undo() -> None:
-            new_finalizer()  # removes the new file
-            self.path, self._finalizer = old_path, old_finalizer
+            def undo() -> None:
+                new_finalizer()  # removes the new file
+                self.path, self._finalizer = old_path, old_finalizer
 
-        on_rollback(undo)
-        if old_finalizer is not None:
-            on_commit(old_finalizer)
+            on_rollback(undo)
+            if old_finalizer is not None:
+                on_commit(old_finalizer)
 
     def allocate(
         self,
@@ -337,10 +338,10 @@ class RowStore:
                 _copy_rows(source, keep, rows[:count])
                 if isinstance(rows, np.memmap):
                     rows.flush()
-        except BaseException:
+            self._adopt(path)
+        except BaseException:  # a Ctrl-C before the adoption leaves no file behind
             _unlink(path)
             raise
-        self._adopt(path)
         return rows
 
     def grow(self, rows: np.ndarray, capacity: int) -> np.ndarray:
