@@ -173,33 +173,13 @@ def test_a_ctrl_c_on_any_line_of_the_transaction_leaves_no_stale_state():
     # A Ctrl-C between the context's set() and its try left a dead
     # transaction in the context: Ctrl-C ignored for the rest of the process.
     import signal
-    import sys
 
     from sklearn_dpu import _transaction
 
     code = _transaction.atomic.__wrapped__.__code__
-    for target in sorted({line for _, _, line in code.co_lines() if line}):
+    for target in _lines(code):
         model = _linear().fit(X, Y_REG)
-
-        def tracer(frame, event, arg, target=target):
-            if frame.f_code is not code:
-                return None
-
-            def local(frame, event, arg):
-                if event == "line" and frame.f_lineno == target:
-                    sys.settrace(None)
-                    signal.raise_signal(signal.SIGINT)
-                return local
-
-            return local
-
-        sys.settrace(tracer)
-        try:
-            model.delete_samples([0])
-        except KeyboardInterrupt:
-            pass
-        finally:
-            sys.settrace(None)
+        _ctrl_c_at(code, target, model.delete_samples, [0])
         assert _transaction._ACTIVE.get() is None, target
         assert _transaction._STAGED.get() is None, target
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler, target
@@ -263,36 +243,15 @@ def test_a_ctrl_c_while_a_disk_backed_compaction_adopts_its_file(tmp_path):
     # Between the store's switch to the compacted file and the registration
     # of its undo, a Ctrl-C left the store on the compacted file under the
     # restored slots.
-    import signal
-    import sys
 
     from sklearn_dpu.unlearning import disk_backed_rows, row_store
 
     code = row_store.RowStore._adopt.__code__
-    for target in sorted({line for _, _, line in code.co_lines() if line}):
+    for target in _lines(code):
         with disk_backed_rows(tmp_path):
             model = _linear()
             model.partial_fit(X[:100], Y_REG[:100], sample_id=np.arange(100))
-
-        def tracer(frame, event, arg, target=target):
-            if frame.f_code is not code:
-                return None
-
-            def local(frame, event, arg):
-                if event == "line" and frame.f_lineno == target:
-                    sys.settrace(None)
-                    signal.raise_signal(signal.SIGINT)
-                return local
-
-            return local
-
-        sys.settrace(tracer)
-        try:
-            model.delete_samples(list(range(60)))  # 60 of 100: compacts
-        except KeyboardInterrupt:
-            pass
-        finally:
-            sys.settrace(None)
+        _ctrl_c_at(code, target, model.delete_samples, list(range(60)))  # compacts
         registry = model.unlearning_state_.registry
         assert registry._store.path == registry.rows.filename, target
 
@@ -323,3 +282,35 @@ def test_the_scalers_privacy_spent_is_stated_at_its_fitted_delta():
         scaler.delete_samples([0])
     a, b = (scaler.deletion_log_[-1] for scaler in fitted)
     assert (b.remaining_epsilon, b.deletion_epsilon) == (a.remaining_epsilon, a.deletion_epsilon)
+
+
+def _lines(code):
+    """The lines of a function's code, in order."""
+    return sorted({line for _, _, line in code.co_lines() if line})
+
+
+def _ctrl_c_at(code, line, call, *args):
+    """Run ``call(*args)`` with a real SIGINT sent when ``code`` reaches
+    ``line``; swallow the KeyboardInterrupt it may raise."""
+    import signal
+    import sys
+
+    def tracer(frame, event, arg):
+        if frame.f_code is not code:
+            return None
+
+        def local(frame, event, arg):
+            if event == "line" and frame.f_lineno == line:
+                sys.settrace(None)
+                signal.raise_signal(signal.SIGINT)
+            return local
+
+        return local
+
+    sys.settrace(tracer)
+    try:
+        call(*args)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sys.settrace(None)
